@@ -1,0 +1,64 @@
+"""`crewagent` command line: wires core (and bot) together; no engine logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crewagent", description="Run .bmad v1.1 agent workflows.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="run the Slack bot")
+    s.add_argument("--project", help="project checkout the workflows work on (default: current dir)")
+    s.add_argument("--package", action="append", default=[], help="package dir or .bmad (repeatable)")
+    s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
+    s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
+    s.set_defaults(module="cli.serve_cmd")
+
+    v = sub.add_parser("validate", help="check a package directory or .bmad file")
+    v.add_argument("path")
+    v.set_defaults(module="cli.package_cmd", action="validate")
+
+    k = sub.add_parser("pack", help="zip a package directory into a .bmad file")
+    k.add_argument("path")
+    k.add_argument("-o", "--output", required=True)
+    k.set_defaults(module="cli.package_cmd", action="pack")
+
+    r = sub.add_parser("run", help="run a workflow in the terminal (Workflow-First)")
+    r.add_argument("path", nargs="?", help="package dir or .bmad")
+    r.add_argument("--project", help="project checkout (default: current dir)")
+    r.add_argument("--workflow", help="workflow id (multi-workflow packages)")
+    r.add_argument("--agent", help="agent id for the persona")
+    r.add_argument("--resume", metavar="RUN_ID", help="continue a saved run")
+    r.set_defaults(module="cli.run_cmd")
+
+    rs = sub.add_parser("runs", help="inspect runs")
+    rsub = rs.add_subparsers(dest="runs_action", required=True)
+    rl = rsub.add_parser("list", help="list runs")
+    rl.add_argument("--project", help="only runs of this project")
+    rsh = rsub.add_parser("show", help="show one run")
+    rsh.add_argument("run_id")
+    rs.set_defaults(module="cli.runs_cmd")
+
+    c = sub.add_parser("chat", help="talk to a package's agents in the terminal (Agent-First)")
+    c.add_argument("path", nargs="?", help="package dir or .bmad")
+    c.add_argument("--project", help="project checkout (default: current dir)")
+    c.set_defaults(module="cli.chat_cmd")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module = import_module(args.module)
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("\nStopped.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

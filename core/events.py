@@ -1,0 +1,87 @@
+"""Progress reported by the engine; a surface (terminal, Slack) renders these, `core` prints nothing."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field
+
+
+class RunPhase(str, Enum):
+    RUNNING = "running"
+    WAITING_USER = "waiting-user"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class _Event(BaseModel):
+    run_id: str
+
+
+class NodeStarted(_Event):
+    kind: Literal["node_started"] = "node_started"
+    node_id: str
+    title: str
+    agent_id: str
+
+
+class ToolExecuted(_Event):
+    kind: Literal["tool_executed"] = "tool_executed"
+    tool: str  # wire name, e.g. fs_write
+    ok: bool
+    summary: str  # one short line, alias paths only
+    error_code: str | None = None
+
+
+class ArtifactWritten(_Event):
+    kind: Literal["artifact_written"] = "artifact_written"
+    path: str  # project-relative, e.g. artifacts/create-story/target.md
+
+
+class StateUpdated(_Event):
+    kind: Literal["state_updated"] = "state_updated"
+    current_node_id: str
+    steps_completed: list[str]
+    steps_total: int
+    artifacts: list[str]
+
+
+class PhaseChanged(_Event):
+    kind: Literal["phase_changed"] = "phase_changed"
+    phase: RunPhase
+    paused: bool = False
+    reason: str | None = None  # human-readable, for failed/paused/loop-detected
+    error_code: str | None = None
+
+
+class AssistantText(_Event):
+    kind: Literal["assistant_text"] = "assistant_text"
+    text: str
+    agent_id: str | None = None
+
+
+class WidgetRequested(_Event):
+    kind: Literal["widget_requested"] = "widget_requested"
+    widget: dict[str, Any]  # validated ui_ask_user payload (widgetId, type, message, ...)
+
+
+class LLMRetrying(_Event):
+    kind: Literal["llm_retrying"] = "llm_retrying"
+    attempt: int
+    reason: str
+
+
+EngineEvent = Annotated[
+    Union[
+        NodeStarted,
+        ToolExecuted,
+        ArtifactWritten,
+        StateUpdated,
+        PhaseChanged,
+        AssistantText,
+        WidgetRequested,
+        LLMRetrying,
+    ],
+    Field(discriminator="kind"),
+]

@@ -1,0 +1,55 @@
+"""Run records (the run index) and the snapshot a surface shows as "run status"."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .events import RunPhase
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class RunError(BaseModel):
+    code: str
+    message: str
+
+
+class RunRecord(BaseModel):
+    """One line of the run index. Paths here are server-side; never show `project_root` to a user."""
+
+    run_id: str
+    project_id: str
+    project_root: str
+    package_id: str
+    package_root: str
+    workflow_id: str
+    active_agent_id: str
+    phase: RunPhase = RunPhase.WAITING_USER
+    paused: bool = False
+    created_at: str = Field(default_factory=utc_now)
+    updated_at: str = Field(default_factory=utc_now)
+    last_error: RunError | None = None
+    extra: dict[str, Any] = {}
+
+
+class RunSnapshot(BaseModel):
+    """Everything a status line needs, in user terms (no server paths)."""
+
+    run_id: str
+    workflow_id: str
+    workflow_name: str
+    phase: RunPhase
+    paused: bool = False
+    current_node_id: str | None = None  # None once completed
+    current_node_title: str | None = None
+    agent_id: str
+    agent_name: str
+    steps_done: int
+    steps_total: int
+    artifacts: list[str] = []  # project-relative
+    error: RunError | None = None

@@ -1,0 +1,30 @@
+"""The per-conversation session record. Plain data: a surface persists it between events."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from ..outputs import MenuEntry
+
+SessionMode = Literal["idle", "agent", "run", "chat"]
+
+
+class PendingWidget(BaseModel):
+    widget_id: str
+    type: str
+    payload: dict[str, Any]
+    run_id: str | None = None
+
+
+class Session(BaseModel):
+    id: str  # surface-neutral key, e.g. "slack:T1:C1:1700000000.000100"
+    package_id: str | None = None
+    mode: SessionMode = "idle"
+    agent_id: str | None = None
+    run_id: str | None = None
+    clarify: list[MenuEntry] = []  # pending ClarifyChoice candidates
+    pending_widget: PendingWidget | None = None
+    owner: str | None = None  # who started it (surface user id); authorization is the surface's job
+    history: list[dict[str, Any]] = []  # short agent/chat history (OpenAI message dicts)

@@ -1,0 +1,82 @@
+"""The contract between the engine and the tools: what a call may see, and what it reports back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+from ..package.models import Graph
+
+ToolMode = Literal["run", "agent", "chat", "script"]
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """Real roots behind the alias paths the model uses. `state` is None outside a run."""
+
+    project: Path
+    pkg: Path
+    state: Path | None = None
+
+
+@dataclass(frozen=True)
+class EffectivePolicy:
+    """Agent settings merged with system settings; agents can only tighten (D§3.10)."""
+
+    fs_enabled: bool = True
+    max_read_bytes: int = 524_288
+    max_write_bytes: int = 2_097_152
+    mcp_requested: bool = False  # accepted in config, always reported unavailable (SPEC §9.14)
+    max_list_entries: int = 200
+    max_search_matches: int = 50
+
+
+@dataclass
+class Confirmation:
+    """One-shot permission for one state change after completion (D§7.6). Never persisted."""
+
+    granted: bool = False
+
+    def consume(self) -> bool:
+        was = self.granted
+        self.granted = False
+        return was
+
+
+@dataclass
+class ToolContext:
+    mounts: Mounts
+    policy: EffectivePolicy
+    mode: ToolMode
+    agent_id: str
+    run_id: str | None = None
+    graph: Graph | None = None  # the run's selected workflow graph; required for state writes
+    confirmation: Confirmation = field(default_factory=Confirmation)
+    audit: Callable[[dict[str, Any]], None] | None = None  # appends one event to execution.jsonl
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call produced. `result` is sent to the model as JSON; the rest drives the engine."""
+
+    result: dict[str, Any]
+    state_changed: bool = False
+    artifacts_created: list[str] = field(default_factory=list)  # project-relative paths
+    files_written: list[str] = field(default_factory=list)  # alias paths written under @project
+    widget: dict[str, Any] | None = None  # a validated ui_ask_user payload: the pump stops here
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.result.get("ok"))
+
+
+def ok(**data: Any) -> dict[str, Any]:
+    return {"ok": True, **data}
+
+
+def fail(code: str, message: str, **details: Any) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if details:
+        err["details"] = details
+    return {"ok": False, "error": err}
