@@ -1,0 +1,80 @@
+"""`crewagent validate PATH` and `crewagent pack DIR -o FILE.bmad`: package checks for authors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from core.errors import CrewError
+from core.package.archive import pack_package
+from core.package.loader import PackageInvalid, Problem, validate_path
+from core.package.models import Package
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.action == "validate":
+            return _validate(Path(args.path))
+        if args.action == "pack":
+            return _pack(Path(args.path), Path(args.output))
+    except CrewError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+    print(f"error: unknown package action {args.action!r}", file=sys.stderr)
+    return 2
+
+
+def summary(package: Package) -> str:
+    workflows, agents = len(package.workflows), len(package.agents)
+    nodes = sum(len(w.graph.nodes) for w in package.workflows)
+    return (
+        f"{package.name} {package.version}: {workflows} workflow{'s' * (workflows != 1)}, "
+        f"{agents} agent{'s' * (agents != 1)}, {nodes} node{'s' * (nodes != 1)}"
+    )
+
+
+def _print_problems(problems: list[Problem], stream) -> None:
+    for problem in problems:
+        if problem.level == "error":
+            print(problem, file=stream)
+    for problem in problems:
+        if problem.level == "warning":
+            print(f"warning: {problem}", file=stream)
+
+
+def _validate(path: Path) -> int:
+    if not path.exists():
+        print(f"error: {path}: no such package directory or .bmad file", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="crewagent-validate-") as scratch:
+        package, problems = validate_path(path, cache_dir=Path(scratch))
+    if package is None:
+        errors = [p for p in problems if p.level == "error"]
+        if len(errors) == 1 and errors[0].code in ("PACKAGE_ARCHIVE_INVALID", "PACKAGE_TOO_LARGE"):
+            print(f"error: {errors[0]}", file=sys.stderr)
+            return 1
+        _print_problems(problems, sys.stdout)
+        print(f"INVALID {path.name}: {len(errors)} error{'s' * (len(errors) != 1)}")
+        return 1
+    print(f"OK {summary(package)}")
+    _print_problems(problems, sys.stdout)
+    return 0
+
+
+def _pack(src: Path, out: Path) -> int:
+    if not src.is_dir():
+        print(f"error: {src}: not a package directory", file=sys.stderr)
+        return 1
+    try:
+        written = pack_package(src, out)
+    except PackageInvalid as exc:
+        _print_problems(exc.problems, sys.stderr)
+        print(f"error: {src.name} was not packed: {len(exc.errors)} error(s)", file=sys.stderr)
+        return 1
+    print(f"{out} ({written.stat().st_size} bytes)")
+    return 0
