@@ -2,7 +2,7 @@
 
 Checked on the example documents (plus small ones using every optional field), on every
 single-point change of the richest one, and on seeded random multi-point mutations. The reference
-copies live outside the repository, so this test is skipped where they are not present.
+copies live beside the repository (../shared), so this test is skipped where they are not present.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from core.frontmatter import parse
 from core.schemas import NAMES, validator
 from tests.test_package_helpers import EXAMPLES
 
-REFERENCE = Path("/work/shared/spec/reference-schemas-v1.1")
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "spec" / "reference-schemas-v1.1"
 
 pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference schemas not available here")
 

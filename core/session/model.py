@@ -28,3 +28,5 @@ class Session(BaseModel):
     pending_widget: PendingWidget | None = None
     owner: str | None = None  # who started it (surface user id); authorization is the surface's job
     history: list[dict[str, Any]] = []  # short agent/chat history (OpenAI message dicts)
+    last_run_id: str | None = None  # the run this conversation last worked on (kept after *dismiss, for *resume)
+    menu_open: bool = False  # *menu was shown during a run: the next number/trigger picks from it
