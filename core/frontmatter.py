@@ -9,6 +9,9 @@ import yaml
 from .errors import CrewError
 
 _FENCE = "---"
+# libyaml when available: state files are parsed on every write, so this is on the hot path.
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 class FrontmatterError(CrewError):
@@ -35,7 +38,7 @@ def parse(text: str) -> tuple[dict[str, Any], str]:
     if raw is None:
         raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
     try:
-        data = yaml.safe_load(raw)
+        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -50,5 +53,7 @@ def parse(text: str) -> tuple[dict[str, Any], str]:
 
 def render(data: dict[str, Any], body: str) -> str:
     """Serialise frontmatter + body; key order is kept so diffs stay readable."""
-    dumped = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    dumped = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False
+    )
     return f"{_FENCE}\n{dumped}{_FENCE}\n{body}"

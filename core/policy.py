@@ -1,0 +1,38 @@
+"""System tool settings merged with an agent's `tools` block: agents can only tighten (D§3.10).
+
+The same EffectivePolicy drives the prompt's tool-policy text, which tools are offered, and
+what the tools enforce, so the three never disagree.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .package.models import Agent
+from .tools.base import EffectivePolicy
+
+
+class SystemToolPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    fs_enabled: bool = True
+    max_read_bytes: int = Field(default=524_288, gt=0)
+    max_write_bytes: int = Field(default=2_097_152, gt=0)
+    mcp_enabled: bool = False
+
+
+def effective_policy(system: SystemToolPolicy, agent: Agent | None) -> EffectivePolicy:
+    fs = agent.tools.fs if agent and agent.tools else None
+    mcp = agent.tools.mcp if agent and agent.tools else None
+    return EffectivePolicy(
+        fs_enabled=system.fs_enabled and (fs.enabled if fs and fs.enabled is not None else True),
+        max_read_bytes=_tightest(system.max_read_bytes, fs.maxReadBytes if fs else None),
+        max_write_bytes=_tightest(system.max_write_bytes, fs.maxWriteBytes if fs else None),
+        mcp_requested=system.mcp_enabled and (mcp.enabled if mcp and mcp.enabled is not None else True),
+    )
+
+
+def _tightest(system_limit: int, agent_limit: int | None) -> int:
+    if agent_limit is None or agent_limit <= 0:
+        return system_limit
+    return min(system_limit, agent_limit)

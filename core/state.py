@@ -1,0 +1,358 @@
+"""The run state (`@state/workflow.md`) and the one guarded path every change to it takes (D§4.1).
+
+Checks run in a fixed order — confirmation gate, ifMatchSha256, parse, defaults + schema,
+transition against the graph, stepsCompleted monotonicity — and only then is the file replaced
+atomically. Any rejection raises a CrewError and leaves the file byte-for-byte as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .atomic import atomic_write_bytes
+from .errors import CrewError
+from .frontmatter import FrontmatterError, split
+from .package.models import Graph
+from .schemas import validator
+
+STATE_ALIAS = "@state/workflow.md"
+STATE_FILE = "workflow.md"
+_LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, this runs every turn
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@dataclass(frozen=True)
+class StateDoc:
+    """The state file as found on disk. `frontmatter` is None when the file cannot be parsed."""
+
+    data: bytes
+    sha256: str
+    frontmatter: dict[str, Any] | None  # normalised, a fresh copy
+    raw: dict[str, Any] | None  # as written; shared with the parse cache, so never mutate it
+    body: str
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    frontmatter: dict[str, Any]  # normalised, as now on disk
+    sha256_before: str
+    sha256_after: str
+
+
+Gate = Callable[[dict[str, Any] | None], None]
+# A build returns the new document, or (document, its parsed frontmatter) when it rendered one itself.
+Build = Callable[[StateDoc | None], "str | tuple[str, dict[str, Any]]"]
+
+_PARSED: dict[str, tuple[dict[str, Any], str]] = {}  # sha256 -> (frontmatter, body); content-keyed, never stale
+_PARSED_MAX = 256
+
+
+# --- reading -------------------------------------------------------------------------------
+
+
+def parse_text(text: str) -> tuple[dict[str, Any], str]:
+    """Frontmatter + body, with the same messages as core.frontmatter.parse but the C loader."""
+    raw, body = split(text)
+    if raw is None:
+        raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
+    try:
+        data = yaml.load(raw, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise FrontmatterError(f"Frontmatter is not valid YAML{where}: {problem}.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FrontmatterError("Frontmatter must be a YAML mapping (key: value lines).")
+    return data, body
+
+
+def render_text(data: dict[str, Any], body: str) -> str:
+    dumped = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return f"---\n{dumped}---\n{body}"
+
+
+def render_draft(data: dict[str, Any], body: str) -> tuple[str, dict[str, Any]]:
+    """A rendered document together with its frontmatter, so commit_state need not parse it back."""
+    return render_text(data, body), data
+
+
+def normalise(fm: dict[str, Any]) -> dict[str, Any]:
+    """A copy with defaults filled, YAML dates as ISO strings and empty timestamps dropped (SPEC §9.13)."""
+    out = {k: _plain(v) for k, v in fm.items()}
+    for key in _LIST_FIELDS:
+        if out.get(key) is None:
+            out[key] = []
+    if out.get("variables") is None:
+        out["variables"] = {}
+    if out.get("currentNodeId") is None:
+        out["currentNodeId"] = ""
+    if isinstance(out.get("schemaVersion"), (int, float)):
+        out["schemaVersion"] = str(out["schemaVersion"])
+    if out.get("updatedAt") == "":
+        del out["updatedAt"]
+    if isinstance(out["decisionLog"], list):
+        for item in out["decisionLog"]:
+            if isinstance(item, dict) and item.get("decidedAt") == "":
+                del item["decidedAt"]
+    return out
+
+
+def load_doc(state_dir: Path) -> StateDoc | None:
+    """The state file as on disk; parsing is skipped when these exact bytes were parsed before."""
+    try:
+        data = (state_dir / STATE_FILE).read_bytes()
+    except FileNotFoundError:
+        return None
+    sha = hashlib.sha256(data).hexdigest()
+    hit = _PARSED.get(sha)
+    if hit is None:
+        try:
+            hit = parse_text(data.decode("utf-8"))
+        except (FrontmatterError, UnicodeDecodeError):
+            return StateDoc(data, sha, None, None, "")
+        _remember(sha, hit)
+    raw, body = hit
+    return StateDoc(data, sha, normalise(raw), raw, body)
+
+
+def _remember(sha: str, parsed: tuple[dict[str, Any], str]) -> None:
+    if len(_PARSED) >= _PARSED_MAX:
+        del _PARSED[next(iter(_PARSED))]
+    _PARSED[sha] = parsed
+
+
+def read_state(state_dir: Path) -> dict[str, Any]:
+    """The run state's frontmatter with defaults filled; raises CrewError when missing or unreadable."""
+    doc = load_doc(state_dir)
+    if doc is None:
+        raise CrewError("STATE_FILE_NOT_FOUND", f"The run state {STATE_ALIAS} does not exist.")
+    if doc.frontmatter is None:
+        parse_text(doc.data.decode("utf-8", errors="replace"))  # raises the readable parse error
+        raise FrontmatterError(f"{STATE_ALIAS} is not valid UTF-8 text.")
+    return doc.frontmatter
+
+
+def is_complete(fm: dict[str, Any], graph: Graph) -> bool:
+    """`variables.workflowStatus == "complete"` decides; an end node in stepsCompleted is the fallback."""
+    variables = fm.get("variables") or {}
+    if isinstance(variables, dict) and variables.get("workflowStatus") == "complete":
+        return True
+    node = graph.node(graph.effective_node_id(fm.get("currentNodeId")))
+    return node is not None and node.type == "end" and node.id in (fm.get("stepsCompleted") or [])
+
+
+def steps_done(fm: dict[str, Any], graph: Graph) -> int:
+    done = set(fm.get("stepsCompleted") or [])
+    return sum(1 for n in graph.nodes if n.id in done)
+
+
+def allowed_next(graph: Graph, node_id: str) -> list[dict[str, Any]]:
+    return [
+        {"to": e.to, "label": e.label, "isDefault": e.isDefault, "conditionText": e.conditionText}
+        for e in graph.outgoing(node_id)
+    ]
+
+
+# --- building a new state --------------------------------------------------------------------
+
+
+def init_state_text(
+    template: str, graph: Graph, *, run_id: str, agent_id: str, workflow_id: str, now: str
+) -> str:
+    """The first `@state/workflow.md` of a run: the template with run fields set and progress reset."""
+    try:
+        fm, body = parse_text(template)
+    except FrontmatterError as exc:
+        raise CrewError("STATE_INIT_FAILED", f"The workflow.md template cannot be used: {exc.message}") from None
+    fm = {k: _plain(v) for k, v in fm.items()}
+    fm.update(runId=run_id, activeAgentId=agent_id, workflowRef=workflow_id, updatedAt=now)
+    fm.update(currentNodeId=graph.entryNodeId, stepsCompleted=[], variables={}, decisionLog=[], artifacts=[])
+    errors = schema_errors(normalise(fm))
+    if errors:
+        listed = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
+        raise CrewError("STATE_INIT_FAILED", f"The workflow.md template frontmatter is invalid: {listed}")
+    return render_text(fm, body)
+
+
+def apply_update(fm: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`updateFrontmatter` semantics (D§3.6) on a copy. A plain value (no `set`/`append`) means set."""
+    out = json.loads(json.dumps(fm, default=str))
+    for key, change in update.items():
+        op, value = _operation(change)
+        if key == "artifacts":
+            value = [_project_relative(v) for v in value] if isinstance(value, list) else _project_relative(value)
+        if op == "append":
+            items = value if isinstance(value, list) else [value]
+            current = out.get(key)
+            if current is None:
+                current = []
+            if not isinstance(current, list):
+                raise CrewError("E_INVALID_ARGS", f"Cannot append to '{key}': it is not a list.")
+            if key == "decisionLog":
+                out[key] = [*current, *items]
+            else:
+                out[key] = current + [i for n, i in enumerate(items) if i not in current and i not in items[:n]]
+        elif key == "variables" and isinstance(value, dict):
+            merged = out.get("variables") if isinstance(out.get("variables"), dict) else {}
+            out["variables"] = {**merged, **value}  # shallow merge
+        else:
+            out[key] = value
+    return out
+
+
+def _project_relative(path: Any) -> Any:
+    """State stores artifacts as `artifacts/x.md`; models often write `@project/artifacts/x.md`."""
+    if not isinstance(path, str):
+        return path
+    text = path.strip().replace("\\", "/")
+    while text.startswith("./"):
+        text = text[2:]
+    return text.removeprefix("@project/")
+
+
+def _operation(change: Any) -> tuple[str, Any]:
+    if isinstance(change, dict) and len(change) == 1:
+        (op, value), = change.items()
+        if op in ("set", "append"):
+            return op, value
+    return "set", change
+
+
+# --- the guarded write -------------------------------------------------------------------------
+
+
+def commit_state(
+    state_dir: Path,
+    graph: Graph,
+    build: Build,
+    *,
+    if_match: str | None = None,
+    gate: Gate | None = None,
+    rewind: bool = False,
+) -> StateWrite:
+    """Validate the document `build` returns against the current state, then replace it atomically.
+
+    `rewind` allows a non-edge move and dropping stepsCompleted entries (workflow_rewind only).
+    """
+    prev = load_doc(state_dir)
+    prev_fm = prev.frontmatter if prev else None
+    if gate is not None:
+        gate(prev_fm)
+    before = prev.sha256 if prev else ""
+    if if_match and if_match.strip().lower() != before:
+        raise CrewError(
+            "E_PRECONDITION_FAILED",
+            f"{STATE_ALIAS} changed since you read it (ifMatchSha256 does not match). Read it again, then retry.",
+            {"path": STATE_ALIAS, "sha256": before},
+        )
+    built = build(prev)
+    if isinstance(built, tuple):
+        text, next_raw = built
+    else:
+        text = built
+        try:
+            next_raw, _ = parse_text(text)
+        except FrontmatterError as exc:
+            raise FrontmatterError(f"{STATE_ALIAS}: {exc.message}") from None
+    next_fm = normalise(next_raw)
+    errors = schema_errors(next_fm)
+    if errors:
+        listed = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise CrewError(
+            "E_SCHEMA_VALIDATION",
+            f"{STATE_ALIAS} does not match the run-state schema: {listed}{more}.",
+            {"errors": errors},
+        )
+    check_transition(prev_fm, next_fm, graph, rewind=rewind)
+    if prev_fm is not None and not rewind:
+        check_monotonic(prev_fm, next_fm)
+    data = text.encode("utf-8")
+    atomic_write_bytes(state_dir / STATE_FILE, data)
+    after = hashlib.sha256(data).hexdigest()
+    if isinstance(built, tuple):
+        _remember(after, (next_raw, split(text)[1]))
+    return StateWrite(next_fm, before, after)
+
+
+def schema_errors(fm: dict[str, Any]) -> list[dict[str, str]]:
+    found = sorted(validator("workflow-frontmatter").iter_errors(fm), key=lambda e: [str(p) for p in e.absolute_path])
+    return [{"path": _json_path(e.absolute_path), "message": e.message} for e in found]
+
+
+def check_transition(
+    prev: dict[str, Any] | None, nxt: dict[str, Any], graph: Graph, *, rewind: bool = False
+) -> None:
+    old = graph.effective_node_id(prev.get("currentNodeId")) if prev is not None else None
+    new = graph.effective_node_id(nxt.get("currentNodeId"))
+    if graph.node(new) is None:
+        raise _transition_error(f"Unknown node '{new}': it is not in this workflow's graph.", old, new, graph)
+    if old is None or new == old or rewind or graph.has_edge(old, new):
+        return
+    raise _transition_error(f"Invalid transition: {old} → {new} (no such edge in the graph).", old, new, graph)
+
+
+def check_monotonic(prev: dict[str, Any], nxt: dict[str, Any]) -> None:
+    kept = set(nxt.get("stepsCompleted") or [])
+    removed = [s for s in prev.get("stepsCompleted") or [] if s not in kept]
+    if removed:
+        raise CrewError(
+            "E_INVALID_TRANSITION",
+            f"stepsCompleted may only grow; this change removes {', '.join(removed)}. "
+            "Keep the existing entries (use workflow_rewind to go back).",
+            {"removed": removed},
+        )
+
+
+def _transition_error(message: str, old: str | None, new: str, graph: Graph) -> CrewError:
+    options = allowed_next(graph, old) if old else []
+    hint = ", ".join(f"{o['to']} ({o['label']})" for o in options) or "none"
+    return CrewError(
+        "E_INVALID_TRANSITION",
+        f"{message} Allowed next from {old}: {hint}." if old else message,
+        {"from": old, "to": new, "allowedNext": options},
+    )
+
+
+def record_artifacts(state_dir: Path, graph: Graph, paths: list[str]) -> dict[str, Any]:
+    """Append project-relative artifact paths (deduplicated) through the guarded write."""
+
+    def build(doc: StateDoc | None) -> str:
+        if doc is None or doc.raw is None:
+            raise CrewError("E_INVALID_FRONTMATTER", f"{STATE_ALIAS} cannot be read, so artifacts cannot be recorded.")
+        return render_draft(apply_update(normalise(doc.raw), {"artifacts": {"append": paths}}), doc.body)
+
+    return commit_state(state_dir, graph, build).frontmatter
+
+
+def _plain(value: Any) -> Any:
+    """YAML timestamps become ISO strings (naive times are taken as UTC), recursively."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json_path(parts: Any) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(frontmatter)"

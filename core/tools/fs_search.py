@@ -1,0 +1,299 @@
+"""fs_search (D§3.4): ripgrep when it is installed, else a Python walk in a thread; same results.
+
+Both skip hidden entries, `.git`, `node_modules`, symlinks and binary files, and report one match
+per matching line with its context lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import fnmatch
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import CrewError
+from ..mounts import Resolved, alias_of, resolve
+from .args import SearchArgs
+from .base import ToolContext, ToolOutcome, ok
+
+MAX_LINE_CHARS = 400
+_RG_LINE_LIMIT = 32 * 1024 * 1024  # one JSON event holds a whole line; minified files have long ones
+_SKIP_DIRS = frozenset({"node_modules", ".git"})
+_WILDCARD = re.compile(r"[*?\[]")
+_REGEX = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A substring, or a compiled regex when the pattern was written as /.../flags."""
+
+    literal: str | None
+    regex: re.Pattern[str] | None
+    ignore_case: bool = False
+
+    def find(self, line: str) -> int:
+        """0-based column of the first match, or -1."""
+        if self.regex is not None:
+            m = self.regex.search(line)
+            return m.start() if m else -1
+        return line.find(self.literal or "")
+
+    def rg_args(self) -> list[str]:
+        if self.regex is not None:
+            return ["-i", "-e", self.regex.pattern] if self.ignore_case else ["-e", self.regex.pattern]
+        return ["-F", "-e", self.literal or ""]
+
+
+@dataclass(frozen=True)
+class Target:
+    base: Resolved  # folder or single file
+    include: str | None  # glob relative to base, or None for everything
+
+
+@dataclass
+class Found:
+    matches: list[dict[str, Any]] = field(default_factory=list)
+    files_scanned: int = 0
+    truncated: bool = False
+
+
+def make_matcher(pattern: str) -> Matcher:
+    m = _REGEX.match(pattern)
+    if m is None or set(m.group(2)) - {"i"}:
+        return Matcher(literal=pattern, regex=None)
+    ignore_case = "i" in m.group(2)
+    try:
+        regex = re.compile(m.group(1), re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise CrewError("E_INVALID_ARGS", f"The pattern is not a valid regular expression: {exc}.") from None
+    return Matcher(literal=None, regex=regex, ignore_case=ignore_case)
+
+
+def targets_for(args: SearchArgs, ctx: ToolContext) -> list[Target]:
+    """`path` plus the legacy `globs` (alias globs like @project/artifacts/*.md, or globs relative to path)."""
+    if not args.globs:
+        return [Target(resolve(ctx.mounts, args.path, write=False), None)]
+    out = []
+    for glob in args.globs:
+        spec = glob if glob.startswith(("@", "artifacts/")) else f"{args.path.rstrip('/')}/{glob}"
+        parts = spec.replace("\\", "/").split("/")
+        cut = next((i for i, p in enumerate(parts) if _WILDCARD.search(p)), len(parts))
+        base = resolve(ctx.mounts, "/".join(parts[:cut]), write=False)
+        out.append(Target(base, "/".join(parts[cut:]) or None))
+    return out
+
+
+async def search(args: SearchArgs, ctx: ToolContext) -> ToolOutcome:
+    matcher = make_matcher(args.pattern)
+    targets = [t for t in targets_for(args, ctx) if os.path.exists(t.base.real)]
+    if not targets:
+        shown = ", ".join(args.globs) if args.globs else resolve(ctx.mounts, args.path, write=False).alias
+        raise CrewError("ENOENT", f"Nothing to search: {shown} does not exist.")
+    limit = min(args.maxMatches, ctx.policy.max_search_matches)
+    rg = shutil.which("rg")
+    found = None
+    if rg is not None:
+        found = await rg_search(rg, targets, matcher, args.before, args.after, limit)
+    if found is None:  # no ripgrep, or a regex ripgrep does not support
+        found = await asyncio.to_thread(python_search, targets, matcher, args.before, args.after, limit)
+    return ToolOutcome(result_of(targets[0].base.alias, found, limit))
+
+
+def result_of(path: str, found: Found, limit: int) -> dict[str, Any]:
+    result = ok(
+        path=path,
+        matches=found.matches,
+        truncated=found.truncated,
+        stats={"filesScanned": found.files_scanned, "matchesFound": len(found.matches)},
+    )
+    if found.truncated:
+        result["hint"] = f"Stopped after {limit} matches. Narrow the path or the pattern to see the rest."
+    return result
+
+
+# --- Python walk -----------------------------------------------------------------------------
+
+
+def python_search(targets: list[Target], matcher: Matcher, before: int, after: int, limit: int) -> Found:
+    found = Found()
+    for target in targets:
+        for real, rel in _walk(target):
+            if _search_file(real, alias_of(target.base.mount, rel), matcher, before, after, limit, found):
+                return found
+    return found
+
+
+def _walk(target: Target):
+    """(real path, path inside the mount) of every searchable file, in name order."""
+    base = target.base
+    if os.path.isfile(base.real):
+        yield str(base.real), base.rel
+        return
+    stack = [(str(base.real), "")]
+    while stack:
+        folder, rel_folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name, reverse=True)
+        except OSError:
+            continue
+        files = []
+        for entry in entries:
+            if entry.name.startswith(".") or entry.is_symlink():
+                continue
+            rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
+            if entry.is_dir():
+                if entry.name not in _SKIP_DIRS:
+                    stack.append((entry.path, rel))
+            elif entry.is_file() and _included(rel, target.include):
+                files.append((entry.path, rel))
+        for path, rel in reversed(files):
+            yield path, f"{base.rel}/{rel}" if base.rel else rel
+
+
+def _included(rel: str, include: str | None) -> bool:
+    if include is None:
+        return True
+    pattern = include.removeprefix("**/")
+    return fnmatch.fnmatchcase(rel, include) or fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)
+
+
+def _search_file(
+    real: str, alias: str, matcher: Matcher, before: int, after: int, limit: int, found: Found
+) -> bool:
+    """Add this file's matches; True once more than `limit` matches exist (the search stops)."""
+    try:
+        with open(real, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    found.files_scanned += 1
+    if b"\x00" in data[:8192]:
+        return False  # binary
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines):
+        col = matcher.find(line)
+        if col < 0:
+            continue
+        if len(found.matches) >= limit:
+            found.truncated = True
+            return True
+        found.matches.append(
+            _match(alias, i + 1, col + 1, line, lines[max(0, i - before) : i], lines[i + 1 : i + 1 + after])
+        )
+    return False
+
+
+def _match(alias: str, line_no: int, column: int, text: str, before: list[str], after: list[str]) -> dict[str, Any]:
+    return {
+        "path": alias,
+        "line": line_no,
+        "column": column,
+        "text": _clip(text),
+        "before": [_clip(t) for t in before],
+        "after": [_clip(t) for t in after],
+    }
+
+
+def _clip(line: str) -> str:
+    line = line.rstrip("\r\n")
+    return line if len(line) <= MAX_LINE_CHARS else line[:MAX_LINE_CHARS] + "…"
+
+
+# --- ripgrep ---------------------------------------------------------------------------------
+
+
+async def rg_search(
+    rg: str, targets: list[Target], matcher: Matcher, before: int, after: int, limit: int
+) -> Found | None:
+    found = Found()
+    for target in targets:
+        if not await _rg_target(rg, target, matcher, before, after, limit, found):
+            return None
+        if found.truncated:
+            break
+    return found
+
+
+async def _rg_target(
+    rg: str, target: Target, matcher: Matcher, before: int, after: int, limit: int, found: Found
+) -> bool:
+    """Run rg on one target, adding to `found`. False when rg rejected the pattern."""
+    base = target.base
+    is_file = os.path.isfile(base.real)
+    cwd = os.path.dirname(base.real) if is_file else str(base.real)
+    cmd = [rg, "--json", "--no-config", "--no-ignore", "--no-messages", "--max-count", str(limit + 1)]
+    cmd += ["-B", str(before), "-A", str(after), "--glob", "!node_modules", "--glob", "!.git"]
+    if target.include:
+        cmd += ["--glob", target.include]
+    cmd += [*matcher.rg_args(), "--", os.path.basename(base.real) if is_file else "."]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=_RG_LINE_LIMIT
+    )
+    assert proc.stdout is not None
+    prefix = base.rel.rsplit("/", 1)[0] if is_file and "/" in base.rel else ("" if is_file else base.rel)
+    lines: dict[int, str] = {}
+    hits: list[tuple[int, int]] = []
+    matched_files = 0
+    scanned: int | None = None  # from rg's summary; missing when we stop it early
+    try:
+        while raw := await proc.stdout.readline():
+            event = json.loads(raw)
+            kind, data = event.get("type"), event.get("data", {})
+            if kind == "begin":
+                lines, hits = {}, []
+            elif kind in ("match", "context"):
+                text = _rg_text(data.get("lines", {}))
+                lines[data["line_number"]] = text
+                if kind == "match":
+                    start = (data.get("submatches") or [{"start": 0}])[0]["start"]
+                    hits.append((data["line_number"], len(text.encode()[:start].decode(errors="replace")) + 1))
+            elif kind == "end":
+                matched_files += 1
+                rel = _rg_text(data.get("path", {})).removeprefix("./")
+                alias = alias_of(base.mount, f"{prefix}/{rel}" if prefix else rel)
+                for line_no, col in hits:
+                    if len(found.matches) >= limit:
+                        found.truncated = True
+                        break
+                    found.matches.append(
+                        _match(
+                            alias,
+                            line_no,
+                            col,
+                            lines[line_no],
+                            [lines[n] for n in range(line_no - before, line_no) if n in lines],
+                            [lines[n] for n in range(line_no + 1, line_no + after + 1) if n in lines],
+                        )
+                    )
+                if found.truncated:
+                    break
+            elif kind == "summary":
+                scanned = (data.get("stats") or {}).get("searches", matched_files)
+    except (ValueError, asyncio.LimitOverrunError):
+        return False  # a line too long to stream: the Python walk redoes the whole search
+    finally:
+        if proc.returncode is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        await proc.wait()
+    found.files_scanned += scanned if scanned is not None else matched_files
+    if proc.returncode == 2 and not found.matches:
+        return False  # pattern error (e.g. a regex feature Rust's engine lacks): use the Python walk
+    return True
+
+
+def _rg_text(field_: dict[str, Any]) -> str:
+    if "text" in field_:
+        return field_["text"]
+    return base64.b64decode(field_.get("bytes", "")).decode("utf-8", errors="replace")
+

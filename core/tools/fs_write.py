@@ -1,0 +1,186 @@
+"""fs_write and fs_apply_patch (D§3.5, D§3.6, SPEC §9.2): atomic writes, state writes validated.
+
+A new file under @project/artifacts/ is recorded in the run state's `artifacts` in the same call;
+if that recording is rejected the new file is removed again, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+
+from ..atomic import atomic_write_bytes
+from ..errors import CrewError
+from ..mounts import Resolved, SandboxViolation, resolve
+from ..state import STATE_ALIAS, StateDoc, apply_update, normalise, record_artifacts, render_draft
+from .args import Patch, PatchArgs, WriteArgs
+from .base import ToolContext, ToolOutcome, ok
+from .guard import change_state
+
+ARTIFACTS_DIR = "artifacts/"
+INLINE_WRITE_BYTES = 262_144
+
+
+async def write(args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
+    target = resolve(ctx.mounts, args.path, write=True)
+    data = args.content.encode("utf-8")
+    _check_size(target, len(data), ctx)
+    if target.alias == STATE_ALIAS:
+        done = change_state(ctx, lambda _doc: args.content, if_match=args.ifMatchSha256)
+        return ToolOutcome(
+            ok(path=target.alias, bytesWritten=len(data), sha256After=done.sha256_after), state_changed=True
+        )
+    _check_writable(target)
+    existed = os.path.lexists(target.real)
+    if args.ifMatchSha256:
+        _check_sha(target, args.ifMatchSha256)
+    if len(data) <= INLINE_WRITE_BYTES:
+        atomic_write_bytes(target.real, data)
+    else:
+        await asyncio.to_thread(atomic_write_bytes, target.real, data)
+    recorded = _record_if_artifact(target, existed, ctx)
+    outcome = ToolOutcome(
+        ok(path=target.alias, bytesWritten=len(data), sha256After=hashlib.sha256(data).hexdigest()),
+        state_changed=bool(recorded),
+        artifacts_created=recorded,
+    )
+    if target.mount == "@project":
+        outcome.files_written.append(target.alias)
+    return outcome
+
+
+async def apply_patch(args: PatchArgs, ctx: ToolContext) -> ToolOutcome:
+    target = resolve(ctx.mounts, args.path, write=True)
+    patch = args.patch
+    if patch.operation == "updateFrontmatter":
+        if target.alias != STATE_ALIAS:
+            raise CrewError(
+                "E_INVALID_ARGS",
+                f"updateFrontmatter only edits {STATE_ALIAS}; for {target.alias} use operation 'replace' or fs_write.",
+            )
+        update = patch.update or {}
+
+        def build(doc: StateDoc | None) -> str:
+            if doc is None:
+                raise CrewError("STATE_FILE_NOT_FOUND", f"{STATE_ALIAS} does not exist.")
+            if doc.raw is None:
+                raise CrewError(
+                    "E_INVALID_FRONTMATTER",
+                    f"The current {STATE_ALIAS} cannot be parsed; rewrite it whole with fs_write.",
+                )
+            return render_draft(apply_update(normalise(doc.raw), update), doc.body)
+
+        done = change_state(ctx, build, if_match=patch.ifMatchSha256)
+        return ToolOutcome(
+            ok(path=target.alias, sha256Before=done.sha256_before, sha256After=done.sha256_after),
+            state_changed=True,
+        )
+    return _replace(target, patch, ctx)
+
+
+def _replace(target: Resolved, patch: Patch, ctx: ToolContext) -> ToolOutcome:
+    if target.mount != "@project":
+        raise CrewError(
+            "E_INVALID_ARGS",
+            f"'replace' edits @project text files only; for {STATE_ALIAS} use operation 'updateFrontmatter'.",
+        )
+    try:
+        data = target.real.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise CrewError("ENOENT", f"File not found: {target.alias}") from None
+    except IsADirectoryError:
+        raise CrewError("E_INVALID_ARGS", f"{target.alias} is a folder, not a text file.") from None
+    before = hashlib.sha256(data).hexdigest()
+    if patch.ifMatchSha256 and patch.ifMatchSha256.strip().lower() != before:
+        raise _sha_mismatch(target, before)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CrewError("E_INVALID_ARGS", f"{target.alias} is not a UTF-8 text file; 'replace' cannot edit it.") from None
+    count = text.count(patch.oldText)
+    if count != 1:
+        found = "was not found" if count == 0 else f"occurs {count} times"
+        fix = (
+            "Read the file and copy the exact text, including whitespace."
+            if count == 0
+            else "Include more surrounding text so it matches exactly once."
+        )
+        raise CrewError(
+            "E_PRECONDITION_FAILED",
+            f"oldText {found} in {target.alias} ({count} matches); it must match exactly once. {fix}",
+            {"path": target.alias, "matches": count},
+        )
+    new_data = text.replace(patch.oldText, patch.newText, 1).encode("utf-8")
+    _check_size(target, len(new_data), ctx)
+    atomic_write_bytes(target.real, new_data)
+    outcome = ToolOutcome(
+        ok(path=target.alias, sha256Before=before, sha256After=hashlib.sha256(new_data).hexdigest())
+    )
+    outcome.files_written.append(target.alias)
+    return outcome
+
+
+def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> list[str]:
+    """Record a newly created @project/artifacts/ file in the run state, or undo the write."""
+    rel = target.project_relative
+    if existed or rel is None or not rel.startswith(ARTIFACTS_DIR):
+        return []
+    if ctx.mode != "run" or ctx.mounts.state is None or ctx.graph is None:
+        return []
+    try:
+        record_artifacts(ctx.mounts.state, ctx.graph, [rel])
+    except CrewError as exc:
+        target.real.unlink(missing_ok=True)
+        raise CrewError(
+            exc.code,
+            f"{target.alias} was not written: recording it in {STATE_ALIAS} failed: {exc.message}",
+            exc.details,
+        ) from None
+    except BaseException:
+        target.real.unlink(missing_ok=True)
+        raise
+    return [rel]
+
+
+def _check_size(target: Resolved, size: int, ctx: ToolContext) -> None:
+    limit = ctx.policy.max_write_bytes
+    if size > limit:
+        raise CrewError(
+            "E_WRITE_LIMIT",
+            f"{target.alias}: the new content is {size} bytes, over the write limit of {limit} bytes. "
+            "Write a shorter document or split it into several files.",
+            {"bytes": size, "maxWriteBytes": limit},
+        )
+
+
+def _check_writable(target: Resolved) -> None:
+    if target.mount == "@state" and (target.rel == "logs" or target.rel.startswith("logs/")):
+        raise SandboxViolation(
+            f"{target.alias}: the run's logs are written by the runtime only.",
+            mount=target.mount,
+            path=target.alias,
+            reason="write to runtime logs",
+        )
+    if os.path.isdir(target.real):
+        raise CrewError("E_INVALID_ARGS", f"{target.alias} is a folder; give a file path.")
+
+
+def _check_sha(target: Resolved, expected: str) -> None:
+    try:
+        current = hashlib.sha256(target.real.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise CrewError(
+            "E_PRECONDITION_FAILED",
+            f"{target.alias} does not exist, so ifMatchSha256 cannot match. Drop ifMatchSha256 to create it.",
+        ) from None
+    if expected.strip().lower() != current:
+        raise _sha_mismatch(target, current)
+
+
+def _sha_mismatch(target: Resolved, current: str) -> CrewError:
+    return CrewError(
+        "E_PRECONDITION_FAILED",
+        f"{target.alias} changed since you read it (ifMatchSha256 does not match). Read it again, then retry.",
+        {"path": target.alias, "sha256": current},
+    )

@@ -1,0 +1,150 @@
+"""ToolHost: which tools a context may use, their wire schemas, and one never-raising execute().
+
+Names travel as `fs_read` on the wire (OpenAI function names cannot hold dots, SPEC §9.8) and as
+`fs.read` in audit logs; both spellings are accepted from the model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Awaitable, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from ..errors import CrewError
+from ..runs_model import utc_now
+from . import args as A
+from .ask_user import ask_user
+from .audit import cap_result, sanitise_input, sanitise_output
+from .base import ToolContext, ToolOutcome, fail
+from .fs_read import list_dir, read
+from .fs_search import search
+from .fs_write import apply_patch, write
+from .rewind import rewind
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[Any, ToolContext], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    wire: str
+    args: type[BaseModel]
+    run: Runner
+
+
+TOOLS: dict[str, Tool] = {
+    t.wire: t
+    for t in (
+        Tool("fs_read", A.ReadArgs, read),
+        Tool("fs_list", A.ListArgs, list_dir),
+        Tool("fs_search", A.SearchArgs, search),
+        Tool("fs_write", A.WriteArgs, write),
+        Tool("fs_apply_patch", A.PatchArgs, apply_patch),
+        Tool("ui_ask_user", A.WidgetPayload, ask_user),
+        Tool("workflow_rewind", A.RewindArgs, rewind),
+    )
+}
+_READ_ONLY = ("fs_read", "fs_list", "fs_search", "ui_ask_user")
+_ASK_ONLY = ("ui_ask_user",)
+
+
+def wire_name(name: str) -> str:
+    """`fs.read` -> `fs_read`; `fs.apply_patch` -> `fs_apply_patch`."""
+    return name.strip().replace(".", "_", 1)
+
+
+def canonical_name(name: str) -> str:
+    """`fs_read` -> `fs.read`; `fs_apply_patch` -> `fs.apply_patch`; unknown names pass through."""
+    name = name.strip()
+    return name if "." in name else name.replace("_", ".", 1)
+
+
+def available(ctx: ToolContext) -> tuple[str, ...]:
+    """Wire names this context may call, in a stable order (SPEC §9.9, D§3.10)."""
+    if not ctx.policy.fs_enabled:
+        return _ASK_ONLY
+    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY
+
+
+@cache
+def _specs(names: tuple[str, ...]) -> list[dict[str, Any]]:
+    out = []
+    for name in names:
+        params = A.wire_schema(TOOLS[name].args)
+        description = params.pop("description", "")
+        out.append({"type": "function", "function": {"name": name, "description": description, "parameters": params}})
+    return out
+
+
+class ToolHost:
+    """Executes the model's tool calls inside the sandbox; every call returns a ToolOutcome."""
+
+    def specs(self, ctx: ToolContext) -> list[dict[str, Any]]:
+        return [dict(s) for s in _specs(available(ctx))]
+
+    async def execute(self, name: str, raw_arguments: str, ctx: ToolContext, *, call_id: str = "") -> ToolOutcome:
+        started = time.perf_counter()
+        seen: dict[str, Any] = {"input": {"raw": (raw_arguments or "")[:200]}}
+        try:
+            outcome = await self._execute(name, raw_arguments, ctx, seen)
+        except CrewError as exc:
+            outcome = ToolOutcome(fail(exc.code, exc.message, **exc.details))
+        except Exception:
+            log.exception("tool %s failed", name)
+            outcome = ToolOutcome(
+                fail("E_INTERNAL", "The tool failed unexpectedly. Try again, or take a different approach.")
+            )
+        outcome.result = cap_result(outcome.result)
+        self._audit(ctx, call_id, name, seen["input"], outcome, started)
+        return outcome
+
+    async def _execute(self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any]) -> ToolOutcome:
+        wire = wire_name(name or "")
+        allowed = available(ctx)
+        if wire not in allowed:
+            why = "is not a known tool" if wire not in TOOLS else "is not available here"
+            message = f"'{name}' {why}. Available tools: {', '.join(allowed)}."
+            return ToolOutcome(fail("TOOL_NOT_AVAILABLE", message, available=list(allowed)))
+        try:
+            parsed = json.loads(raw) if raw and raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            message = (
+                f"The arguments of {wire} are not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}). "
+                "Send a single JSON object."
+            )
+            return ToolOutcome(fail("TOOL_ARGS_INVALID_JSON", message))
+        seen["input"] = sanitise_input(parsed)
+        if not isinstance(parsed, dict):
+            return ToolOutcome(fail("E_INVALID_ARGS", f"The arguments of {wire} must be a JSON object."))
+        tool = TOOLS[wire]
+        try:
+            args = tool.args.model_validate(parsed)
+        except ValidationError as exc:
+            text, errors = A.readable(exc)
+            return ToolOutcome(fail("E_INVALID_ARGS", f"Invalid arguments for {wire}: {text}.", errors=errors))
+        return await tool.run(args, ctx)
+
+    @staticmethod
+    def _audit(ctx: ToolContext, call_id: str, name: str, logged_input: Any, outcome: ToolOutcome, started: float) -> None:
+        if ctx.audit is None:
+            return
+        event = {
+            "ts": utc_now(),
+            "kind": "tool.exec",
+            "toolCallId": call_id,
+            "toolName": canonical_name(wire_name(name or "")),
+            "agentId": ctx.agent_id,
+            "input": logged_input,
+            "output": sanitise_output(outcome.result),
+            "durationMs": round((time.perf_counter() - started) * 1000, 3),
+        }
+        try:
+            ctx.audit(event)
+        except Exception:
+            log.exception("audit write failed for tool call %s", call_id)
