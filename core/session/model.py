@@ -17,6 +17,16 @@ class PendingWidget(BaseModel):
     payload: dict[str, Any]
     run_id: str | None = None
 
+    @classmethod
+    def from_payload(cls, widget: dict[str, Any], run_id: str | None) -> PendingWidget:
+        """From a validated ui_ask_user payload; `run_id` None for agent/chat conversations."""
+        return cls(
+            widget_id=str(widget.get("widgetId") or ""),
+            type=str(widget.get("type") or ""),
+            payload=dict(widget),
+            run_id=run_id,
+        )
+
 
 class Session(BaseModel):
     id: str  # surface-neutral key, e.g. "slack:T1:C1:1700000000.000100"

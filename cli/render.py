@@ -1,0 +1,236 @@
+"""Terminal rendering of engine events and run status, and widgets answered by typing.
+
+Used by `crewagent run` and `crewagent chat`; output goes through a `write` callable so tests
+and other commands can capture it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from core.events import (
+    ArtifactWritten,
+    AssistantText,
+    EngineEvent,
+    LLMRetrying,
+    NodeStarted,
+    PhaseChanged,
+    RunPhase,
+    StateUpdated,
+    ToolExecuted,
+)
+from core.package.models import Package
+from core.runs_model import RunSnapshot
+
+Write = Callable[[str], None]
+ReadLine = Callable[[str], str | None]
+
+
+def stdout_write(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def stdin_read_line(prompt: str) -> str | None:
+    """One line from stdin without the newline; None at end of input."""
+    sys.stdout.write(prompt)
+    sys.stdout.flush()
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    return line.rstrip("\r\n")
+
+
+class EventPrinter:
+    """Prints each node as it starts, each artifact as it is written, and what the model says."""
+
+    def __init__(
+        self,
+        package: Package | None = None,
+        write: Write = stdout_write,
+        *,
+        verbose: bool = False,
+        steps_done: int | None = None,
+    ) -> None:
+        self.package = package
+        self.write = write
+        self.verbose = verbose
+        self._steps_done = steps_done  # known progress, so the first completed step is reported too
+
+    def agent_name(self, agent_id: str | None) -> str:
+        agent = self.package.agent(agent_id) if self.package and agent_id else None
+        return agent.display_name if agent else (agent_id or "assistant")
+
+    async def __call__(self, event: EngineEvent) -> None:
+        self.show(event)
+
+    def show(self, event: EngineEvent) -> None:
+        if isinstance(event, NodeStarted):
+            self.write(f"\n▶ {event.title} [{event.node_id}] — {self.agent_name(event.agent_id)}")
+        elif isinstance(event, ArtifactWritten):
+            self.write(f"  ✎ wrote {event.path}")
+        elif isinstance(event, StateUpdated):
+            done = len(event.steps_completed)
+            if self._steps_done is not None and done > self._steps_done:
+                self.write(f"  ✓ {event.steps_completed[-1]} done ({done}/{event.steps_total})")
+            self._steps_done = done
+        elif isinstance(event, ToolExecuted):
+            if not event.ok:
+                self.write(f"  ! {event.summary}")
+            elif self.verbose:
+                self.write(f"  · {event.summary}")
+        elif isinstance(event, AssistantText):
+            self.write(f"\n{self.agent_name(event.agent_id)}:\n{event.text.strip()}")
+        elif isinstance(event, LLMRetrying):
+            self.write(f"  … model endpoint: {event.reason}; retrying (attempt {event.attempt + 1})")
+        elif isinstance(event, PhaseChanged):
+            if event.phase is RunPhase.FAILED:
+                self.write(f"\n✖ Run failed: {event.reason or event.error_code}")
+            elif event.phase is RunPhase.WAITING_USER and event.error_code:
+                self.write(f"\n⚠ {event.reason}")
+
+
+def render_snapshot(snapshot: RunSnapshot) -> list[str]:
+    phase = snapshot.phase.value + (" (paused)" if snapshot.paused else "")
+    lines = [
+        f"Run:       {snapshot.run_id}",
+        f"Workflow:  {snapshot.workflow_name} ({snapshot.workflow_id})",
+        f"Phase:     {phase}",
+        f"Agent:     {snapshot.agent_name}",
+        f"Progress:  {snapshot.steps_done}/{snapshot.steps_total} steps",
+    ]
+    if snapshot.current_node_id:
+        lines.append(f"Node:      {snapshot.current_node_title} [{snapshot.current_node_id}]")
+    if snapshot.error:
+        lines.append(f"Error:     {snapshot.error.code}: {snapshot.error.message}")
+    lines.append("Artifacts: " + ("none" if not snapshot.artifacts else ""))
+    lines += [f"  - {a}" for a in snapshot.artifacts]
+    return lines
+
+
+# ---- widgets ---------------------------------------------------------------------------
+
+
+class InputClosed(Exception):
+    """stdin ended while a widget was waiting for an answer."""
+
+
+def _ask(read_line: ReadLine, prompt: str) -> str:
+    line = read_line(prompt)
+    if line is None:
+        raise InputClosed
+    return line.strip()
+
+
+def _pick(read_line: ReadLine, write: Write, labels: list[str], *, multi: bool) -> list[int]:
+    for n, label in enumerate(labels, 1):
+        write(f"  {n}. {label}")
+    hint = "numbers separated by commas" if multi else "a number"
+    while True:
+        raw = _ask(read_line, f"Choose {hint}: ")
+        try:
+            picked = [int(p) for p in raw.replace(" ", "").split(",") if p]
+        except ValueError:
+            picked = []
+        if picked and all(1 <= p <= len(labels) for p in picked) and (multi or len(picked) == 1):
+            return [p - 1 for p in picked]
+        write(f"Please type {hint} between 1 and {len(labels)}.")
+
+
+def _yes_no(read_line: ReadLine, write: Write, prompt: str) -> bool:
+    while True:
+        raw = _ask(read_line, f"{prompt} [y/n]: ").lower()
+        if raw in ("y", "yes"):
+            return True
+        if raw in ("n", "no"):
+            return False
+        write("Please answer y or n.")
+
+
+def _coerce(raw: str, spec: dict[str, Any]) -> Any:
+    kind = spec.get("type")
+    if "enum" in spec:
+        if raw not in [str(v) for v in spec["enum"]]:
+            raise ValueError("choose one of: " + ", ".join(str(v) for v in spec["enum"]))
+        return next(v for v in spec["enum"] if str(v) == raw)
+    if kind == "integer":
+        return int(raw)
+    if kind == "number":
+        return float(raw)
+    if kind == "boolean":
+        if raw.lower() in ("y", "yes", "true"):
+            return True
+        if raw.lower() in ("n", "no", "false"):
+            return False
+        raise ValueError("answer yes or no")
+    return raw
+
+
+def _form(read_line: ReadLine, write: Write, schema: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    write("Answer field by field (or paste one JSON object on the first line).")
+    value: dict[str, Any] = {}
+    for n, (name, spec) in enumerate(props.items()):
+        spec = spec if isinstance(spec, dict) else {}
+        label = spec.get("title") or name
+        extra = f" ({', '.join(str(v) for v in spec['enum'])})" if "enum" in spec else ""
+        optional = "" if name in required else " [optional]"
+        while True:
+            raw = _ask(read_line, f"{label}{extra}{optional}: ")
+            if n == 0 and raw.startswith("{"):
+                try:
+                    parsed = json.loads(raw)
+                except ValueError:
+                    write("That is not valid JSON; answer the fields one by one.")
+                    continue
+                if isinstance(parsed, dict):
+                    return parsed
+            if not raw:
+                if name in required:
+                    write("This field is required.")
+                    continue
+                break
+            try:
+                value[name] = _coerce(raw, spec)
+                break
+            except ValueError as exc:
+                write(f"Invalid value: {exc}.")
+    return value
+
+
+def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, write: Write = stdout_write) -> Any:
+    """Ask a ui_ask_user widget on the terminal; returns the value for WIDGET_SUBMIT.
+
+    Raises InputClosed if stdin ends before an answer.
+    """
+    kind = widget.get("type")
+    write(f"\n? {widget.get('message', '').strip()}")
+    if kind == "confirmation":
+        return {"confirmed": _yes_no(read_line, write, "Confirm")}
+    if kind == "selection":
+        options = widget.get("options") or []
+        labels = [o.get("label") or o.get("value") for o in options]
+        labels = [f"{lab} — {o['description']}" if o.get("description") else lab for lab, o in zip(labels, options)]
+        picked = _pick(read_line, write, labels, multi=bool(widget.get("multi")))
+        return [options[i].get("value") for i in picked]
+    if kind == "action_selection":
+        actions = widget.get("actions") or []
+        picked = _pick(read_line, write, [a.get("label") or a.get("id") for a in actions], multi=False)
+        return actions[picked[0]].get("id")
+    if kind == "form":
+        return _form(read_line, write, widget.get("schema") or {})
+    if kind == "plan_review":
+        write(str(widget.get("planContent") or ""))
+        if _yes_no(read_line, write, "Approve this plan"):
+            return {"decision": "approve"}
+        return {"decision": "request_changes", "feedback": _ask(read_line, "What should change? ")}
+    if kind == "feedback":
+        return {
+            str(item.get("id")): _ask(read_line, f"{item.get('content', '')}\n  your comment: ")
+            for item in widget.get("items") or []
+        }
+    return _ask(read_line, "> ")

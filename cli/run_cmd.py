@@ -1,0 +1,164 @@
+"""`crewagent run PATH --project DIR` (Workflow-First, in the terminal) and `crewagent run --resume RUN_ID`.
+
+Questions are read from stdin; Ctrl-C stops between turns and leaves the run resumable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from core.engine import Engine, PumpResult
+from core.errors import CrewError
+from core.events import RunPhase
+from core.llm import LLMClient, LLMSettings
+from core.package.loader import PackageInvalid, load_package
+from core.package.models import Package
+from core.prompts.wrappers import widget_submit_text
+from core.runs import RunManager
+from core.runs_model import RunRecord
+from core.store import RuntimeStore
+
+from .render import EventPrinter, InputClosed, ReadLine, Write, ask_widget, stdin_read_line, stdout_write
+
+EXIT_FAILED = 1
+EXIT_SETUP = 2
+EXIT_INTERRUPTED = 130
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return asyncio.run(_main(args, stdin_read_line, stdout_write))
+    except PackageInvalid as exc:
+        _error("the package is invalid:")
+        for problem in exc.problems:
+            if problem.level == "error":
+                print(f"  {problem}", file=sys.stderr)
+        return EXIT_SETUP
+    except CrewError as exc:
+        _error(exc.message)
+        return EXIT_SETUP
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def resume_hint(run_id: str) -> str:
+    return f"crewagent run --resume {run_id}"
+
+
+async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> int:
+    store = RuntimeStore()
+    runs = RunManager(store)
+    llm = LLMClient(LLMSettings.from_env())  # fails early, before a run is created, if no model is set
+    try:
+        if args.resume:
+            record = runs.get(args.resume)
+            package = _load_saved_package(record, store)
+            intent = "resume"
+        else:
+            if not args.path:
+                raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
+            package = load_package(args.path, cache_dir=store.packages_dir)
+            record = runs.create(package, args.workflow, args.agent, Path(args.project or "."))
+            intent = "start"
+        engine = Engine(store, runs, llm)
+        return await _drive(engine, record, package, intent, read_line, write)
+    finally:
+        await llm.aclose()
+
+
+def _load_saved_package(record: RunRecord, store: RuntimeStore) -> Package:
+    if not Path(record.package_root).is_dir():
+        raise CrewError(
+            "PACKAGE_NOT_FOUND",
+            f"The package '{record.package_id}' this run was started with is no longer where it was loaded from.",
+        )
+    return load_package(record.package_root, cache_dir=store.packages_dir)
+
+
+async def _drive(
+    engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write
+) -> int:
+    snapshot = engine.runs.snapshot(record, package)
+    if intent == "resume" and record.phase is RunPhase.COMPLETED:
+        write(f"Run {record.run_id} is already complete.")
+        _print_artifacts(write, snapshot.artifacts)
+        return 0
+    verb = "Resuming" if intent == "resume" else "Starting"
+    write(
+        f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
+        f"as {snapshot.agent_name}. Ctrl-C stops between turns."
+    )
+    printer = EventPrinter(package, write, steps_done=snapshot.steps_done)
+    interrupted = _install_stop_handler(engine, record.run_id)
+    user_input: str | None = None
+    while True:
+        result = await engine.pump(record, package, intent=intent, user_input=user_input, on_event=printer)  # type: ignore[arg-type]
+        intent = "continue"
+        if result.phase is RunPhase.COMPLETED:
+            write("\nRun complete.")
+            _print_artifacts(write, engine.runs.snapshot(record, package).artifacts)
+            return 0
+        if result.phase is RunPhase.FAILED:
+            write(f"Fix the cause, then retry with: {resume_hint(record.run_id)}")
+            return EXIT_FAILED
+        if result.paused or interrupted.is_set():
+            _print_stopped(write, record.run_id, result)
+            return EXIT_INTERRUPTED if interrupted.is_set() else 0
+        try:
+            user_input = _answer(result, read_line, write)
+        except KeyboardInterrupt:
+            _print_stopped(write, record.run_id, None)
+            return EXIT_INTERRUPTED
+        if user_input is None:
+            write(f"\nNo more input. The run waits for you; continue with: {resume_hint(record.run_id)}")
+            return 0
+
+
+def _answer(result: PumpResult, read_line: ReadLine, write: Write) -> str | None:
+    if result.widget:
+        try:
+            value = ask_widget(result.widget, read_line, write)
+        except InputClosed:
+            return None
+        return widget_submit_text(str(result.widget.get("widgetId")), str(result.widget.get("type")), value)
+    while True:
+        line = read_line("\n> ")
+        if line is None:
+            return None
+        if line.strip():
+            return line
+
+
+def _install_stop_handler(engine: Engine, run_id: str) -> asyncio.Event:
+    """Ctrl-C asks the engine to stop between turns instead of killing the process mid-write."""
+    interrupted = asyncio.Event()
+
+    def stop() -> None:
+        interrupted.set()
+        engine.request_stop(run_id)
+
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop)
+    except (RuntimeError, ValueError, NotImplementedError):
+        pass  # not the main thread (tests) or no signal support: Ctrl-C falls back to KeyboardInterrupt
+    return interrupted
+
+
+def _print_stopped(write: Write, run_id: str, result: PumpResult | None) -> None:
+    why = (result.error.message if result and result.error else None) or "Stopped"
+    write(f"\n{why}. Run {run_id} is saved and can continue later: {resume_hint(run_id)}")
+
+
+def _print_artifacts(write: Write, artifacts: list[str]) -> None:
+    if not artifacts:
+        write("No artifacts were written.")
+        return
+    write("Artifacts:")
+    for path in artifacts:
+        write(f"  - {path}")

@@ -1,0 +1,101 @@
+"""`crewagent runs list [--project DIR]` and `crewagent runs show RUN_ID`: inspect saved runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from core.errors import CrewError
+from core.package.loader import load_package
+from core.package.models import Package
+from core.runs import RunManager
+from core.runs_model import RunRecord, RunSnapshot
+from core.store import RuntimeStore
+
+from .render import Write, render_snapshot, stdout_write
+
+
+def run(args: argparse.Namespace, write: Write = stdout_write) -> int:
+    try:
+        runs = RunManager(RuntimeStore())
+        if args.runs_action == "list":
+            return _list(runs, args.project, write)
+        if args.runs_action == "show":
+            return _show(runs, args.run_id, write)
+    except CrewError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"error: unknown runs action {args.runs_action!r}", file=sys.stderr)
+    return 2
+
+
+class _Packages:
+    """Loads each run's package once; a package that moved or broke just hides the details."""
+
+    def __init__(self, store: RuntimeStore) -> None:
+        self.store = store
+        self._cache: dict[str, Package | None] = {}
+
+    def get(self, record: RunRecord) -> Package | None:
+        if record.package_root not in self._cache:
+            try:
+                self._cache[record.package_root] = (
+                    load_package(record.package_root, cache_dir=self.store.packages_dir)
+                    if Path(record.package_root).is_dir()
+                    else None
+                )
+            except CrewError:
+                self._cache[record.package_root] = None
+        return self._cache[record.package_root]
+
+
+def _snapshot(runs: RunManager, packages: _Packages, record: RunRecord) -> RunSnapshot | None:
+    package = packages.get(record)
+    return runs.snapshot(record, package) if package is not None else None
+
+
+def _list(runs: RunManager, project: str | None, write: Write) -> int:
+    records = runs.list(Path(project) if project else None)
+    if not records:
+        write("No runs yet. Start one with: crewagent run PACKAGE --project DIR")
+        return 0
+    packages = _Packages(runs.store)
+    rows = [("RUN ID", "WORKFLOW", "PHASE", "CURRENT NODE", "STEPS", "ARTIFACTS", "UPDATED")]
+    for record in records:
+        snap = _snapshot(runs, packages, record)
+        phase = record.phase.value + (" (paused)" if record.paused else "")
+        rows.append(
+            (
+                record.run_id,
+                record.workflow_id,
+                phase,
+                (snap.current_node_id or "-") if snap else "?",
+                f"{snap.steps_done}/{snap.steps_total}" if snap else "?",
+                str(len(snap.artifacts)) if snap else "?",
+                record.updated_at[:19].replace("T", " "),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return 0
+
+
+def _show(runs: RunManager, run_id: str, write: Write) -> int:
+    record = runs.get(run_id)
+    snap = _snapshot(runs, _Packages(runs.store), record)
+    if snap is None:
+        write(f"Run:       {record.run_id}")
+        write(f"Workflow:  {record.workflow_id} (package '{record.package_id}' is no longer loadable)")
+        write(f"Phase:     {record.phase.value}")
+    else:
+        for line in render_snapshot(snap):
+            write(line)
+    write(f"Package:   {record.package_id}")
+    write(f"Project:   {record.project_root}")
+    write(f"Created:   {record.created_at}")
+    write(f"Updated:   {record.updated_at}")
+    if record.phase.value != "completed":
+        write(f"Continue:  crewagent run --resume {record.run_id}")
+    return 0

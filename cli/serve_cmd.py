@@ -1,0 +1,93 @@
+"""`crewagent serve`: validate config, build the bot, run until SIGINT/SIGTERM, shut down gracefully."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from bot.app import PackageLoadFailed, build
+from bot.config import BotConfig, ConfigError, describe, load_config
+from bot.logging import setup_logging
+from core.errors import CrewError
+
+EXIT_USAGE = 2
+
+HOWTO = """\
+CrewAgent needs Slack credentials to serve.
+
+1. Create the Slack app from this repository's manifest.yml
+   (https://api.slack.com/apps → Create New App → From an app manifest) and install it.
+2. Set the tokens in the environment, then run `crewagent serve` again:
+   Socket Mode (no public URL needed):
+     SLACK_BOT_TOKEN=xoxb-...  (OAuth & Permissions → Bot User OAuth Token)
+     SLACK_APP_TOKEN=xapp-...  (Basic Information → App-Level Tokens, scope connections:write)
+   HTTP mode (Slack posts to https://<your-host>/slack/events, port set with --port):
+     SLACK_BOT_TOKEN=xoxb-...
+     SLACK_SIGNING_SECRET=...  (Basic Information → App Credentials)
+   Also: CREWAGENT_MODEL (and OPENAI_API_KEY / OPENAI_BASE_URL for your model endpoint).
+
+To try the agents without Slack, use `crewagent chat` in a terminal."""
+
+NO_MODEL = """\
+No model is configured. Set CREWAGENT_MODEL to the model name your endpoint serves
+(plus OPENAI_BASE_URL for a non-OpenAI endpoint and OPENAI_API_KEY if it needs one),
+or set `model:` in crewagent.yml."""
+
+log = logging.getLogger("crewagent.serve")
+
+
+def _print_package_problems(exc: PackageLoadFailed) -> None:
+    print(f"The package {exc.path} is invalid; fix it (or check it with `crewagent validate`):", file=sys.stderr)
+    for problem in exc.problems:
+        where = f"{problem.file}: {problem.json_path}" if problem.json_path else problem.file
+        print(f"  [{problem.level}] {where}: {problem.message}", file=sys.stderr)
+        if problem.fix:
+            print(f"      fix: {problem.fix}", file=sys.stderr)
+
+
+async def serve(config: BotConfig, port: int) -> int:
+    try:
+        bot = build(config)
+    except PackageLoadFailed as exc:
+        _print_package_problems(exc)
+        return EXIT_USAGE
+    except CrewError as exc:
+        print(exc.message, file=sys.stderr)
+        return EXIT_USAGE
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if config.slack.mode == "socket":
+            await bot.start_socket()
+        else:
+            await bot.start_http("0.0.0.0", port)
+        log.info("crewagent is up", extra=describe(config))
+        await stop.wait()
+        log.info("shutting down: finishing in-flight turns")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await bot.close()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(config_path=args.config, project=args.project, packages=args.package or ())
+    except ConfigError as exc:
+        print(exc.message, file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(config.log_level)
+    if config.slack.mode is None:
+        print(HOWTO, file=sys.stderr)
+        return EXIT_USAGE
+    if not config.model:
+        print(NO_MODEL, file=sys.stderr)
+        return EXIT_USAGE
+    return asyncio.run(serve(config, args.port))

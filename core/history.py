@@ -1,0 +1,249 @@
+"""Conversation history: a durable per-run message log, and fitting messages into a token budget.
+
+The log is JSON lines, appended and fsynced one message at a time, so a crash loses at most the
+LLM call in flight. Budgeting never splits an assistant tool-call message from its tool results
+(providers reject orphans) and never drops the newest user input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .atomic import append_jsonl, atomic_write_text
+from .runs_model import utc_now
+
+Message = dict[str, Any]
+
+DEFAULT_BUDGET_TOKENS = 100_000
+LARGE_RESULT_BYTES = 50_000
+LARGE_RESULT_PREVIEW_CHARS = 500
+SHRUNK_PREVIEW_CHARS = 300
+_WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "reasoning_content")
+INTERRUPTED_RESULT = json.dumps(
+    {
+        "ok": False,
+        "error": {
+            "code": "E_INTERRUPTED",
+            "message": "The runtime stopped before this call's result was recorded. Check the state and the "
+            "files before repeating it.",
+        },
+    }
+)
+
+
+def estimate_tokens(text: str | None) -> int:
+    """ASCII characters count a quarter token each, any other character a whole one (D§5.10)."""
+    if not text:
+        return 0
+    if text.isascii():
+        return (len(text) + 3) // 4
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def message_tokens(message: Message) -> int:
+    tokens = 4 + estimate_tokens(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        tokens += 8 + estimate_tokens(function.get("name")) + estimate_tokens(function.get("arguments"))
+    return tokens
+
+
+def to_wire(message: Message) -> Message:
+    """Only the fields chat-completions understands; our bookkeeping stays in the log."""
+    wire = {k: message[k] for k in _WIRE_KEYS if k in message}
+    if wire.get("role") == "assistant" and not wire.get("tool_calls"):
+        wire.pop("tool_calls", None)
+    return wire
+
+
+# ---- budgeting -------------------------------------------------------------------
+
+
+def _units(messages: Sequence[Message]) -> list[list[int]]:
+    """Indexes grouped so that an assistant tool-call message and its results stay together."""
+    units: list[list[int]] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        if msg.get("role") == "assistant" and msg.get("tool_calls"):
+            group = [i]
+            i += 1
+            while i < len(messages) and messages[i].get("role") == "tool":
+                group.append(i)
+                i += 1
+            units.append(group)
+            continue
+        if msg.get("role") != "tool":  # an orphan tool result would be rejected: leave it out
+            units.append([i])
+        i += 1
+    return units
+
+
+def _shrink(message: Message) -> Message:
+    content = message.get("content") or ""
+    if len(content) <= SHRUNK_PREVIEW_CHARS * 2:
+        return message
+    preview = content[:SHRUNK_PREVIEW_CHARS]
+    return {
+        **message,
+        "content": f"{preview}\n[older tool result shortened to save context; call the tool again if you need it]",
+    }
+
+
+def fit_messages(
+    messages: Sequence[Message], budget_tokens: int, tokens: Sequence[int] | None = None
+) -> list[Message]:
+    """Messages that fit in `budget_tokens`: shrink old tool results, then drop the oldest units."""
+    counts = list(tokens) if tokens is not None else [message_tokens(m) for m in messages]
+    units = _units(messages)
+    total = sum(counts[i] for unit in units for i in unit)
+    if total <= budget_tokens or not units:
+        if sum(len(u) for u in units) == len(messages):
+            return list(messages)
+        return [messages[i] for unit in units for i in unit]
+
+    last_user = max((n for n, unit in enumerate(units) if messages[unit[0]].get("role") == "user"), default=-1)
+    protected = {len(units) - 1, last_user}
+    out = list(messages)
+    cost = list(counts)
+    # 1) shorten old tool results, oldest first
+    for n, unit in enumerate(units):
+        if total <= budget_tokens:
+            break
+        if n in protected:
+            continue
+        for i in unit:
+            if out[i].get("role") == "tool":
+                shrunk = _shrink(out[i])
+                if shrunk is not out[i]:
+                    new_cost = message_tokens(shrunk)
+                    total -= cost[i] - new_cost
+                    out[i], cost[i] = shrunk, new_cost
+    # 2) drop whole units, oldest first
+    dropped: set[int] = set()
+    for n, unit in enumerate(units):
+        if total <= budget_tokens:
+            break
+        if n in protected:
+            continue
+        dropped.add(n)
+        total -= sum(cost[i] for i in unit)
+    kept = [out[i] for n, unit in enumerate(units) if n not in dropped for i in unit]
+    if dropped:
+        count = sum(len(units[n]) for n in dropped)
+        note = (
+            f"CONTEXT_NOTE\n{count} older messages were left out to fit the context budget. "
+            "The run state and the files are authoritative; re-read them if you need details."
+        )
+        kept.insert(0, {"role": "user", "content": note})
+    return kept
+
+
+# ---- the durable log ----------------------------------------------------------
+
+
+class History:
+    """A run's conversation: in memory for composing, on disk (JSONL) for resuming."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self.entries: list[Message] = []  # stored form, with bookkeeping fields
+        self._wire: list[Message] = []
+        self._tokens: list[int] = []
+        self._next_id = 1
+
+    @classmethod
+    def load(cls, path: Path) -> History:
+        """Read the log; skip a torn last line; close tool calls whose results never got written."""
+        history = cls(path)
+        try:
+            raw_lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raw_lines = []
+        torn = False
+        for line in raw_lines:
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                torn = True
+                continue
+            if isinstance(entry, dict) and entry.get("role") in ("system", "user", "assistant", "tool"):
+                history._add(entry)
+        if torn:
+            history._rewrite()
+        history._close_dangling_calls()
+        return history
+
+    def _add(self, entry: Message) -> None:
+        self.entries.append(entry)
+        self._wire.append(to_wire(entry))
+        self._tokens.append(int(entry.get("tokens") or message_tokens(entry)))
+        self._next_id = len(self.entries) + 1
+
+    def _rewrite(self) -> None:
+        if self.path is not None:
+            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in self.entries)
+            atomic_write_text(self.path, text)
+
+    def _close_dangling_calls(self) -> None:
+        answered = {e.get("tool_call_id") for e in self.entries if e.get("role") == "tool"}
+        for entry in reversed(self.entries):
+            if entry.get("role") == "assistant" and entry.get("tool_calls"):
+                for call in entry["tool_calls"]:
+                    if call.get("id") not in answered:
+                        name = call.get("function", {}).get("name", "")
+                        self.append(
+                            {"role": "tool", "tool_call_id": call["id"], "content": INTERRUPTED_RESULT},
+                            part="tool_result",
+                            toolName=name,
+                        )
+                break
+
+    def next_id(self) -> str:
+        return f"m{self._next_id:05d}"
+
+    def append(self, message: Message, **meta: Any) -> Message:
+        """Add one message and persist it (append + fsync) before returning."""
+        entry = {"id": self.next_id(), "ts": utc_now(), **message, **meta}
+        entry["tokens"] = message_tokens(entry)
+        if self.path is not None:
+            append_jsonl(self.path, entry)
+        self._add(entry)
+        return entry
+
+    def wire(self, budget_tokens: int) -> list[Message]:
+        return fit_messages(self._wire, budget_tokens, self._tokens)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def last_assistant_text(self) -> str | None:
+        for entry in reversed(self.entries):
+            if entry.get("role") == "assistant" and entry.get("content"):
+                return str(entry["content"])
+        return None
+
+
+def offload_large_result(
+    content: str, *, message_id: str, real_dir: Path | None, alias_dir: str | None, limit: int = LARGE_RESULT_BYTES
+) -> str:
+    """Tool output over `limit` bytes is kept in full in a file; history gets a preview + pointer."""
+    if len(content) <= limit // 4 or len(content.encode("utf-8")) <= limit:
+        return content
+    preview = content[:LARGE_RESULT_PREVIEW_CHARS]
+    if real_dir is None or alias_dir is None:
+        return f"{preview}\n\n[Output truncated: {len(content)} characters in total; narrow the request.]"
+    real_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(real_dir / f"{message_id}.json", content)
+    return f"{preview}\n\n[Full output: {alias_dir}/{message_id}.json (read windows with fs_read startLine/endLine)]"
+
+
+def plain_history(messages: Iterable[Message]) -> list[Message]:
+    """Wire-form copies, for conversation callers that keep history as plain dicts."""
+    return [to_wire(m) for m in messages]

@@ -1,0 +1,236 @@
+"""LLMClient: one chat-completions call over the official `openai` SDK, errors mapped to CrewError.
+
+The SDK does the retrying (with backoff, honouring retry-after); we only watch its retries through
+an httpx event hook so a surface can say "the model endpoint is slow, retrying".
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI
+from pydantic import BaseModel, Field
+
+from .errors import CrewError
+
+PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
+
+RetryListener = Callable[[int, str], Awaitable[None] | None]
+_retry_listener: contextvars.ContextVar[RetryListener | None] = contextvars.ContextVar("retry_listener", default=None)
+_last_failure: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("last_failure", default=None)
+
+
+class LLMSettings(BaseModel):
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    temperature: float | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> LLMSettings:
+        """CREWAGENT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY; explicit overrides win when not None."""
+        values: dict[str, Any] = {
+            "model": os.environ.get("CREWAGENT_MODEL") or None,
+            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
+            "api_key": os.environ.get("OPENAI_API_KEY") or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text, exactly as the model sent it
+
+
+class LLMReply(BaseModel):
+    content: str | None = None
+    tool_calls: list[ToolCall] = []
+    usage: dict[str, int] | None = None
+    finish_reason: str | None = None
+    extra: dict[str, Any] = {}  # provider fields to echo back (e.g. reasoning_content)
+
+
+def _endpoint_name(base_url: str | None) -> str:
+    if not base_url:
+        return "the OpenAI API"
+    parts = urlsplit(base_url)
+    return parts.netloc or base_url
+
+
+class LLMClient:
+    def __init__(self, settings: LLMSettings) -> None:
+        if not settings.model:
+            raise CrewError(
+                "LLM_MODEL_MISSING",
+                "No model is configured. Set CREWAGENT_MODEL to the model name your endpoint serves "
+                "(and OPENAI_BASE_URL for a non-OpenAI endpoint).",
+            )
+        self.settings = settings
+        self.model: str = settings.model
+        http_client = openai.DefaultAsyncHttpxClient(
+            event_hooks={"request": [_on_request], "response": [_on_response]}
+        )
+        self._client = AsyncOpenAI(
+            api_key=settings.api_key or PLACEHOLDER_API_KEY,
+            base_url=settings.base_url,
+            timeout=settings.timeout,
+            max_retries=settings.max_retries,
+            http_client=http_client,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        on_retry: RetryListener | None = None,
+    ) -> LLMReply:
+        """One completion. Raises CrewError(LLM_*) once the SDK has used up its retries."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if tools:
+            kwargs["tools"] = tools
+            kwargs["tool_choice"] = "auto"
+        if self.settings.temperature is not None:
+            kwargs["temperature"] = self.settings.temperature
+        token_listener = _retry_listener.set(on_retry)
+        token_failure = _last_failure.set([])
+        try:
+            response = await self._client.chat.completions.create(**kwargs)
+        except openai.APIError as exc:
+            raise self._map_error(exc) from None
+        finally:
+            _retry_listener.reset(token_listener)
+            _last_failure.reset(token_failure)
+        return self._parse(response)
+
+    # ---- mapping ----------------------------------------------------------
+
+    def _parse(self, response: Any) -> LLMReply:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise CrewError("LLM_BAD_RESPONSE", "The model endpoint answered without any choice; try again.")
+        choice = choices[0]
+        message = choice.message
+        calls: list[ToolCall] = []
+        for call in message.tool_calls or []:
+            function = getattr(call, "function", None)
+            if function is None:
+                continue  # non-function tool calls are not something this runtime offers
+            calls.append(ToolCall(id=call.id, name=function.name, arguments=function.arguments or ""))
+        usage = None
+        if response.usage is not None:
+            usage = {
+                "prompt_tokens": response.usage.prompt_tokens or 0,
+                "completion_tokens": response.usage.completion_tokens or 0,
+                "total_tokens": response.usage.total_tokens or 0,
+            }
+        extra: dict[str, Any] = {}
+        reasoning = (message.model_extra or {}).get("reasoning_content")
+        if reasoning:
+            extra["reasoning_content"] = reasoning
+        return LLMReply(
+            content=message.content,
+            tool_calls=calls,
+            usage=usage,
+            finish_reason=choice.finish_reason,
+            extra=extra,
+        )
+
+    def _map_error(self, exc: openai.APIError) -> CrewError:
+        where = _endpoint_name(self.settings.base_url)
+        tries = self.settings.max_retries + 1
+        if isinstance(exc, openai.APITimeoutError):
+            return CrewError(
+                "LLM_TIMEOUT",
+                f"The model endpoint ({where}) did not answer within {self.settings.timeout:g} s "
+                f"({tries} attempts). Try again with Retry, or raise the LLM timeout.",
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            return CrewError(
+                "LLM_HTTP_ERROR",
+                f"Could not connect to the model endpoint ({where}) after {tries} attempts. "
+                "Check OPENAI_BASE_URL and that the server is running, then try again with Retry.",
+                {"status": None},
+            )
+        if isinstance(exc, openai.RateLimitError):
+            return CrewError(
+                "LLM_RATE_LIMITED",
+                f"The model endpoint ({where}) is rate-limiting requests (HTTP 429) even after {tries} attempts. "
+                "Wait a minute, then try again with Retry.",
+                {"status": 429},
+            )
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return CrewError(
+                "LLM_AUTH_FAILED",
+                f"The model endpoint ({where}) refused the credentials (HTTP {exc.status_code}). "
+                "Check OPENAI_API_KEY.",
+                {"status": exc.status_code},
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            detail = _short_detail(exc)
+            if status == 404:
+                hint = f"check that CREWAGENT_MODEL ('{self.model}') exists there and OPENAI_BASE_URL is right"
+            elif 400 <= status < 500:
+                hint = "the request was rejected" + (f": {detail}" if detail else "")
+            else:
+                hint = "check OPENAI_BASE_URL or try again with Retry"
+            verb = "kept failing" if status >= 500 else "refused the request"
+            return CrewError(
+                "LLM_HTTP_ERROR",
+                f"The model endpoint {verb} (HTTP {status}) — {hint}.",
+                {"status": status},
+            )
+        return CrewError(
+            "LLM_BAD_RESPONSE",
+            f"The model endpoint ({where}) sent a response this runtime cannot read. Try again with Retry.",
+        )
+
+
+def _short_detail(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    message = ""
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            message = str(inner.get("message") or "")
+        elif isinstance(body.get("message"), str):
+            message = body["message"]
+    message = " ".join(message.split())
+    return message[:200]
+
+
+async def _on_response(response: Any) -> None:
+    failures = _last_failure.get()
+    if failures is not None and response.status_code >= 400:
+        failures.append(f"HTTP {response.status_code}")
+
+
+async def _on_request(request: Any) -> None:
+    """Runs inside the SDK's task for each attempt; a retry count > 0 means the last attempt failed."""
+    listener = _retry_listener.get()
+    if listener is None:
+        return
+    try:
+        attempt = int(request.headers.get("x-stainless-retry-count", "0"))
+    except ValueError:
+        return
+    if attempt <= 0:
+        return
+    failures = _last_failure.get() or []
+    reason = failures[-1] if len(failures) >= attempt else "no answer (connection failed or timed out)"
+    result = listener(attempt, reason)
+    if result is not None:
+        await result

@@ -1,0 +1,431 @@
+"""CommandRouter (D§6.3–6.5): turns one line of user text into a command, without side effects.
+
+Pure and deterministic so it can be table-tested: no I/O, no LLM. The session layer decides what
+each command does (dispatch); this module only decides which command the user meant.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from .outputs import MenuEntry
+from .package.models import Agent, MenuItem, Workflow
+
+Surface = Literal["web", "ide"]
+Confidence = Literal["exact", "high", "medium", "low"]
+CommandKind = Literal[
+    "ShowMenu",
+    "StartWorkflow",
+    "ResumeRun",
+    "ExecScript",
+    "RunAction",
+    "Chat",
+    "DismissAgent",
+    "ClarifyChoice",
+    "Refused",
+]
+GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status"]
+
+BUILTIN_ACTIONS = {"menu.show": "ShowMenu", "agent.dismiss": "DismissAgent", "run.resume": "ResumeRun"}
+FUZZY_THRESHOLD = 30
+_GLOBAL_COMMANDS = ("menu", "pause", "stop", "resume", "dismiss", "status")
+
+
+class DataRef(BaseModel):
+    path: str  # as written in the package (templates kept); resolved by the session
+    parse_as: Literal["text", "json", "yaml", "csv", "xml"]
+
+
+class ActionRef(BaseModel):
+    type: Literal["promptId", "inline"]
+    value: str  # the prompt id (without '#') or the inline instruction
+
+
+class ResolvedCommand(BaseModel):
+    """What the user meant. Fields beyond `kind` are filled only where that kind uses them."""
+
+    kind: CommandKind
+    confidence: Confidence = "exact"
+    reason: str = ""
+    item_index: int | None = None  # 1-based over visible items
+    item_label: str | None = None
+    workflow_id: str | None = None  # StartWorkflow
+    md_path: str | None = None  # ExecScript: the markdown as written in the item
+    action: ActionRef | None = None  # RunAction
+    data: DataRef | None = None
+    validate_workflow: str | None = None
+    candidates: list[MenuEntry] = []  # ClarifyChoice
+    error_code: str | None = None  # Refused: UNKNOWN_WORKFLOW, NOT_SUPPORTED_CLASSIC_WORKFLOW, ...
+    message: str | None = None  # Refused: a sentence the user can act on
+    details: str = ""  # text after the first line (extra user input for Chat/ExecScript)
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def normalise(text: str) -> str:
+    """Case-insensitive, trimmed, one leading '*' ignored (BMAD "*cmd" style)."""
+    norm = text.strip().lower()
+    if norm.startswith("*"):
+        norm = norm[1:].strip()
+    return norm
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOPWORDS = frozenset(
+    "a an and the to of for on in at with by from my me i you your we our it this that is are be "
+    "please can could would will want like let lets do some new".split()
+)
+_V6_TRIGGER = re.compile(r"^\s*\*?(?P<code>[^\s]+)\s+or\s+fuzzy\s+match\s+on\s+(?P<phrase>.+?)\s*$", re.I)
+_DESC_CODE = re.compile(r"^\s*\[(?P<code>[A-Za-z0-9][A-Za-z0-9-]{0,7})\]\s*")
+
+
+def _content_words(text: str) -> frozenset[str]:
+    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+
+
+def parse_global_command(text: str) -> GlobalCommand | None:
+    """`*menu`, `/PAUSE now`, ... → the command name; anything else (even `/foo`) → None (SPEC §9.12)."""
+    first = text.strip().split(maxsplit=1)
+    if not first or first[0][:1] not in ("*", "/"):
+        return None
+    name = first[0][1:].lower()
+    return name if name in _GLOBAL_COMMANDS else None  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- candidates
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Something a menu item (or one of its handlers) can run."""
+
+    workflow: str | None
+    exec: str | None
+    action: str | None
+    data: str | None
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    index: int  # visible index of the (parent) menu item
+    item: MenuItem
+    target: _Target
+    exact_terms: tuple[str, ...]  # normalised
+    fuzzy_fields: tuple[tuple[str, int, int], ...]  # (normalised text, whole-word weight, substring weight)
+
+
+TRIGGER_WEIGHTS = (100, 70)
+HANDLER_WEIGHTS = (90, 60)
+DESCRIPTION_WEIGHTS = (50, 30)
+
+
+def visible_items(agent: Agent, surface: Surface) -> list[tuple[int, MenuItem]]:
+    """Menu items shown on this surface, numbered 1.. over the visible ones only (D§6.3)."""
+    shown = [
+        item
+        for item in agent.menu
+        if not (surface == "web" and item.ide_only) and not (surface == "ide" and item.web_only)
+    ]
+    return list(enumerate(shown, start=1))
+
+
+def display_trigger(item: MenuItem) -> str | None:
+    """What to show (and type) for an item: the phrase of a v6 trigger, else the trigger or cmd as written."""
+    raw = item.trigger or item.cmd
+    if not raw:
+        return None
+    v6 = _V6_TRIGGER.match(raw)
+    return v6.group("phrase").strip().strip("\"'`") if v6 else raw.strip()
+
+
+def _entry(index: int, item: MenuItem) -> MenuEntry:
+    return MenuEntry(index=index, label=item.description, trigger=display_trigger(item))
+
+
+def menu_entries(agent: Agent, surface: Surface) -> list[MenuEntry]:
+    """The visible menu as numbered entries (what ShowMenu and ClarifyChoice display)."""
+    return [_entry(i, item) for i, item in visible_items(agent, surface)]
+
+
+def _trigger_terms(raw: str) -> tuple[list[str], list[str]]:
+    """A trigger string's exact terms and its fuzzy phrases; understands BMAD v6 "CP or fuzzy match on x"."""
+    v6 = _V6_TRIGGER.match(raw)
+    if v6:
+        phrase = v6.group("phrase").strip().strip("\"'`")
+        return [normalise(v6.group("code")), normalise(phrase)], [normalise(phrase)]
+    return [normalise(raw)], [normalise(raw)]
+
+
+def _description_code(description: str) -> tuple[str | None, str]:
+    """`"[CP] Create PRD"` → ("cp", "create prd"): the bracket code is an exact term, the rest fuzzy text."""
+    m = _DESC_CODE.match(description)
+    if not m:
+        return None, description
+    return m.group("code").lower(), description[m.end():]
+
+
+def _build_candidates(visible: list[tuple[int, MenuItem]]) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    for index, item in visible:
+        exact: list[str] = []
+        fuzzy: list[tuple[str, int, int]] = []
+        for raw in (item.trigger, item.cmd):
+            if raw:
+                terms, phrases = _trigger_terms(raw)
+                exact += terms
+                fuzzy += [(p, *TRIGGER_WEIGHTS) for p in phrases]
+        handlers: list[dict[str, Any]] = []
+        for trig in item.triggers or []:
+            match = str(trig.get("match") or "").strip()
+            if not match:
+                continue
+            if trig.get("type") == "alias":
+                exact.append(normalise(match))
+                fuzzy.append((normalise(match), *TRIGGER_WEIGHTS))
+            elif trig.get("type") == "handler":
+                handlers.append(trig)
+        code, rest = _description_code(item.description)
+        if code:
+            exact.append(code)
+        fuzzy.append((normalise(rest), *DESCRIPTION_WEIGHTS))
+        target = _Target(item.workflow, item.exec, item.action, item.data)
+        out.append(_Candidate(index, item, target, tuple(t for t in exact if t), tuple(fuzzy)))
+        for trig in handlers:
+            match = normalise(str(trig["match"]))
+            handler_target = _Target(
+                _str_or_none(trig.get("workflow")),
+                _str_or_none(trig.get("exec")),
+                _str_or_none(trig.get("action")),
+                _str_or_none(trig.get("data")) or item.data,
+            )
+            out.append(_Candidate(index, item, handler_target, (match,), ((match, *HANDLER_WEIGHTS),)))
+    return out
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def _field_score(query: str, q_words: frozenset[str], field: str, word_w: int, sub_w: int) -> int:
+    f_words = _content_words(field)
+    if q_words and f_words and (f_words <= q_words or q_words <= f_words):
+        return word_w
+    if len(query) >= 3 and len(field) >= 3 and (query in field or field in query):
+        return sub_w
+    return 0
+
+
+def _score(query: str, cand: _Candidate) -> int:
+    q_words = _content_words(query)
+    return max((_field_score(query, q_words, f, w, s) for f, w, s in cand.fuzzy_fields), default=0)
+
+
+def _confidence(score: int) -> Confidence:
+    return "high" if score >= 90 else "medium" if score >= 50 else "low"
+
+
+# ---------------------------------------------------------------- resolution
+
+
+def resolve(
+    agent: Agent,
+    text: str,
+    *,
+    surface: Surface,
+    workflows: list[Workflow] | list[str],
+) -> ResolvedCommand:
+    """Resolve one user message against the agent's visible menu (D§6.4), then map the hit (D§6.5)."""
+    raw = text.strip()
+    if not raw:
+        return ResolvedCommand(kind="ShowMenu", reason="empty input")
+    first_line, _, details = raw.partition("\n")
+    details = details.strip()
+    norm = normalise(first_line)
+    visible = visible_items(agent, surface)
+
+    if re.fullmatch(r"[0-9]+", norm):
+        n = int(norm)
+        if 1 <= n <= len(visible):
+            index, item = visible[n - 1]
+            target = _Target(item.workflow, item.exec, item.action, item.data)
+            return _map(agent, index, item, target, "exact", "number", details, workflows)
+        span = f"1 to {len(visible)}" if visible else "none"
+        return ResolvedCommand(
+            kind="ClarifyChoice",
+            reason=f"{n} is not a menu number (valid: {span})",  # ClarifyChoice reasons are shown to the user
+            candidates=[_entry(i, it) for i, it in visible],
+            details=details,
+        )
+
+    candidates = _build_candidates(visible)
+    bare = norm[1:-1].strip() if norm.startswith("[") and norm.endswith("]") else norm  # "[CP]" typed as shown
+    for cand in candidates:
+        if bare and bare in cand.exact_terms:
+            return _map(agent, cand.index, cand.item, cand.target, "exact", "trigger", details, workflows)
+
+    scored = [(s, c) for c in candidates if (s := _score(norm, c)) >= FUZZY_THRESHOLD]
+    if scored:
+        best = max(s for s, _ in scored)
+        top = [c for s, c in scored if s == best]
+        items = sorted({c.index for c in top})
+        if len(items) == 1:
+            cand = top[0]
+            reason = f"fuzzy score {best}"
+            return _map(agent, cand.index, cand.item, cand.target, _confidence(best), reason, details, workflows)
+        return ResolvedCommand(
+            kind="ClarifyChoice",
+            confidence=_confidence(best),
+            reason="Several menu items match",
+            candidates=[_entry(i, it) for i, it in visible if i in items],
+            details=details,
+        )
+    return ResolvedCommand(kind="Chat", confidence="low", reason="no menu item matches", details=details)
+
+
+def _map(
+    agent: Agent,
+    index: int,
+    item: MenuItem,
+    target: _Target,
+    confidence: Confidence,
+    reason: str,
+    details: str,
+    workflows: list[Workflow] | list[str],
+) -> ResolvedCommand:
+    """Turn a matched item into a command: workflow > exec > action (D§6.5)."""
+    base: dict[str, Any] = {
+        "confidence": confidence,
+        "reason": reason,
+        "item_index": index,
+        "item_label": item.description,
+        "details": details,
+        "data": _data_ref(target.data),
+        "validate_workflow": item.validate_workflow,
+    }
+    if target.workflow:
+        return _map_workflow(target.workflow, workflows, base)
+    if target.exec:
+        return _map_exec(target.exec, workflows, base)
+    if target.action:
+        return _map_action(agent, target.action, base)
+    return ResolvedCommand(
+        kind="Refused",
+        error_code="UNKNOWN_WORKFLOW",
+        message=f"The menu item '{item.description}' has nothing to run (no workflow, exec or action).",
+        **base,
+    )
+
+
+def _is_classic(ref: str) -> bool:
+    return ref.lower().endswith((".yaml", ".yml", ".xml"))
+
+
+def _classic(ref: str, base: dict[str, Any]) -> ResolvedCommand:
+    return ResolvedCommand(
+        kind="Refused",
+        error_code="NOT_SUPPORTED_CLASSIC_WORKFLOW",
+        message=(
+            f"'{_display_ref(ref)}' is a classic BMAD workflow (workflow.yaml / XML runner), which this runtime "
+            "does not run. Convert it to a v1.1 micro-file workflow (workflow.md + workflow.graph.json)."
+        ),
+        **base,
+    )
+
+
+def _display_ref(ref: str) -> str:
+    """A package reference as the user may see it: templates shortened, never a server path."""
+    for prefix in ("{package-root}/", "{project-root}/", "@pkg/", "@project/", "./"):
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref.rsplit("/", 1)[-1] if ref.startswith("/") else ref
+
+
+def _workflow_ids(workflows: list[Workflow] | list[str]) -> list[str]:
+    return [w if isinstance(w, str) else w.id for w in workflows]
+
+
+def workflow_for_path(md_path: str, workflows: list[Workflow] | list[str]) -> str | None:
+    """Normalise a `workflow.md` path to a workflow id (by the package's paths, or the folder name)."""
+    norm = _display_ref(md_path.strip()).lstrip("/")
+    ids = _workflow_ids(workflows)
+    for wf in workflows:
+        if not isinstance(wf, str) and wf.workflow_path == norm:
+            return wf.id
+    folder = norm.rsplit("/", 2)[-2] if norm.count("/") >= 1 else ""
+    if folder in ids:
+        return folder
+    if "/" not in norm and norm.lower() == "workflow.md" and len(ids) == 1:
+        return ids[0]
+    return None
+
+
+def _map_workflow(ref: str, workflows: list[Workflow] | list[str], base: dict[str, Any]) -> ResolvedCommand:
+    if _is_classic(ref):
+        return _classic(ref, base)
+    ids = _workflow_ids(workflows)
+    workflow_id = ref if ref in ids else workflow_for_path(ref, workflows) if ref.lower().endswith(".md") else None
+    if workflow_id is None:
+        return ResolvedCommand(
+            kind="Refused",
+            error_code="UNKNOWN_WORKFLOW",
+            message=f"This package has no workflow '{_display_ref(ref)}'. Known workflows: {', '.join(ids) or 'none'}.",
+            **base,
+        )
+    return ResolvedCommand(kind="StartWorkflow", workflow_id=workflow_id, **base)
+
+
+def _map_exec(ref: str, workflows: list[Workflow] | list[str], base: dict[str, Any]) -> ResolvedCommand:
+    if _is_classic(ref):
+        return _classic(ref, base)
+    if not ref.lower().endswith(".md"):
+        return ResolvedCommand(
+            kind="Refused",
+            error_code="NOT_SUPPORTED_CLASSIC_WORKFLOW",
+            message=f"'{_display_ref(ref)}' cannot be executed: only markdown (.md) scripts are supported.",
+            **base,
+        )
+    workflow_id = workflow_for_path(ref, workflows)
+    if workflow_id is not None:
+        return ResolvedCommand(kind="StartWorkflow", workflow_id=workflow_id, **base)
+    if ref.rsplit("/", 1)[-1].lower() == "workflow.md":
+        return ResolvedCommand(
+            kind="Refused",
+            error_code="UNKNOWN_WORKFLOW",
+            message=f"'{_display_ref(ref)}' is not one of this package's workflows.",
+            **base,
+        )
+    return ResolvedCommand(kind="ExecScript", md_path=ref, **base)
+
+
+def _map_action(agent: Agent, ref: str, base: dict[str, Any]) -> ResolvedCommand:
+    ref = ref.strip()
+    if ref in BUILTIN_ACTIONS:
+        return ResolvedCommand(kind=BUILTIN_ACTIONS[ref], **base)  # type: ignore[arg-type]
+    if ref.startswith("#"):
+        prompt_id = ref[1:].strip()
+        if agent.prompt(prompt_id) is None:
+            known = ", ".join(p.id for p in agent.prompts) or "none"
+            return ResolvedCommand(
+                kind="Refused",
+                error_code="UNKNOWN_PROMPT_ID",
+                message=f"{agent.metadata.name} has no prompt '{prompt_id}' (known prompts: {known}).",
+                **base,
+            )
+        return ResolvedCommand(kind="RunAction", action=ActionRef(type="promptId", value=prompt_id), **base)
+    return ResolvedCommand(kind="RunAction", action=ActionRef(type="inline", value=ref), **base)
+
+
+def _data_ref(path: str | None) -> DataRef | None:
+    if not path:
+        return None
+    ext = path.rsplit(".", 1)[-1].lower() if "." in path.rsplit("/", 1)[-1] else ""
+    parse_as = {"json": "json", "yaml": "yaml", "yml": "yaml", "csv": "csv", "xml": "xml"}.get(ext, "text")
+    return DataRef(path=path, parse_as=parse_as)  # type: ignore[arg-type]

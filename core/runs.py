@@ -1,0 +1,164 @@
+"""RunManager: create runs, find them again, and describe them in user terms (D§2.2, D§8.2)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from . import state as run_state
+from .atomic import atomic_write_text
+from .errors import CrewError
+from .events import RunPhase
+from .package.models import Agent, Package, Workflow
+from .runs_model import RunError, RunRecord, RunSnapshot, utc_now
+from .store import RuntimeStore, project_id_for
+
+
+def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
+    """A workflow id, or a workflow.md path; empty means the default (single-workflow packages only)."""
+    multi = bool(package.manifest.get("workflows"))
+    ids = ", ".join(w.id for w in package.workflows)
+    ref = (workflow_ref or "").strip()
+    if not ref:
+        if multi and len(package.workflows) > 1:
+            raise CrewError(
+                "WORKFLOW_REF_REQUIRED",
+                f"Package '{package.id}' has several workflows; choose one with --workflow ({ids}).",
+            )
+        return package.default_workflow
+    found = package.workflow(ref) or package.workflow_by_path(ref)
+    if found is not None:
+        return found
+    code = "WORKFLOW_REF_UNKNOWN" if multi else "WORKFLOW_REF_MISMATCH"
+    raise CrewError(code, f"Package '{package.id}' has no workflow '{ref}'. Available: {ids}.")
+
+
+def menu_starts(item_workflow: str | None, package: Package, workflow: Workflow) -> bool:
+    if not item_workflow:
+        return False
+    target = package.workflow(item_workflow) or package.workflow_by_path(item_workflow)
+    return target is not None and target.id == workflow.id
+
+
+def default_agent(package: Package, workflow: Workflow) -> Agent:
+    """The first agent whose menu starts this workflow, else the package's first agent."""
+    for agent in package.agents:
+        if any(menu_starts(item.workflow or item.exec, package, workflow) for item in agent.menu):
+            return agent
+    return package.agents[0]
+
+
+def resolve_agent(package: Package, agent_id: str | None, workflow: Workflow) -> Agent:
+    if not agent_id:
+        return default_agent(package, workflow)
+    agent = package.agent(agent_id) or package.find_agent(agent_id)
+    if agent is None:
+        names = ", ".join(a.id for a in package.agents)
+        raise CrewError("AGENT_NOT_FOUND", f"Package '{package.id}' has no agent '{agent_id}'. Available: {names}.")
+    return agent
+
+
+class RunManager:
+    def __init__(self, store: RuntimeStore) -> None:
+        self.store = store
+
+    def create(
+        self, package: Package, workflow_id: str | None, agent_id: str | None, project_root: str | Path
+    ) -> RunRecord:
+        root = self.store.check_project(project_root)
+        workflow = resolve_workflow(package, workflow_id)
+        agent = resolve_agent(package, agent_id, workflow)
+        run_id = str(uuid.uuid4())
+        now = utc_now()
+        try:
+            state_text = run_state.init_state_text(
+                workflow.template, workflow.graph, run_id=run_id, agent_id=agent.id, workflow_id=workflow.id, now=now
+            )
+        except CrewError as exc:
+            raise CrewError(
+                "STATE_INIT_FAILED",
+                f"The workflow.md template of '{workflow.id}' cannot become a run state: {exc.message}",
+            ) from None
+        record = RunRecord(
+            run_id=run_id,
+            project_id=project_id_for(root),
+            project_root=str(root),
+            package_id=package.id,
+            package_root=str(package.root),
+            workflow_id=workflow.id,
+            active_agent_id=agent.id,
+            phase=RunPhase.WAITING_USER,
+            created_at=now,
+            updated_at=now,
+        )
+        (root / "artifacts").mkdir(exist_ok=True)
+        state_dir = self.store.state_dir(record)
+        (state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.store.execution_log(record).touch()
+        atomic_write_text(state_dir / run_state.STATE_FILE, state_text)
+        self.store.save_record(record)
+        self.store.audit(
+            record, "run.created", packageId=package.id, workflowId=workflow.id, activeAgentId=agent.id
+        )
+        return record
+
+    def get(self, run_id: str) -> RunRecord:
+        record = self.store.read_index().get(run_id.strip())
+        if record is None:
+            raise CrewError("RUN_NOT_FOUND", f"No run with id '{run_id}'. List runs with `crewagent runs list`.")
+        return record
+
+    def list(self, project_root: str | Path | None = None) -> list[RunRecord]:
+        """Newest first; optionally only the runs of one project."""
+        records = list(self.store.read_index().values())
+        if project_root is not None:
+            pid = project_id_for(project_root)
+            records = [r for r in records if r.project_id == pid]
+        return sorted(records, key=lambda r: r.created_at, reverse=True)
+
+    def latest(self, project_root: str | Path, package_id: str | None = None) -> RunRecord | None:
+        for record in self.list(project_root):
+            if package_id is None or record.package_id == package_id:
+                return record
+        return None
+
+    def update(self, record: RunRecord) -> None:
+        record.updated_at = utc_now()
+        self.store.save_record(record)
+
+    def snapshot(self, record: RunRecord, package: Package) -> RunSnapshot:
+        workflow = package.workflow(record.workflow_id) or package.default_workflow
+        graph = workflow.graph
+        active = package.agent(record.active_agent_id)
+        base = dict(
+            run_id=record.run_id,
+            workflow_id=workflow.id,
+            workflow_name=workflow.display_name,
+            phase=record.phase,
+            paused=record.paused,
+            steps_total=len(graph.nodes),
+            error=record.last_error,
+        )
+        try:
+            fm = run_state.read_state(self.store.state_dir(record))
+        except CrewError as exc:
+            return RunSnapshot(
+                **base,
+                agent_id=record.active_agent_id,
+                agent_name=active.display_name if active else record.active_agent_id,
+                steps_done=0,
+                error=record.last_error or RunError(code=exc.code, message=exc.message),
+            )
+        node = graph.node(graph.effective_node_id(fm.get("currentNodeId")))
+        complete = run_state.is_complete(fm, graph)
+        agent_id = (node.agentId if node else None) or record.active_agent_id
+        agent = package.agent(agent_id)
+        return RunSnapshot(
+            **base,
+            current_node_id=None if complete or node is None else node.id,
+            current_node_title=None if complete or node is None else node.label,
+            agent_id=agent_id,
+            agent_name=agent.display_name if agent else agent_id,
+            steps_done=run_state.steps_done(fm, graph),
+            artifacts=[str(a) for a in fm.get("artifacts", [])],
+        )

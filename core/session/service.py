@@ -1,0 +1,277 @@
+"""SessionService: one conversation (a Slack thread, a terminal chat) moving between its modes.
+
+idle → (pick an agent) → AgentMode: input goes through the CommandRouter → a workflow item starts
+a run → RunMode: input becomes the run's USER_INPUT, except `*` global commands. ChatMode is a
+plain assistant without persona. Every method mutates the Session in place (the surface persists
+it) and returns the outputs it produced, which were also passed to `emit` as they happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Literal
+
+from ..engine import Engine
+from ..errors import CrewError
+from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
+from ..package.models import Package
+from ..prompts.wrappers import widget_submit_text
+from ..router import GlobalCommand, parse_global_command, resolve
+from ..runs import RunManager
+from . import runmode
+from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
+from .dispatch import dispatch, greeting, menu_output, resume_latest
+from .model import Session
+from .talk import talk
+
+log = logging.getLogger(__name__)
+
+Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss"]
+CHAT_WORDS = {"chat", "*chat", "/chat", "plain chat"}
+STALE_WIDGET = "This question was already answered."
+
+
+class SessionService:
+    def __init__(
+        self,
+        packages: list[Package],
+        project_root: Path,
+        engine: Engine,
+        runs: RunManager,
+        *,
+        surface: Surface,
+    ) -> None:
+        if not packages:
+            raise CrewError("PACKAGE_NOT_FOUND", "No package is loaded; give at least one package.")
+        self.deps = Deps(Catalog(packages), Path(project_root), engine, runs, surface)
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.deps.catalog
+
+    # ---- entry points ---------------------------------------------------------------
+
+    async def open(self, session: Session, text: str = "", emit: Emit | None = None) -> list[Output]:
+        """First contact: greet with the agents, or act directly on text that names an agent or a command."""
+        out = Outbox(emit)
+        await self._guarded(out, self._open(session, text, out))
+        return out.items
+
+    async def handle_text(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
+        out = Outbox(emit)
+        await self._guarded(out, self._handle_text(session, text, out))
+        return out.items
+
+    async def pick_agent(self, session: Session, agent_id: str, emit: Emit | None = None) -> list[Output]:
+        out = Outbox(emit)
+        await self._guarded(out, self._pick_by_name(session, agent_id, out))
+        return out.items
+
+    async def handle_widget_submit(
+        self, session: Session, widget_id: str, value: object, emit: Emit | None = None
+    ) -> list[Output]:
+        out = Outbox(emit)
+        await self._guarded(out, self._widget_submit(session, widget_id, value, out))
+        return out.items
+
+    async def control(self, session: Session, action: Control, emit: Emit | None = None) -> list[Output]:
+        """Buttons: exactly what the typed `*<action>` does (plus `retry` for a failed run)."""
+        out = Outbox(emit)
+        await self._guarded(out, self._global(session, action, out))
+        return out.items
+
+    async def _guarded(self, out: Outbox, work: Awaitable[None]) -> None:
+        """Expected failures become a clear ErrorOutput; anything else is logged, never shown as a trace."""
+        try:
+            await work
+        except CrewError as exc:
+            await out.put(ErrorOutput(code=exc.code, message=exc.message))
+        except Exception:
+            log.exception("session handler failed")
+            await out.put(
+                ErrorOutput(
+                    code="UNKNOWN",
+                    message="Something went wrong on our side. Try again; if it keeps failing, tell the admins.",
+                )
+            )
+
+    # ---- idle ----------------------------------------------------------------------
+
+    async def _open(self, session: Session, text: str, out: Outbox) -> None:
+        if session.mode != "idle":
+            await self._handle_text(session, text, out)
+            return
+        raw = text.strip()
+        choices = self.catalog.choices
+        if not raw and len(choices) == 1:
+            await self._pick(session, choices[0], out)
+            return
+        if raw.lower() in CHAT_WORDS:
+            await self._enter_chat(session, out)
+            return
+        command = parse_global_command(raw)
+        if command is not None:
+            await self._global(session, command, out)
+            return
+        named = self.catalog.find(raw) or self.catalog.by_number(raw)
+        if named is not None:
+            await self._pick(session, named, out)
+            return
+        first, _, rest = raw.partition(" ")
+        named = self.catalog.find(first) if rest.strip() else None
+        if named is not None:  # "bob create-story"
+            await self._pick(session, named, out, quiet=True)
+            await self._agent_text(session, rest.strip(), out)
+            return
+        owner = self._unique_trigger_owner(raw)
+        if owner is not None:
+            await self._pick(session, owner, out, quiet=True)
+            await self._agent_text(session, raw, out)
+        elif len(choices) == 1:  # nobody else to choose: greet, then answer as that agent
+            await self._pick(session, choices[0], out)
+            await self._agent_text(session, raw, out)
+        else:
+            await self._show_agents(session, out)
+
+    def _unique_trigger_owner(self, text: str) -> AgentChoice | None:
+        """The one agent whose menu has an exact trigger for `text` (numbers are never unique)."""
+        if not text or text.lstrip("*").isdigit():
+            return None
+        owners = []
+        for choice in self.catalog.choices:
+            cmd = resolve(choice.agent, text, surface=self.deps.surface, workflows=choice.package.workflows)
+            if cmd.confidence == "exact" and cmd.item_index is not None:
+                owners.append(choice)
+        return owners[0] if len(owners) == 1 else None
+
+    async def _show_agents(self, session: Session, out: Outbox, lead: str = "Hi! ") -> None:
+        names = ", ".join(p.name for p in self.catalog.packages)
+        await out.put(
+            ShowAgents(
+                text=f"{lead}These agents are available ({names}). Pick one by number or name, "
+                "or type `chat` for a plain assistant.",
+                agents=self.catalog.cards(),
+            )
+        )
+
+    async def _pick_by_name(self, session: Session, agent_id: str, out: Outbox) -> None:
+        choice = self.catalog.find(agent_id, prefer_package=session.package_id)
+        if choice is None and agent_id.strip().lower() in CHAT_WORDS:
+            await self._enter_chat(session, out)
+            return
+        if choice is None:
+            known = ", ".join(c.key for c in self.catalog.choices)
+            raise CrewError("AGENT_NOT_FOUND", f"There is no agent '{agent_id}'. Available: {known}.")
+        await self._pick(session, choice, out)
+
+    async def _pick(self, session: Session, choice: AgentChoice, out: Outbox, *, quiet: bool = False) -> None:
+        """Enter AgentMode; the run a session was bound to stays saved and resumable."""
+        if session.run_id and self.deps.engine.is_pumping(session.run_id):
+            raise CrewError("RUN_BUSY", "A run is working in this conversation; wait for it or type *stop first.")
+        runmode.leave(session)
+        session.mode = "agent"
+        session.package_id = choice.package.id
+        session.agent_id = choice.agent.id
+        if not quiet:
+            await out.put(menu_output(self.deps, choice.agent, greeting(choice.agent)))
+
+    async def _enter_chat(self, session: Session, out: Outbox) -> None:
+        runmode.leave(session)
+        session.mode = "chat"
+        session.package_id = session.package_id or self.catalog.packages[0].id
+        await out.put(Notice(text="Plain chat: ask me anything about the project. Type *dismiss to leave."))
+
+    # ---- routing by mode ---------------------------------------------------------------
+
+    async def _handle_text(self, session: Session, text: str, out: Outbox) -> None:
+        if session.mode == "idle":
+            await self._open(session, text, out)
+            return
+        command = parse_global_command(text)
+        if command is not None:
+            await self._global(session, command, out)
+        elif session.mode == "run":
+            await self._run_text(session, text, out)
+        elif session.mode == "chat":
+            package = self._package(session)
+            await talk(self.deps, session, package, None, text, out, mode="chat")
+        else:
+            await self._agent_text(session, text, out)
+
+    async def _agent_text(self, session: Session, text: str, out: Outbox) -> None:
+        package, agent = self.deps.bound(session)
+        cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
+        await dispatch(self.deps, session, package, agent, cmd, text, out)
+
+    async def _run_text(self, session: Session, text: str, out: Outbox) -> None:
+        package, agent = self.deps.bound(session)
+        if session.menu_open:
+            session.menu_open = False
+            cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
+            if cmd.confidence == "exact" and cmd.item_index is not None:
+                await dispatch(self.deps, session, package, agent, cmd, text, out)
+                return
+        await runmode.continue_run(self.deps, session, package, text, out)
+
+    def _package(self, session: Session) -> Package:
+        return self.catalog.package(session.package_id) or self.catalog.packages[0]
+
+    # ---- global commands and buttons ------------------------------------------------
+
+    async def _global(self, session: Session, command: GlobalCommand | Control, out: Outbox) -> None:
+        if session.mode == "run" and session.run_id:
+            package, agent = self.deps.bound(session)
+            if command == "menu":
+                session.menu_open = True
+                text = "Menu (the run stays open; pick an item to start something else, or keep replying to the run):"
+                await out.put(menu_output(self.deps, agent, text))
+            else:
+                await runmode.control_run(self.deps, session, package, command, out)
+            return
+        if command == "dismiss":
+            if session.mode == "idle":
+                await out.put(Notice(text="There is nothing to dismiss."))
+                return
+            who = "the plain chat" if session.mode == "chat" else (session.agent_id or "the agent")
+            runmode.leave(session)
+            await out.put(Dismissed(text=f"Left {who}. Mention me again to pick an agent."))
+        elif command == "menu":
+            if session.mode == "agent":
+                _, agent = self.deps.bound(session)
+                await out.put(menu_output(self.deps, agent, f"{agent.metadata.icon} {agent.metadata.name}'s menu:"))
+            else:
+                runmode.leave(session)
+                await self._show_agents(session, out, lead="")
+        elif command == "resume":
+            package = self._package(session)
+            await resume_latest(self.deps, session, package, out)
+        elif command == "status":
+            if session.last_run_id:
+                record = self.deps.runs.get(session.last_run_id)
+                run_package = self.catalog.package(record.package_id) or self._package(session)
+                await out.put(RunStatus(snapshot=self.deps.runs.snapshot(record, run_package)))
+            else:
+                await out.put(Notice(text="No run has been started in this conversation yet."))
+        else:  # pause, stop, retry without a bound run
+            await out.put(Notice(text="Nothing is running in this conversation."))
+
+    # ---- widgets ----------------------------------------------------------------------
+
+    async def _widget_submit(self, session: Session, widget_id: str, value: object, out: Outbox) -> None:
+        pending = session.pending_widget
+        bound_run = session.run_id if session.mode == "run" else None
+        if pending is None or pending.widget_id != widget_id or pending.run_id != bound_run:
+            await out.put(Notice(text=STALE_WIDGET, level="warning"))
+            return
+        session.pending_widget = None
+        answer = widget_submit_text(pending.widget_id, pending.type, value)
+        if pending.run_id is not None:
+            package, _ = self.deps.bound(session)
+            await runmode.continue_run(self.deps, session, package, answer, out)
+        elif session.mode == "chat":
+            await talk(self.deps, session, self._package(session), None, answer, out, mode="chat")
+        else:
+            package, agent = self.deps.bound(session)
+            await talk(self.deps, session, package, agent, answer, out, mode="agent")

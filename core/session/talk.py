@@ -1,0 +1,69 @@
+"""One-shot conversations outside a run: agent persona chat, plain ChatMode, exec scripts, prompt actions.
+
+The session keeps only a short text history (user inputs, injected context, assistant answers),
+trimmed to a token budget, because the record is persisted by the surface after every event.
+Tool calls and their (possibly large) results are not kept between turns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ..history import message_tokens
+from ..outputs import Reply, WidgetRequest
+from ..package.models import Agent, Package
+from .context import Deps, Outbox, card
+from .model import PendingWidget, Session
+
+HISTORY_BUDGET_TOKENS = 6_000
+Mode = Literal["agent", "chat", "script"]
+
+
+async def talk(
+    deps: Deps,
+    session: Session,
+    package: Package,
+    agent: Agent | None,
+    user_text: str,
+    out: Outbox,
+    *,
+    mode: Mode,
+    extra_context: Sequence[str] = (),
+) -> None:
+    """Ask the model once (with its small read-only tool loop) and show the answer or its question."""
+    session.pending_widget = None  # typing instead of answering an open question makes it stale
+    previous = list(session.history)
+    reply = await deps.engine.converse(
+        package,
+        agent,
+        previous,
+        user_text,
+        project_root=deps.project_root,
+        mode=mode,
+        extra_context=extra_context,
+    )
+    added = [m for m in reply.history[len(previous):] if m.get("role") == "user"]
+    answer = reply.text.strip()
+    if answer:
+        added.append({"role": "assistant", "content": answer})
+    session.history = trim(previous + added, HISTORY_BUDGET_TOKENS)
+    shown_as = card(agent) if agent is not None and mode != "chat" else None
+    if reply.widget is not None:
+        if answer and answer != str(reply.widget.get("message") or "").strip():
+            await out.put(Reply(text=answer, agent=shown_as))
+        session.pending_widget = PendingWidget.from_payload(reply.widget, None)
+        await out.put(WidgetRequest(widget=reply.widget, run_id=None))
+        return
+    await out.put(Reply(text=answer or "(no answer)", agent=shown_as))
+
+
+def trim(history: list[dict[str, Any]], budget_tokens: int) -> list[dict[str, Any]]:
+    """Drop the oldest messages until the rest fits (the last exchange always stays); starts with a user turn."""
+    kept = list(history)
+    total = sum(message_tokens(m) for m in kept)
+    while len(kept) > 2 and total > budget_tokens:
+        total -= message_tokens(kept.pop(0))
+        while kept and kept[0].get("role") != "user":
+            total -= message_tokens(kept.pop(0))
+    return kept

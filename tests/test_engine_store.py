@@ -1,0 +1,133 @@
+"""RuntimeStore layout, the run index and RunManager.create's checks (D§2.1–2.2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from core import state as run_state
+from core.errors import CrewError
+from core.events import RunPhase
+from core.llm import LLMClient, LLMSettings
+from core.package.loader import load_package
+from core.runs import RunManager
+from core.store import RuntimeStore
+from tests.scripts import EXAMPLES
+
+
+@pytest.fixture
+def runs() -> RunManager:
+    return RunManager(RuntimeStore())
+
+
+def test_create_lays_out_the_run(runs: RunManager, project: Path) -> None:
+    package = load_package(EXAMPLES / "create-story-micro")
+    shutil.rmtree(project / "artifacts")  # create() must make it again
+
+    record = runs.create(package, None, "sm", project)
+
+    home = Path(os.environ["CREWAGENT_HOME"]).resolve()
+    expected_id = hashlib.sha256(os.path.realpath(project).encode()).hexdigest()[:16]
+    assert record.project_id == expected_id
+    run_dir = home / "projects" / expected_id / "runs" / record.run_id
+    assert runs.store.run_dir(record) == run_dir
+    state = run_state.read_state(run_dir / "state")
+    assert state["currentNodeId"] == "step-01-select-story"
+    assert state["runId"] == record.run_id and state["activeAgentId"] == "sm"
+    assert state["workflowRef"] == "create-story-micro"
+    assert state["stepsCompleted"] == [] and state["artifacts"] == []
+    log = (run_dir / "state/logs/execution.jsonl").read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in log] == ["run.created"]
+    assert (project / "artifacts").is_dir()
+    assert not runs.store.conversation_log(record).is_relative_to(run_dir / "state")
+    assert record.phase is RunPhase.WAITING_USER
+    index = json.loads((home / "runs-index.json").read_text())
+    assert [r["run_id"] for r in index["runs"]] == [record.run_id]
+
+
+def test_create_rejects_bad_references(runs: RunManager, project: Path) -> None:
+    multi = load_package(EXAMPLES / "multi-workflows")
+    single = load_package(EXAMPLES / "hello-branch")
+    cases = [
+        (multi, None, "analyst", project, "WORKFLOW_REF_REQUIRED"),
+        (multi, "nope", "analyst", project, "WORKFLOW_REF_UNKNOWN"),
+        (single, "other", "analyst", project, "WORKFLOW_REF_MISMATCH"),
+        (single, None, "ghost", project, "AGENT_NOT_FOUND"),
+        (single, None, "analyst", project / "missing", "PROJECT_ROOT_INVALID"),
+    ]
+    for package, workflow, agent, root, code in cases:
+        with pytest.raises(CrewError) as err:
+            runs.create(package, workflow, agent, root)
+        assert err.value.code == code
+        assert str(project) not in err.value.message
+    assert runs.list() == []
+
+
+def test_defaults_pick_the_workflow_and_the_agent_that_starts_it(runs: RunManager, project: Path) -> None:
+    package = load_package(EXAMPLES / "hello-branch")
+    record = runs.create(package, "workflow.md", None, project)
+    assert (record.workflow_id, record.active_agent_id) == ("hello-branch", "analyst")
+
+
+def test_store_refuses_a_home_inside_the_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CREWAGENT_HOME", str(project / ".crewagent"))
+    runs = RunManager(RuntimeStore())
+    with pytest.raises(CrewError) as err:
+        runs.create(load_package(EXAMPLES / "hello-branch"), None, None, project)
+    assert err.value.code == "STORE_INSIDE_PROJECT"
+    assert "CREWAGENT_HOME" in err.value.message
+
+
+def test_index_lists_gets_and_snapshots(runs: RunManager, project: Path, tmp_path: Path) -> None:
+    package = load_package(EXAMPLES / "multi-workflows")
+    other = tmp_path / "other"
+    other.mkdir()
+    a = runs.create(package, "hello-linear", "analyst", project)
+    b = runs.create(package, "hello-branch", "analyst", other)
+    assert {r.run_id for r in runs.list()} == {a.run_id, b.run_id}
+    assert [r.run_id for r in runs.list(project)] == [a.run_id]
+    assert runs.latest(other).run_id == b.run_id  # type: ignore[union-attr]
+    assert runs.latest(project, package_id="something-else") is None
+
+    a.phase = RunPhase.RUNNING
+    runs.update(a)
+    fresh = RunManager(RuntimeStore())  # another process reading the same home
+    assert fresh.get(a.run_id).phase is RunPhase.RUNNING
+    with pytest.raises(CrewError) as err:
+        fresh.get("no-such-run")
+    assert err.value.code == "RUN_NOT_FOUND"
+
+    snap = runs.snapshot(b, package)
+    assert (snap.steps_done, snap.steps_total) == (0, 5)
+    assert (snap.current_node_id, snap.current_node_title, snap.agent_id) == ("step-01-intake", "Intake", "analyst")
+    assert snap.workflow_name == "Hello Branch" and snap.agent_name == "Mary (Business Analyst)"
+
+
+def test_a_corrupt_index_line_does_not_hide_other_runs(runs: RunManager, project: Path) -> None:
+    record = runs.create(load_package(EXAMPLES / "hello-branch"), None, None, project)
+    path = runs.store.index_path
+    data = json.loads(path.read_text())
+    data["runs"].append({"run_id": "broken"})
+    path.write_text(json.dumps(data))
+    assert [r.run_id for r in runs.list()] == [record.run_id]
+    path.write_text("{not json")
+    with pytest.raises(CrewError) as err:
+        runs.list()
+    assert err.value.code == "RUNS_INDEX_READ_FAILED"
+
+
+def test_llm_settings_need_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(CrewError) as err:
+        LLMClient(LLMSettings.from_env())
+    assert err.value.code == "LLM_MODEL_MISSING" and "CREWAGENT_MODEL" in err.value.message
+    monkeypatch.setenv("CREWAGENT_MODEL", "m")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+    settings = LLMSettings.from_env(timeout=5)
+    assert (settings.model, settings.base_url, settings.api_key, settings.timeout) == (
+        "m", "http://127.0.0.1:1/v1", None, 5
+    )
