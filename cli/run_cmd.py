@@ -145,7 +145,7 @@ def _install_stop_handler(engine: Engine, run_id: str) -> asyncio.Event:
 
     try:
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop)
-    except (RuntimeError, ValueError, NotImplementedError):
+    except (RuntimeError, ValueError):
         pass  # not the main thread (tests) or no signal support: Ctrl-C falls back to KeyboardInterrupt
     return interrupted
 

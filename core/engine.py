@@ -212,7 +212,10 @@ class _Pump:
 
     async def run(self) -> PumpResult:
         try:
-            await self._run()
+            try:
+                await self._run()
+            except CrewError as exc:  # e.g. a state file broken by hand mid-run: fail with its reason
+                await self._fail(exc.code, exc.message)
         except _Stop as stop:
             return stop.result
         raise AssertionError("a pump only ends with _Stop")  # pragma: no cover

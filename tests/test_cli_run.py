@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import signal
 import sys
@@ -29,8 +30,12 @@ REPO = EXAMPLES.parent
 
 async def cli(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
               ) -> tuple[int, str, str]:
-    """Run the CLI in a worker thread (it owns its own event loop) with `stdin` as input."""
+    """Run the CLI in a worker thread (it owns its own event loop) with `stdin` as input.
+
+    Root log handlers left behind by other tests (bound to a closed capture stream) are set aside.
+    """
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
     code = await asyncio.to_thread(main, argv)
     out, err = capsys.readouterr()
     return code, out, err

@@ -299,3 +299,16 @@ async def test_a_model_that_never_answers_times_out(project: Path) -> None:
         assert result.phase is RunPhase.FAILED
         assert result.error is not None and result.error.code == "LLM_TIMEOUT"
         assert "did not answer within 0.3 s" in result.error.message
+
+
+async def test_a_state_file_broken_by_hand_fails_the_run_readably(project: Path) -> None:
+    async with engine_harness(project) as h:
+        package = h.load("hello-branch")
+        record = h.create(package)
+        (h.store.state_dir(record) / "workflow.md").write_text("---\nschemaVersion: [\n---\n")
+        result = await h.engine.pump(record, package, intent="start")
+        assert result.phase is RunPhase.FAILED
+        assert result.error is not None and result.error.code == "E_INVALID_FRONTMATTER"
+        assert "not valid YAML" in result.error.message
+        assert h.runs.get(record.run_id).phase is RunPhase.FAILED
+        assert h.llm.requests == []
