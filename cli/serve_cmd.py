@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from bot.app import PackageLoadFailed, build
+from bot.app import PackageLoadFailed, build, freeze_startup_heap
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import setup_logging
 from core.errors import CrewError
@@ -67,6 +67,7 @@ async def serve(config: BotConfig, port: int) -> int:
             await bot.start_socket()
         else:
             await bot.start_http("0.0.0.0", port)
+        freeze_startup_heap()
         log.info("crewagent is up", extra=describe(config))
         await stop.wait()
         log.info("shutting down: finishing in-flight turns")

@@ -1,0 +1,350 @@
+"""Slack-side load: ack latency under busy threads, run throughput with a slow model, memory per idle session.
+
+The bot runs in its own process (as deployed), in HTTP mode, against FakeSlack and ScriptedLLM on
+loopback in this process; deliveries are signed like Slack's. Targets (SPEC §7):
+- ack p99 ≤ 20 ms with 100 active threads (runs pumping against a slow model while events arrive);
+- 200 concurrent runs with a 500 ms model finish within 1.2× the time of one run (run cap raised);
+- memory per idle session: RSS growth of the bot process per stored idle thread.
+
+    python -m bench.slack_load [--threads 100] [--bursts 40] [--burst-size 10] [--runs 200] [--idle 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import aiohttp  # noqa: E402
+
+from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
+from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts  # noqa: E402
+from tests.scripts import hello_branch_responder  # noqa: E402
+
+SECRET = "bench-signing-secret"
+EXAMPLES = REPO / "examples"
+
+
+# ---- the bot process ------------------------------------------------------------------------------
+
+
+def _bot_main(conn: Connection, env: dict[str, str], project: str, packages: list[str], max_runs: int) -> None:
+    os.environ.update(env)
+    asyncio.run(_bot_async(conn, project, packages, max_runs))
+
+
+async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int) -> None:
+    from bot.app import build, freeze_startup_heap
+    from bot.config import load_config
+    from bot.logging import setup_logging
+
+    setup_logging("WARNING")
+    config = load_config(project=project, packages=packages)
+    config.limits.max_concurrent_runs = max_runs
+    bot = build(config)
+    port = await bot.start_http("127.0.0.1", 0)
+    freeze_startup_heap()  # as `crewagent serve` does
+    conn.send(("port", port))
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            command = await loop.run_in_executor(None, conn.recv)
+            if command == "stop":
+                break
+            if command == "memory":
+                conn.send(("memory", _memory_kib(), await bot.work.run(bot.store.count())))
+            elif command == "cpu":
+                conn.send(("cpu", time.process_time()))
+            elif command == "idle":
+                conn.send(("idle", await bot.idle(120)))
+    finally:
+        await bot.close(grace=5)
+        conn.send(("stopped",))
+
+
+def _memory_kib() -> dict[str, int]:
+    """VmRSS (now) and VmHWM (peak) of this process, in KiB."""
+    values: dict[str, int] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, amount = line.split(":", 1)
+                values[name] = int(amount.split()[0])
+    return values
+
+
+class BotProcess:
+    def __init__(
+        self, slack: FakeSlack, llm: ScriptedLLM, home: Path, project: Path, packages: list[str], max_runs: int
+    ) -> None:
+        env = {
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.api_url,
+            "CREWAGENT_MODEL": "scripted",
+            "OPENAI_BASE_URL": llm.base_url,
+            "OPENAI_API_KEY": "bench",
+            "CREWAGENT_HOME": str(home),
+        }
+        self.conn, child = mp.get_context("spawn").Pipe()
+        self.process = mp.get_context("spawn").Process(
+            target=_bot_main, args=(child, env, str(project), [str(EXAMPLES / p) for p in packages], max_runs)
+        )
+        self.url = ""
+
+    async def _ask(self, command: str | None = None, timeout: float = 180) -> tuple[Any, ...]:
+        if command is not None:
+            self.conn.send(command)
+        loop = asyncio.get_running_loop()
+        ready = await loop.run_in_executor(None, self.conn.poll, timeout)
+        if not ready:
+            raise TimeoutError(f"bot process did not answer {command!r}")
+        return self.conn.recv()
+
+    async def __aenter__(self) -> BotProcess:
+        self.process.start()
+        _, port = await self._ask()
+        self.url = f"http://127.0.0.1:{port}/slack/events"
+        return self
+
+    async def memory(self) -> tuple[dict[str, int], int]:
+        _, memory, sessions = await self._ask("memory")
+        return memory, sessions
+
+    async def idle(self) -> None:
+        await self._ask("idle")
+
+    async def cpu(self) -> float:
+        """CPU seconds the bot process has used so far (all its threads)."""
+        _, seconds = await self._ask("cpu")
+        return seconds
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._ask("stop", timeout=60)
+        finally:
+            self.process.join(10)
+            if self.process.is_alive():
+                self.process.kill()
+
+
+# ---- the load generator process ------------------------------------------------------------------
+
+
+def _load_main(conn: Connection, url: str, bursts: list[list[dict[str, Any]]], gap: float) -> None:
+    """Deliver the bursts from a process of its own, so the fakes' work never delays the measuring side."""
+    conn.send(asyncio.run(_load_async(url, bursts, gap)))
+
+
+async def _load_async(url: str, bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
+    latencies: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        await timed_delivery(http, url, message_event("warm-up", thread_ts=new_ts()))  # open a connection
+        for burst in bursts:
+            latencies += await asyncio.gather(*(timed_delivery(http, url, e) for e in burst))
+            await asyncio.sleep(gap)
+    return latencies
+
+
+async def generate_load(url: str, bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
+    ctx = mp.get_context("spawn")
+    conn, child = ctx.Pipe()
+    process = ctx.Process(target=_load_main, args=(child, url, bursts, gap))
+    process.start()
+    try:
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(None, conn.poll, 300):
+            raise TimeoutError("load generator did not finish")
+        return conn.recv()
+    finally:
+        process.join(10)
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)  # polling the fake's records in a benchmark driver, not synchronising tests
+
+
+def completions(slack: FakeSlack) -> set[str]:
+    return {str(p.get("thread_ts")) for p in slack.calls_to("chat.postMessage") if "completed" in str(p.get("text"))}
+
+
+def greeted(slack: FakeSlack) -> set[str]:
+    return {str(p.get("thread_ts")) for p in slack.calls_to("chat.postMessage")}
+
+
+async def timed_delivery(http: aiohttp.ClientSession, url: str, envelope: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    status, _ = await deliver_event(http, url, SECRET, envelope)
+    elapsed = (time.perf_counter() - started) * 1000
+    if status != 200:
+        raise RuntimeError(f"delivery answered {status}")
+    return elapsed
+
+
+# ---- scenarios ---------------------------------------------------------------------------------------
+
+
+async def ack_latency(
+    http: aiohttp.ClientSession, workdir: Path, threads: int, bursts: int, burst_size: int
+) -> dict[str, float]:
+    """Open `threads` threads whose runs keep pumping (slow model), then fire bursts of thread replies."""
+    responder = hello_branch_responder(preset_branch="greenfield")
+    async with FakeSlack() as slack, ScriptedLLM(latency=5.0, responder=responder) as llm:
+        project = _project(workdir, "ack")
+        home = workdir / "home-ack"
+        async with BotProcess(slack, llm, home, project, ["hello-branch"], max_runs=threads + 10) as bot:
+            tops = [new_ts() for _ in range(threads)]
+            for ts in tops:
+                await timed_delivery(http, bot.url, app_mention_event("<@UBOT> hello-branch", ts=ts))
+            await wait_until(lambda: len(llm.requests) >= threads, 60, "every thread's run to be pumping")
+            planned = [
+                [
+                    message_event(f"ping {burst}", ts=new_ts(), thread_ts=tops[(burst * burst_size + i) % threads])
+                    for i in range(burst_size)
+                ]
+                for burst in range(bursts)
+            ]
+            latencies = await generate_load(bot.url, planned, gap=0.02)  # bursts a few tens of ms apart
+    return {
+        "deliveries": len(latencies),
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": percentile(latencies, 99),
+        "max_ms": max(latencies),
+    }
+
+
+async def run_throughput(http: aiohttp.ClientSession, workdir: Path, runs: int, latency: float) -> dict[str, float]:
+    """Wall time for one hello-branch run, then for `runs` at once (7 model calls each, no stops)."""
+    results: dict[str, float] = {}
+    for label, count in (("one_run_s", 1), (f"{runs}_runs_s", runs)):
+        responder = hello_branch_responder(preset_branch="greenfield")
+        async with FakeSlack() as slack, ScriptedLLM(latency=latency, responder=responder) as llm:
+            project = _project(workdir, f"runs-{count}")
+            home = workdir / f"home-runs-{count}"
+            async with BotProcess(slack, llm, home, project, ["hello-branch"], max_runs=count + 8) as bot:
+                tops = [new_ts() for _ in range(count)]
+                mentions = [app_mention_event("<@UBOT> hello-branch", ts=t) for t in tops]
+                bot_cpu, own_cpu = await bot.cpu(), time.process_time()
+                started = time.perf_counter()
+                await asyncio.gather(*(timed_delivery(http, bot.url, m) for m in mentions))
+                await wait_until(lambda: completions(slack) >= set(tops), 600, "every run to complete")
+                results[label] = time.perf_counter() - started
+                results[f"{label[:-2]}_bot_cpu_s"] = await bot.cpu() - bot_cpu
+                results[f"{label[:-2]}_fakes_cpu_s"] = time.process_time() - own_cpu
+                results[f"{label[:-2]}_llm_calls"] = len(llm.requests)
+    results["ratio"] = results[f"{runs}_runs_s"] / results["one_run_s"]
+    return results
+
+
+async def idle_memory(http: aiohttp.ClientSession, workdir: Path, sessions: int) -> dict[str, float]:
+    """RSS growth of the bot process per idle thread session (a greeting shown, nothing running)."""
+    async with FakeSlack() as slack, ScriptedLLM() as llm:
+        project = _project(workdir, "idle")
+        home = workdir / "home-idle"
+        async with BotProcess(slack, llm, home, project, ["create-story-micro", "multi-workflows"], max_runs=8) as bot:
+            warm = [new_ts() for _ in range(20)]
+            await asyncio.gather(*(timed_delivery(http, bot.url, app_mention_event("<@UBOT>", ts=t)) for t in warm))
+            await wait_until(lambda: greeted(slack) >= set(warm), 60, "warm-up greetings")
+            await bot.idle()
+            before, _ = await bot.memory()
+            tops = [new_ts() for _ in range(sessions)]
+            for start in range(0, sessions, 50):
+                chunk = tops[start : start + 50]
+                mentions = [app_mention_event("<@UBOT>", ts=t) for t in chunk]
+                await asyncio.gather(*(timed_delivery(http, bot.url, m) for m in mentions))
+                await wait_until(lambda: greeted(slack) >= set(chunk), 60, "greetings")
+            await bot.idle()
+            after, stored = await bot.memory()
+        db_bytes = sum(f.stat().st_size for f in (home / "slack").glob("*.sqlite*"))
+    grown = after["VmRSS"] - before["VmRSS"]
+    return {
+        "sessions_stored": stored,
+        "rss_before_mib": before["VmRSS"] / 1024,
+        "rss_after_mib": after["VmRSS"] / 1024,
+        "peak_rss_mib": after["VmHWM"] / 1024,
+        "rss_per_idle_session_kib": grown / sessions,
+        "sqlite_bytes_per_session": db_bytes / max(stored, 1),
+    }
+
+
+def _project(workdir: Path, name: str) -> Path:
+    dest = workdir / f"project-{name}"
+    shutil.copytree(EXAMPLES / "sample-project", dest)
+    return dest
+
+
+async def main(args: argparse.Namespace) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="crewagent-slack-bench-"))
+    try:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as http:
+            ack = await ack_latency(http, workdir, args.threads, args.bursts, args.burst_size)
+            print(
+                f"ack latency, {args.threads} active threads, {ack['deliveries']} deliveries in bursts of "
+                f"{args.burst_size}: p50 {ack['p50_ms']:.1f} ms, p99 {ack['p99_ms']:.1f} ms, "
+                f"max {ack['max_ms']:.1f} ms "
+                f"(target p99 ≤ 20 ms)"
+            )
+            runs = await run_throughput(http, workdir, args.runs, args.latency)
+            print(
+                f"runs with a {args.latency * 1000:.0f} ms model: one run {runs['one_run_s']:.2f} s, "
+                f"{args.runs} concurrent runs {runs[f'{args.runs}_runs_s']:.2f} s → {runs['ratio']:.2f}× "
+                "(target ≤ 1.2×); "
+                f"model calls {runs['one_run_llm_calls']:.0f} / {runs[f'{args.runs}_runs_llm_calls']:.0f}; "
+                f"CPU for the {args.runs} runs: bot process {runs[f'{args.runs}_runs_bot_cpu_s']:.1f} s, "
+                f"fake Slack + model process {runs[f'{args.runs}_runs_fakes_cpu_s']:.1f} s"
+            )
+            memory = await idle_memory(http, workdir, args.idle)
+            print(
+                f"idle sessions: {memory['sessions_stored']:.0f} stored; RSS {memory['rss_before_mib']:.1f} → "
+                f"{memory['rss_after_mib']:.1f} MiB (peak {memory['peak_rss_mib']:.1f} MiB) = "
+                f"{memory['rss_per_idle_session_kib']:.2f} KiB per idle session; "
+                f"{memory['sqlite_bytes_per_session']:.0f} bytes of sqlite per session"
+            )
+        ok = ack["p99_ms"] <= 20 and runs["ratio"] <= 1.2
+        return 0 if ok or not args.check else 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=100, help="active threads during the ack test")
+    p.add_argument("--bursts", type=int, default=40)
+    p.add_argument("--burst-size", type=int, default=10)
+    p.add_argument("--runs", type=int, default=200, help="concurrent runs in the throughput test")
+    p.add_argument("--latency", type=float, default=0.5, help="model latency in seconds")
+    p.add_argument("--idle", type=int, default=1000, help="idle sessions for the memory test")
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))

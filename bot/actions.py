@@ -1,0 +1,75 @@
+"""What a button carries: enough to resolve a click without re-reading Slack.
+
+Every interactive element's `value` is a small JSON object (well under Slack's 2000-char cap)
+naming the thread's session, and the run / widget / menu generation it was drawn for, so a
+click on an out-of-date message can be recognised as stale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+PREFIX = "crew"
+VALUE_LIMIT = 2000
+
+# action_id patterns Bolt listens for; the suffix keeps ids unique inside one message.
+AGENT = "agent"
+MENU = "menu"
+MENU_SELECT = "menu_select"
+WIDGET = "widget"
+FORM = "form"
+CONTROL = "control"
+ARTIFACT = "artifact"
+FORM_CALLBACK = f"{PREFIX}:form"
+
+ControlAction = Literal["pause", "stop", "resume", "retry", "status"]
+
+
+def action_id(kind: str, suffix: str | int = 0) -> str:
+    return f"{PREFIX}:{kind}:{suffix}"
+
+
+def pattern(kind: str) -> re.Pattern[str]:
+    """The regex a Bolt listener uses for every element of one kind."""
+    return re.compile(rf"^{PREFIX}:{re.escape(kind)}:")
+
+
+class ButtonValue(BaseModel):
+    """Decoded `value` of any of our buttons (fields unused by a kind stay None)."""
+
+    s: str  # thread key "team:channel:thread_ts"
+    e: int | None = None  # choice generation (agent picker, menu, clarify)
+    p: str | None = None  # package id
+    a: str | None = None  # agent id
+    n: int | None = None  # menu index (1-based)
+    r: str | None = None  # run id
+    w: str | None = None  # widget id
+    i: int | None = None  # option / action index inside the widget
+    c: bool | None = None  # confirmation answer
+    x: str | None = None  # control action
+    f: str | None = None  # artifact path (project-relative)
+
+    def encode(self) -> str:
+        text = self.model_dump_json(exclude_none=True)
+        if len(text) > VALUE_LIMIT:
+            raise ValueError(f"button value too long ({len(text)} chars)")
+        return text
+
+    @classmethod
+    def decode(cls, raw: str | None) -> ButtonValue | None:
+        """None when the value is not ours or is malformed (a forged or truncated click)."""
+        if not raw:
+            return None
+        try:
+            return cls.model_validate(json.loads(raw))
+        except (ValueError, ValidationError):
+            return None
+
+
+def fits(value: ButtonValue) -> bool:
+    """True when the value can be sent as a button value."""
+    return len(value.model_dump_json(exclude_none=True)) <= VALUE_LIMIT

@@ -1,0 +1,306 @@
+"""Session outputs → Block Kit messages, built with slack_sdk.models so Slack's limits are checked.
+
+Limits are respected by construction: ≤ 50 blocks per message (long text becomes several
+messages), ≤ 25 elements per actions block (longer choice lists become a static select),
+75-char button text, 2000-char button values, 3000-char section text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    Block,
+    ButtonElement,
+    ContextBlock,
+    MarkdownTextObject,
+    Option,
+    PlainTextObject,
+    SectionBlock,
+    StaticSelectElement,
+)
+
+from core.events import RunPhase
+from core.outputs import AgentCard, MenuEntry
+from core.runs_model import RunSnapshot
+
+from . import actions as act
+from .actions import ButtonValue
+from .mrkdwn import escape, split_text, to_mrkdwn, truncate
+
+MAX_BLOCKS = 50
+TEXT_BLOCKS_PER_MESSAGE = 40  # leaves room for a header and controls
+SECTION_LIMIT = 3000
+BUTTON_TEXT_LIMIT = 75
+BUTTONS_PER_ACTIONS = 25
+SELECT_OPTIONS_LIMIT = 100
+OPTION_TEXT_LIMIT = 75
+OPTION_VALUE_LIMIT = 150
+BLOCK_ID_LIMIT = 255
+FALLBACK_LIMIT = 300
+
+
+@dataclass
+class SlackMessage:
+    """One chat.postMessage / chat.update body."""
+
+    text: str  # notification / accessibility fallback
+    blocks: list[Block] = field(default_factory=list)
+
+    _payload: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def payload(self) -> dict[str, Any]:
+        """The API arguments (computed once); `to_dict()` runs slack_sdk's limit validators on every block."""
+        if self._payload is None:
+            assert len(self.blocks) <= MAX_BLOCKS
+            blocks = [b.to_dict() for b in self.blocks]
+            self._payload = {"text": truncate(self.text, FALLBACK_LIMIT) or " ", "blocks": blocks}
+        return self._payload
+
+
+# ---- small builders ---------------------------------------------------------
+
+
+def section(mrkdwn_text: str) -> SectionBlock:
+    return SectionBlock(text=MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT)))
+
+
+def context(mrkdwn_text: str) -> ContextBlock:
+    return ContextBlock(elements=[MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))])
+
+
+def button(label: str, action_id: str, value: ButtonValue, style: str | None = None) -> ButtonElement:
+    return ButtonElement(
+        text=PlainTextObject(text=truncate(label, BUTTON_TEXT_LIMIT), emoji=True),
+        action_id=action_id,
+        value=value.encode(),
+        style=style,
+    )
+
+
+def choices(
+    kind: str,
+    labels: Sequence[str],
+    values: Sequence[ButtonValue],
+    *,
+    select_context: ButtonValue,
+    option_values: Sequence[str],
+    placeholder: str,
+) -> list[Block]:
+    """Buttons when they fit in one actions block, else one static select (first 100 options)."""
+    if len(labels) <= BUTTONS_PER_ACTIONS:
+        elements = [
+            button(label, act.action_id(kind, i), value) for i, (label, value) in enumerate(zip(labels, values))
+        ]
+        return [ActionsBlock(elements=elements)] if elements else []
+    options = [
+        Option(text=PlainTextObject(text=truncate(label, OPTION_TEXT_LIMIT), emoji=True), value=ov)
+        for label, ov in list(zip(labels, option_values))[:SELECT_OPTIONS_LIMIT]
+        if len(ov) <= OPTION_VALUE_LIMIT
+    ]
+    select = StaticSelectElement(
+        placeholder=PlainTextObject(text=truncate(placeholder, 150)),
+        action_id=act.action_id(f"{kind}_select"),
+        options=options,
+    )
+    block_id = select_context.model_dump_json(exclude_none=True)
+    blocks: list[Block] = [ActionsBlock(block_id=block_id[:BLOCK_ID_LIMIT], elements=[select])]
+    if len(labels) > SELECT_OPTIONS_LIMIT:
+        more = f"Showing the first {SELECT_OPTIONS_LIMIT} of {len(labels)}; type a number to pick another."
+        blocks.append(context(more))
+    return blocks
+
+
+def text_messages(text: str, *, header: str | None = None) -> list[SlackMessage]:
+    """Assistant Markdown as one or more messages of sections."""
+    mrkdwn = to_mrkdwn(text)
+    chunks = split_text(mrkdwn, SECTION_LIMIT) or [" "]
+    messages: list[SlackMessage] = []
+    for start in range(0, len(chunks), TEXT_BLOCKS_PER_MESSAGE):
+        part = chunks[start : start + TEXT_BLOCKS_PER_MESSAGE]
+        blocks: list[Block] = []
+        if header and start == 0:
+            blocks.append(context(header))
+        blocks.extend(section(chunk) for chunk in part)
+        messages.append(SlackMessage(text=text if start == 0 else part[0], blocks=blocks))
+    return messages
+
+
+def agent_label(agent: AgentCard) -> str:
+    return f"{agent.icon} {agent.name}".strip()
+
+
+# ---- outputs ----------------------------------------------------------------
+
+
+def reply(text: str, agent: AgentCard | None = None) -> list[SlackMessage]:
+    header = f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
+    return text_messages(text, header=header)
+
+
+def notice(text: str, level: str = "info") -> SlackMessage:
+    icon = ":warning: " if level == "warning" else ""
+    return SlackMessage(text=text, blocks=[context(icon + to_mrkdwn(text))])
+
+
+def error(message: str) -> SlackMessage:
+    return SlackMessage(text=message, blocks=[section(":warning: " + to_mrkdwn(message))])
+
+
+def agent_picker(text: str, agents: Sequence[AgentCard], *, key: str, epoch: int) -> list[SlackMessage]:
+    labels = [truncate(f"{a.icon} {a.name} — {a.title}".strip(), BUTTON_TEXT_LIMIT) for a in agents]
+    values = [ButtonValue(s=key, e=epoch, a=a.id) for a in agents]
+    blocks: list[Block] = [section(to_mrkdwn(text))]
+    blocks += choices(
+        act.AGENT,
+        labels,
+        values,
+        select_context=ButtonValue(s=key, e=epoch),
+        option_values=[a.id for a in agents],
+        placeholder="Pick an agent",
+    )
+    return [SlackMessage(text=text, blocks=blocks)]
+
+
+def menu(
+    text: str, items: Sequence[MenuEntry], *, key: str, epoch: int, agent: AgentCard | None = None, footer: str = ""
+) -> list[SlackMessage]:
+    """A persona greeting or clarify question followed by `[n] description` choices."""
+    messages = reply(text, agent) if text.strip() else [SlackMessage(text="Menu", blocks=[])]
+    last = messages[-1]
+    labels = [f"[{item.index}] {item.label}" for item in items]
+    values = [ButtonValue(s=key, e=epoch, n=item.index, a=agent.id if agent else None) for item in items]
+    controls = choices(
+        act.MENU,
+        labels,
+        values,
+        select_context=ButtonValue(s=key, e=epoch, a=agent.id if agent else None),
+        option_values=[str(item.index) for item in items],
+        placeholder="Pick a menu item",
+    )
+    if footer:
+        controls.append(context(footer))
+    if len(last.blocks) + len(controls) > MAX_BLOCKS:
+        messages.append(SlackMessage(text="Menu", blocks=controls))
+    else:
+        last.blocks.extend(controls)
+    return messages
+
+
+# ---- run status ---------------------------------------------------------------
+
+PHASE_LABELS = {
+    RunPhase.RUNNING: ":hourglass_flowing_sand: Running",
+    RunPhase.WAITING_USER: ":speech_balloon: Waiting for your reply",
+    RunPhase.COMPLETED: ":white_check_mark: Completed",
+    RunPhase.FAILED: ":x: Failed",
+}
+
+
+def phase_label(snapshot: RunSnapshot, *, queued: bool = False) -> str:
+    if queued:
+        return ":clock3: Queued — waiting for a free slot"
+    if snapshot.paused and snapshot.phase != RunPhase.RUNNING:
+        return ":double_vertical_bar: Paused"
+    return PHASE_LABELS.get(snapshot.phase, str(snapshot.phase.value))
+
+
+def controls_for(snapshot: RunSnapshot, *, queued: bool = False) -> list[str]:
+    """The control buttons that make sense in this phase."""
+    if queued:
+        return []
+    if snapshot.phase == RunPhase.RUNNING:
+        return ["pause", "stop"]
+    if snapshot.phase == RunPhase.FAILED:
+        return ["retry"]
+    if snapshot.phase == RunPhase.WAITING_USER and snapshot.paused:
+        return ["resume"]
+    return []
+
+
+CONTROL_LABELS = {"pause": "Pause", "stop": "Stop", "resume": "Resume", "retry": "Retry", "status": "Status"}
+CONTROL_STYLES = {"stop": "danger", "resume": "primary", "retry": "primary"}
+
+
+def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bool = False) -> SlackMessage:
+    """The one run status message of a thread, redrawn in place as the run moves."""
+    head = f"*{escape(snapshot.workflow_name)}* · {phase_label(snapshot, queued=queued)}"
+    if working and snapshot.phase == RunPhase.RUNNING and not queued:
+        head += " _(working…)_"
+    lines = [head]
+    if snapshot.current_node_title:
+        lines.append(f"Step: *{escape(snapshot.current_node_title)}* — {escape(snapshot.agent_name)}")
+    lines.append(f"Progress: {snapshot.steps_done}/{snapshot.steps_total} steps done")
+    if snapshot.artifacts:
+        shown = ", ".join(f"`{escape(a)}`" for a in snapshot.artifacts[:10])
+        more = f" and {len(snapshot.artifacts) - 10} more" if len(snapshot.artifacts) > 10 else ""
+        lines.append(f"Artifacts: {shown}{more}")
+    if snapshot.phase == RunPhase.FAILED and snapshot.error:
+        lines.append(f"Reason: {to_mrkdwn(snapshot.error.message)}")
+    blocks: list[Block] = [section("\n".join(lines))]
+    names = controls_for(snapshot, queued=queued)
+    if names:
+        blocks.append(
+            ActionsBlock(
+                elements=[
+                    button(
+                        CONTROL_LABELS[n],
+                        act.action_id(act.CONTROL, n),
+                        ButtonValue(s=key, r=snapshot.run_id, x=n),
+                        CONTROL_STYLES.get(n),
+                    )
+                    for n in names
+                ]
+            )
+        )
+    if snapshot.phase == RunPhase.RUNNING and not queued:
+        blocks.append(context("Type `*pause` or `*stop` in this thread to interrupt."))
+    fallback = f"{snapshot.workflow_name}: {phase_label(snapshot, queued=queued)}"
+    return SlackMessage(text=fallback, blocks=blocks)
+
+
+def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
+    """Posted once when a run completes: the artifacts, each with an upload button."""
+    lines = [f":white_check_mark: *{escape(snapshot.workflow_name)}* completed."]
+    blocks: list[Block] = []
+    if snapshot.artifacts:
+        lines.append("Artifacts written in the project:")
+        blocks.append(section("\n".join(lines)))
+        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 3]):
+            value = ButtonValue(s=key, r=snapshot.run_id, f=path)
+            accessory = (
+                button("Upload here", act.action_id(act.ARTIFACT, index), value) if act.fits(value) else None
+            )
+            blocks.append(
+                SectionBlock(
+                    text=MarkdownTextObject(text=truncate(f"• `{escape(path)}`", SECTION_LIMIT)), accessory=accessory
+                )
+            )
+    else:
+        lines.append("No artifacts were recorded.")
+        blocks.append(section("\n".join(lines)))
+    blocks.append(
+        context("You can keep chatting in this thread; changes to the finished run ask for confirmation first.")
+    )
+    return SlackMessage(text=f"{snapshot.workflow_name} completed", blocks=blocks)
+
+
+def resume_offer(*, key: str, run_id: str) -> SlackMessage:
+    """After a restart, when runs are not resumed automatically."""
+    text = "The bot restarted while this run was working. Press *Resume* to continue where it stopped."
+    resume = button("Resume", act.action_id(act.CONTROL, "resume"), ButtonValue(s=key, r=run_id, x="resume"), "primary")
+    return SlackMessage(text=text, blocks=[section(text), ActionsBlock(elements=[resume])])
+
+
+def failure(snapshot: RunSnapshot, *, key: str, message: str | None = None) -> SlackMessage:
+    """Posted once when a run fails: what happened (the session's own wording if given) and a Retry button."""
+    reason = message or (snapshot.error.message if snapshot.error else "The run stopped unexpectedly.")
+    text = f":x: *{escape(snapshot.workflow_name)}* failed: {to_mrkdwn(reason)}"
+    if message is None:
+        text += "\nPress *Retry* to continue from where it stopped."
+    value = ButtonValue(s=key, r=snapshot.run_id, x="retry")
+    retry = button("Retry", act.action_id(act.CONTROL, "retry"), value, "primary")
+    return SlackMessage(text=f"{snapshot.workflow_name} failed", blocks=[section(text), ActionsBlock(elements=[retry])])

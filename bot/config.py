@@ -1,0 +1,257 @@
+"""Bot configuration: `crewagent.yml` + CLI flags + environment, validated once at start-up.
+
+Secrets only ever come from the environment. Every problem is reported as
+"<file>: <key>: <reason>" so a bad deploy fails fast and says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from core.errors import CrewError
+from core.policy import SystemToolPolicy
+
+DEFAULT_API_URL = "https://slack.com/api/"
+EXAMPLE_PACKAGES = ("create-story-micro", "hello-branch", "multi-workflows")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConfigError(CrewError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("CONFIG_INVALID", "Invalid configuration:\n  " + "\n  ".join(problems), {"problems": problems})
+        self.problems = problems
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Binding(_Strict):
+    """A project checkout and the packages offered for it."""
+
+    project: Path
+    packages: list[Path] = Field(default_factory=list)
+
+
+class Limits(_Strict):
+    max_concurrent_runs: int = Field(default=8, ge=1)
+    max_turns_without_progress: int = Field(default=40, ge=1)
+    max_turns_per_input: int = Field(default=400, ge=1)
+    status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
+    status_edits_per_second: float = Field(default=3.0, gt=0)  # all status edits together (Slack rate limits)
+    shutdown_grace: float = Field(default=20.0, ge=0)  # seconds in-flight turns get on SIGTERM
+
+
+class Access(_Strict):
+    allowed_channels: list[str] = Field(default_factory=list)
+    allowed_users: list[str] = Field(default_factory=list)
+    admins: list[str] = Field(default_factory=list)
+
+
+class SlackSettings(BaseModel):
+    bot_token: SecretStr | None = None
+    app_token: SecretStr | None = None
+    signing_secret: SecretStr | None = None
+    api_url: str = DEFAULT_API_URL
+
+    @property
+    def mode(self) -> Literal["socket", "http"] | None:
+        """Socket Mode with an app token; HTTP with a signing secret; None if neither works."""
+        if not self.bot_token:
+            return None
+        if self.app_token:
+            return "socket"
+        if self.signing_secret:
+            return "http"
+        return None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> SlackSettings:
+        def secret(name: str) -> SecretStr | None:
+            value = env.get(name, "").strip()
+            return SecretStr(value) if value else None
+
+        api_url = env.get("SLACK_API_URL", "").strip() or DEFAULT_API_URL
+        return cls(
+            bot_token=secret("SLACK_BOT_TOKEN"),
+            app_token=secret("SLACK_APP_TOKEN"),
+            signing_secret=secret("SLACK_SIGNING_SECRET"),
+            api_url=api_url if api_url.endswith("/") else api_url + "/",  # slack_sdk joins with urljoin
+        )
+
+
+class FileConfig(_Strict):
+    """The shape of crewagent.yml (all keys optional)."""
+
+    project: Path | None = None
+    packages: list[Path] | None = None
+    channels: dict[str, Binding] = Field(default_factory=dict)
+    model: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    access: Access = Field(default_factory=Access)
+    resume_on_start: bool = True
+    log_level: str = "INFO"
+
+
+class BotConfig(BaseModel):
+    """Everything `bot.app.build` needs, paths absolute."""
+
+    default: Binding
+    channels: dict[str, Binding] = Field(default_factory=dict)
+    model: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    access: Access = Field(default_factory=Access)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
+    resume_on_start: bool = True
+    log_level: str = "INFO"
+
+    def binding_name(self, channel: str) -> str:
+        return channel if channel in self.channels else "default"
+
+    def binding(self, name: str) -> Binding:
+        return self.channels.get(name, self.default)
+
+    def bindings(self) -> dict[str, Binding]:
+        return {"default": self.default, **self.channels}
+
+
+def example_packages(cwd: Path) -> list[Path]:
+    """The bundled example packages that exist, looked up under ./examples then the repo's examples/."""
+    for base in (cwd / "examples", REPO_ROOT / "examples"):
+        found = [base / name for name in EXAMPLE_PACKAGES if (base / name / "bmad.json").is_file()]
+        if found:
+            return found
+    return []
+
+
+def _format_errors(source: str, exc: ValidationError, prefix: str = "") -> list[str]:
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in (*([prefix] if prefix else []), *err["loc"])) or "(top level)"
+        problems.append(f"{source}: {key}: {err['msg']}")
+    return problems
+
+
+def read_file_config(path: Path) -> FileConfig:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{source}: cannot read the file ({exc.strerror or exc})"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError([f"{source}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}"])
+    try:
+        return FileConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(source, exc)) from None
+
+
+def _absolute(path: Path, base: Path) -> Path:
+    path = path.expanduser()
+    return (path if path.is_absolute() else base / path).resolve()
+
+
+def load_config(
+    *,
+    config_path: str | Path | None = None,
+    project: str | Path | None = None,
+    packages: Sequence[str | Path] = (),
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> BotConfig:
+    """Merge file, flags and environment; flags win over the file's default binding."""
+    env = os.environ if env is None else env
+    cwd = (cwd or Path.cwd()).resolve()
+    file_cfg = FileConfig()
+    file_base = cwd
+    source = "crewagent.yml"
+    if config_path is not None:
+        path = _absolute(Path(config_path), cwd)
+        file_cfg = read_file_config(path)
+        file_base = path.parent
+        source = str(path)
+
+    problems: list[str] = []
+    if project is not None:
+        default_project = _absolute(Path(project), cwd)
+    elif file_cfg.project is not None:
+        default_project = _absolute(file_cfg.project, file_base)
+    else:
+        default_project = cwd
+    if packages:
+        default_packages = [_absolute(Path(p), cwd) for p in packages]
+    elif file_cfg.packages:
+        default_packages = [_absolute(p, file_base) for p in file_cfg.packages]
+    else:
+        default_packages = example_packages(cwd)
+
+    channels = {
+        channel: Binding(
+            project=_absolute(b.project, file_base),
+            packages=[_absolute(p, file_base) for p in b.packages] or default_packages,
+        )
+        for channel, b in file_cfg.channels.items()
+    }
+    default = Binding(project=default_project, packages=default_packages)
+
+    for name, binding in {"(default)": default, **channels}.items():
+        where = "--project" if name == "(default)" and project is not None else (
+            "project" if name == "(default)" else f"channels.{name}.project"
+        )
+        if not binding.project.is_dir():
+            problems.append(f"{source}: {where}: project directory {binding.project} does not exist")
+        if not binding.packages:
+            key = "packages" if name == "(default)" else f"channels.{name}.packages"
+            problems.append(
+                f"{source}: {key}: no packages; pass --package PATH (a package directory or .bmad file)"
+            )
+        for pkg in binding.packages:
+            if not pkg.exists():
+                problems.append(f"{source}: packages: {pkg} does not exist")
+    if problems:
+        raise ConfigError(problems)
+
+    home_text = env.get("CREWAGENT_HOME", "").strip()
+    return BotConfig(
+        default=default,
+        channels=channels,
+        model=file_cfg.model or env.get("CREWAGENT_MODEL", "").strip() or None,
+        limits=file_cfg.limits,
+        tool_policy=file_cfg.tool_policy,
+        access=file_cfg.access,
+        slack=SlackSettings.from_env(env),
+        home=Path(home_text).expanduser() if home_text else None,
+        resume_on_start=file_cfg.resume_on_start,
+        log_level=file_cfg.log_level,
+    )
+
+
+def describe(config: BotConfig) -> dict[str, Any]:
+    """A log-safe summary (no secrets)."""
+    return {
+        "mode": config.slack.mode,
+        "api_url": config.slack.api_url,
+        "model": config.model,
+        "bindings": {
+            name: {"project": str(b.project), "packages": [p.name for p in b.packages]}
+            for name, b in config.bindings().items()
+        },
+        "max_concurrent_runs": config.limits.max_concurrent_runs,
+    }

@@ -1,0 +1,40 @@
+"""Slack delivers at least once: retries and the app_mention/message pair must be handled once.
+
+A delivery is identified by several keys (its event_id and the message it is about);
+the first delivery claiming any of them wins. The in-memory LRU answers synchronously
+(no await between check and mark, so concurrent duplicates cannot both pass); the
+persisted set catches redeliveries that arrive after a restart.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .threads import ThreadStore
+
+
+class Deduper:
+    def __init__(self, store: ThreadStore, *, capacity: int = 20_000) -> None:
+        self.store = store
+        self.capacity = capacity
+        self._recent: OrderedDict[str, None] = OrderedDict()
+
+    def claim(self, keys: list[str]) -> bool:
+        """Mark `keys` as taken; False if any of them was already taken in this process."""
+        if any(k in self._recent for k in keys):
+            for k in keys:
+                self._recent[k] = None
+                self._recent.move_to_end(k)
+            return False
+        for k in keys:
+            self._recent[k] = None
+        while len(self._recent) > self.capacity:
+            self._recent.popitem(last=False)
+        return True
+
+    async def claim_persisted(self, keys: list[str]) -> bool:
+        """False if a previous process already handled one of `keys`; otherwise record them durably."""
+        if await self.store.seen(keys):
+            return False
+        await self.store.remember(keys)
+        return True

@@ -1,0 +1,480 @@
+"""Thread work: one user action (a reply, a click, a form) applied to the thread's session, and its outputs posted.
+
+Handlers only parse Slack payloads and queue work here. Work for one thread runs in that
+thread's lane, in order; work that may call the model also takes one of the run slots
+(the concurrency cap). `*pause` / `*stop` skip the lane so they reach a pumping run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import CrewError
+from core.events import RunPhase
+from core.outputs import ErrorOutput, Output
+from core.package.models import Package
+from core.router import parse_global_command
+from core.runs import RunManager
+from core.runs_model import RunSnapshot
+
+from . import actions as act
+from . import blocks
+from .access import AccessPolicy
+from .actions import ButtonValue
+from .artifacts import ArtifactUnavailable, read_artifact
+from .config import BotConfig
+from .dedupe import Deduper
+from .forms import FormContext, build_modal
+from .lanes import ThreadLanes
+from .render import ThreadRenderer
+from .slack_io import SlackIO
+from .status import StatusBoard
+from .threads import ThreadKey, ThreadRecord, ThreadStore
+from .widgets import answer_for, form_mode
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[Output], Awaitable[None]]
+SessionCall = Callable[[Emit], Awaitable[list[Output]]]
+
+WORKING_REACTION = "hourglass_flowing_sand"
+STEERING_COMMANDS = frozenset({"pause", "stop", "resume", "retry"})
+URGENT_COMMANDS = frozenset({"pause", "stop"})
+INTERNAL_ERROR = (
+    "Something went wrong on my side while handling that. Please try again; "
+    "if it keeps happening, tell whoever runs this bot."
+)
+BUSY_NOTE = (
+    "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
+)
+
+
+@dataclass
+class BindingRuntime:
+    """One channel binding at run time: its project, its loaded packages and their session service."""
+
+    name: str
+    project: Path
+    packages: list[Package]
+    service: Any  # core.session.service.SessionService
+
+    def package(self, package_id: str | None) -> Package | None:
+        return next((p for p in self.packages if p.id == package_id), None)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        config: BotConfig,
+        io: SlackIO,
+        store: ThreadStore,
+        lanes: ThreadLanes,
+        board: StatusBoard,
+        access: AccessPolicy,
+        bindings: dict[str, BindingRuntime],
+        engine: Any,  # core.engine.Engine
+        runs: RunManager,
+        deduper: Deduper,
+    ) -> None:
+        self.config = config
+        self.io = io
+        self.store = store
+        self.lanes = lanes
+        self.board = board
+        self.access = access
+        self.bindings = bindings
+        self.engine = engine
+        self.runs = runs
+        self.deduper = deduper
+        self.slots = asyncio.Semaphore(config.limits.max_concurrent_runs)
+
+    # ---- helpers ----------------------------------------------------------------
+
+    def binding(self, record: ThreadRecord) -> BindingRuntime:
+        return self.bindings.get(record.binding) or self.bindings["default"]
+
+    def pumping(self, record: ThreadRecord | None) -> bool:
+        run_id = record.session.run_id if record else None
+        return bool(run_id) and self.engine.is_pumping(run_id)
+
+    def live_record(self, key: ThreadKey) -> ThreadRecord | None:
+        lane = self.lanes.lane(key)
+        return lane.live if lane else None
+
+    async def snapshot(self, record: ThreadRecord, run_id: str) -> RunSnapshot | None:
+        try:
+            run = await asyncio.to_thread(self.runs.get, run_id)
+        except CrewError:
+            return None
+        package = self.binding(record).package(run.package_id)
+        if package is None:
+            return None
+        return await asyncio.to_thread(self.runs.snapshot, run, package)
+
+    async def _load(self, key: ThreadKey) -> ThreadRecord | None:
+        return self.live_record(key) or await self.store.get(key)
+
+    async def _refuse(self, key: ThreadKey, user: str, text: str) -> None:
+        await self.io.ephemeral(key.channel, user, text, thread_ts=key.thread_ts)
+
+    async def _call(self, call: SessionCall, renderer: ThreadRenderer) -> list[Output]:
+        try:
+            return await call(renderer.emit)
+        except CrewError as exc:
+            return [ErrorOutput(code=exc.code, message=exc.message)]
+        except Exception:
+            log.exception("session call failed", extra={"slack_thread": renderer.key})
+            return [ErrorOutput(code="INTERNAL", message=INTERNAL_ERROR)]
+
+    async def perform(
+        self,
+        record: ThreadRecord,
+        call: SessionCall,
+        *,
+        user: str,
+        gated: bool,
+        reaction_ts: str | None = None,
+        fresh_status: bool = False,
+    ) -> None:
+        """Run one session call for the thread, post its outputs, persist the record."""
+        lane = self.lanes.lane(record.key)
+        if lane is not None:
+            lane.live = record
+        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, fresh_status=fresh_status)
+        run_before = record.session.run_id
+        if reaction_ts:
+            await self.io.react(record.channel, reaction_ts, WORKING_REACTION)
+        try:
+            if gated:
+                if self.slots.locked():
+                    await renderer.show_queued()
+                async with self.slots:
+                    outputs = await self._call(call, renderer)
+            else:
+                outputs = await self._call(call, renderer)
+            for output in outputs:
+                await renderer.emit(output)
+            await renderer.finish()
+        finally:
+            run_after = record.session.run_id
+            if run_after and run_after != run_before:
+                record.session.owner = user  # whoever starts a run steers it
+            await self.store.put(record)
+            if reaction_ts:
+                await self.io.react(record.channel, reaction_ts, WORKING_REACTION, add=False)
+
+    # ---- typed text -------------------------------------------------------------
+
+    def on_text(
+        self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
+    ) -> None:
+        """A thread reply, a mention or a DM. Called after Slack got its ack."""
+        command = parse_global_command(text)
+        live = self.live_record(key)
+        if live is not None and self.pumping(live):
+            if command in URGENT_COMMANDS:
+                self.lanes.spawn(self._urgent(live, user, command, dedupe), name=f"urgent:{key}")
+                return
+            if command is None and self.access.may_steer(user, live.session).allowed:
+                # Queued behind the pump; the user is told why nothing happens yet.
+                self.lanes.spawn(self._refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
+        self.lanes.submit(key, lambda: self._text(key, user, text, message_ts, opening=opening, dedupe=dedupe))
+
+    async def _urgent(self, record: ThreadRecord, user: str, command: str, dedupe: list[str]) -> None:
+        if not await self.deduper.claim_persisted(dedupe):
+            return
+        await self._control_now(record, user, command)
+
+    async def _control_now(self, record: ThreadRecord, user: str, command: str) -> None:
+        """Pause/stop a pumping run without waiting behind it; outputs go straight to the thread."""
+        verdict = self.access.may_steer(user, record.session)
+        if not verdict.allowed:
+            await self._refuse(record.key, user, verdict.reason)
+            return
+        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot)
+        service = self.binding(record).service
+        outputs = await self._call(lambda emit: service.control(record.session, command, emit=emit), renderer)
+        for output in outputs:
+            await renderer.emit(output)
+
+    async def _text(
+        self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
+    ) -> None:
+        record = await self.store.get(key)
+        if record is None and not opening:
+            return  # not a conversation of ours
+        if not await self.deduper.claim_persisted(dedupe):
+            return
+        verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        if record is None:
+            record = ThreadRecord.new(key, owner=user, binding=self.config.binding_name(key.channel))
+            service = self.binding(record).service
+            session = record.session
+            await self.perform(
+                record,
+                lambda emit: service.open(session, text, emit=emit),
+                user=user,
+                gated=bool(text.strip()),
+                reaction_ts=message_ts,
+            )
+            return
+        service = self.binding(record).service
+        session = record.session
+        command = parse_global_command(text)
+        if command is not None:
+            if command in STEERING_COMMANDS and not (verdict := self.access.may_steer(user, session)).allowed:
+                await self._refuse(key, user, verdict.reason)
+                return
+            await self.perform(
+                record,
+                lambda emit: service.control(session, command, emit=emit),
+                user=user,
+                gated=command in ("resume", "retry"),
+                fresh_status=command == "status",
+            )
+            return
+        if session.mode == "run" and not (verdict := self.access.may_steer(user, session)).allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        await self.perform(
+            record,
+            lambda emit: service.handle_text(session, text, emit=emit),
+            user=user,
+            gated=True,
+            reaction_ts=message_ts,
+        )
+
+    # ---- clicks -----------------------------------------------------------------
+
+    def on_click(self, kind: str, value: ButtonValue, *, user: str, channel: str, trigger_id: str | None) -> None:
+        key = ThreadKey.parse(value.s)
+        if key is None or key.channel != channel:
+            return  # not a value we produced for this channel
+        if kind == act.CONTROL and value.x in URGENT_COMMANDS:
+            live = self.live_record(key)
+            if live is not None and self.pumping(live):
+                self.lanes.spawn(self._control_click(key, live, value, user), name=f"urgent:{key}")
+                return
+        if kind == act.FORM:
+            self.lanes.spawn(self._open_form(key, value, user, trigger_id), name=f"form:{key}")
+            return
+        if kind == act.ARTIFACT:
+            self.lanes.spawn(self._upload(key, value, user), name=f"upload:{key}")
+            return
+        job = {
+            act.AGENT: self._agent_click,
+            act.MENU: self._menu_click,
+            act.WIDGET: self._widget_click,
+            act.CONTROL: self._control_click,
+        }.get(kind)
+        if job is not None:
+            self.lanes.submit(key, lambda: self._clicked(job, key, value, user))
+
+    async def _clicked(
+        self, job: Callable[..., Awaitable[None]], key: ThreadKey, value: ButtonValue, user: str
+    ) -> None:
+        record = await self.store.get(key)
+        if record is None:
+            await self._refuse(key, user, "This conversation is no longer available. Mention me to start a new one.")
+            return
+        verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        await job(key, record, value, user)
+
+    async def _agent_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+        if value.e != record.epoch or not value.a:
+            await self._refuse(key, user, "That agent list is out of date; use the newest message in this thread.")
+            return
+        service, session, agent_id = self.binding(record).service, record.session, value.a
+        await self.perform(
+            record, lambda emit: service.pick_agent(session, agent_id, emit=emit), user=user, gated=False
+        )
+
+    async def _menu_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+        in_run = record.session.mode == "run" and not record.session.menu_open
+        if value.e != record.epoch or value.n is None or in_run:
+            await self._refuse(key, user, "That menu is out of date; type `*menu` for the current one.")
+            return
+        service, session, text = self.binding(record).service, record.session, str(value.n)
+        await self.perform(record, lambda emit: service.handle_text(session, text, emit=emit), user=user, gated=True)
+
+    def _pending(self, record: ThreadRecord, value: ButtonValue) -> dict[str, Any] | None:
+        pending = record.session.pending_widget
+        if pending is None or pending.widget_id != value.w:
+            return None
+        if value.r and pending.run_id and pending.run_id != value.r:
+            return None
+        return pending.payload
+
+    async def _widget_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+        widget = self._pending(record, value)
+        if widget is None:
+            await self._refuse(key, user, "That question has already been answered (or the run moved on).")
+            return
+        verdict = self.access.may_steer(user, record.session)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        ok, answer = answer_for(widget, value)
+        if not ok:
+            await self._refuse(key, user, "That answer is not one of the options any more.")
+            return
+        await self.submit_widget(record, str(value.w), answer, user)
+
+    async def submit_widget(self, record: ThreadRecord, widget_id: str, answer: Any, user: str) -> None:
+        service, session = self.binding(record).service, record.session
+        await self.perform(
+            record,
+            lambda emit: service.handle_widget_submit(session, widget_id, answer, emit=emit),
+            user=user,
+            gated=True,
+        )
+
+    async def _control_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+        action = value.x or ""
+        session = record.session
+        if not value.r or value.r != session.run_id:
+            await self._refuse(key, user, "That run is no longer the active run of this thread.")
+            return
+        verdict = self.access.may_steer(user, session)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        snapshot = await self.snapshot(record, value.r)
+        allowed = set(blocks.controls_for(snapshot)) if snapshot else set()
+        if snapshot and snapshot.phase == RunPhase.RUNNING and not self.pumping(record):
+            allowed.add("resume")  # left running by a restart
+        allowed.add("status")
+        if action not in allowed:
+            phase = blocks.phase_label(snapshot) if snapshot else "gone"
+            await self._refuse(
+                key, user, f"That button is out of date: the run is {phase} now, so there is nothing to {action}."
+            )
+            return
+        if action in URGENT_COMMANDS and self.pumping(record):
+            await self._control_now(record, user, action)
+            return
+        service = self.binding(record).service
+        await self.perform(
+            record,
+            lambda emit: service.control(session, action, emit=emit),
+            user=user,
+            gated=action in ("resume", "retry"),
+            fresh_status=action == "status",
+        )
+
+    # ---- forms ------------------------------------------------------------------
+
+    async def _open_form(self, key: ThreadKey, value: ButtonValue, user: str, trigger_id: str | None) -> None:
+        record = await self._load(key)
+        widget = self._pending(record, value) if record else None
+        if record is None or widget is None:
+            await self._refuse(key, user, "That question has already been answered (or the run moved on).")
+            return
+        verdict = self.access.may_steer(user, record.session)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        mode = "changes" if value.x == "changes" else form_mode(widget)
+        if mode is None or not trigger_id:
+            await self._refuse(key, user, "This question is answered in the thread, not in a form.")
+            return
+        context = FormContext(s=str(key), w=str(value.w), r=value.r, m=mode)
+        if not await self.io.open_view(trigger_id, build_modal(widget, context)):
+            await self._refuse(key, user, "I couldn't open the form (Slack refused it). Click the button again.")
+
+    async def form_target(
+        self, context: FormContext, user: str
+    ) -> tuple[ThreadRecord | None, dict[str, Any] | None, str]:
+        """(record, pending widget, refusal) for a modal submission, checked before it is acknowledged."""
+        key = ThreadKey.parse(context.s)
+        record = await self._load(key) if key else None
+        if record is None:
+            return None, None, "This conversation is no longer available."
+        widget = self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r))
+        if widget is None:
+            return record, None, "This question has already been answered; close this form."
+        verdict = self.access.may_steer(user, record.session)
+        if not verdict.allowed:
+            return record, None, verdict.reason
+        return record, widget, ""
+
+    def on_form(self, context: FormContext, answer: Any, user: str) -> None:
+        key = ThreadKey.parse(context.s)
+        if key is None:
+            return
+
+        async def job() -> None:
+            record = await self.store.get(key)
+            if record is None or self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
+                await self._refuse(key, user, "That question was already answered; your form was not used.")
+                return
+            await self.submit_widget(record, context.w, answer, user)
+
+        self.lanes.submit(key, job)
+
+    # ---- artifacts --------------------------------------------------------------
+
+    async def _upload(self, key: ThreadKey, value: ButtonValue, user: str) -> None:
+        record = await self._load(key)
+        if record is None or not value.r or not value.f:
+            await self._refuse(key, user, "This conversation is no longer available.")
+            return
+        verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        snapshot = await self.snapshot(record, value.r)
+        binding = self.binding(record)
+        package = binding.package(record.session.package_id) or binding.packages[0]
+        try:
+            recorded = snapshot.artifacts if snapshot else []
+            data = await read_artifact(binding.project, package.root, value.f, recorded)
+        except ArtifactUnavailable as exc:
+            await self._refuse(key, user, exc.message)
+            return
+        if not await self.io.upload(key.channel, key.thread_ts, Path(value.f).name, data, value.f):
+            await self._refuse(key, user, f"Slack didn't accept the upload of `{value.f}`. Try again in a moment.")
+
+    # ---- restart ------------------------------------------------------------------
+
+    async def resume_interrupted(self) -> int:
+        """Runs left `running` by a previous process: resume them (or offer Resume). Returns how many."""
+        interrupted = {r.run_id for r in await asyncio.to_thread(self.engine.interrupted_runs)}
+        if not interrupted:
+            return 0
+        count = 0
+        for record in await self.store.all():
+            run_id = record.session.run_id
+            if run_id not in interrupted:
+                continue
+            count += 1
+            key = record.key
+            self.lanes.submit(key, lambda key=key, run_id=run_id: self._resume(key, run_id))
+        return count
+
+    async def _resume(self, key: ThreadKey, run_id: str) -> None:
+        record = await self.store.get(key)
+        if record is None or record.session.run_id != run_id:
+            return
+        if not self.config.resume_on_start:
+            await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id))
+            return
+        notice = blocks.notice("The bot restarted; resuming this run where it stopped.")
+        await self.io.post(key.channel, key.thread_ts, notice)
+        service, session = self.binding(record).service, record.session
+        await self.perform(
+            record, lambda emit: service.control(session, "resume", emit=emit), user=session.owner or "", gated=True
+        )
+

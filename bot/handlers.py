@@ -1,0 +1,180 @@
+"""Bolt listeners: turn Slack payloads into thread work, fast.
+
+Events are acked by Bolt before these run; clicks and form submissions ack first thing.
+Nothing here waits on the model: work is queued on the thread's lane (see dispatch.py).
+
+Which event handles what (Slack sends both `app_mention` and `message` for one mention):
+- top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
+- anything in a DM → `message` only (DMs need no mention);
+- thread replies → `message`; a mention inside a thread may arrive through either, and the
+  message key (channel + ts) claimed by whichever comes first makes the other a duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from functools import partial
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.models.blocks import MarkdownTextObject, PlainTextObject, SectionBlock
+from slack_sdk.models.views import View
+
+from . import actions as act
+from .actions import ButtonValue
+from .dedupe import Deduper
+from .dispatch import Dispatcher
+from .forms import decode_context, parse_submission
+from .threads import ThreadKey
+from .worker import WorkLoop
+
+log = logging.getLogger(__name__)
+
+_MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
+# Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
+_USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
+_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT)
+_SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET)
+
+
+def strip_mentions(text: str, bot_user_id: str | None) -> str:
+    """Remove mentions of the bot (and only the bot) and surrounding blanks."""
+    if not bot_user_id:
+        return text.strip()
+    return _MENTION.sub(lambda m: "" if m.group(1) == bot_user_id else m.group(0), text).strip()
+
+
+def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
+    return str(body.get("team_id") or event.get("team") or getattr(context, "team_id", None) or "T")
+
+
+class Handlers:
+    """Runs on the front-door loop; everything it hands over runs on the work loop."""
+
+    def __init__(self, dispatcher: Dispatcher, deduper: Deduper, work: WorkLoop) -> None:
+        self.dispatcher = dispatcher
+        self.deduper = deduper
+        self.work = work
+
+    def register(self, app: AsyncApp) -> None:
+        app.event("app_mention")(self.app_mention)
+        app.event("message")(self.message)
+        for kind in _CLICK_KINDS:
+            app.action(act.pattern(kind))(self.click)
+        for kind in _SELECT_KINDS:
+            app.action(act.pattern(f"{kind}_select"))(self.select)
+        app.view(act.FORM_CALLBACK)(self.view_submission)
+
+    # ---- events -------------------------------------------------------------------
+
+    def _from_human(self, event: dict[str, Any], bot_user_id: str | None) -> bool:
+        user = event.get("user")
+        return bool(user) and not event.get("bot_id") and user != bot_user_id
+
+    async def app_mention(self, body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+        bot_user_id = getattr(context, "bot_user_id", None)
+        channel = str(event.get("channel") or "")
+        if not channel or channel.startswith("D") or not self._from_human(event, bot_user_id):
+            return
+        ts = str(event.get("ts"))
+        key = ThreadKey(_team(body, event, context), channel, str(event.get("thread_ts") or ts))
+        self._deliver(body, event, key, ts, bot_user_id, opening=True)
+
+    async def message(self, body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+        bot_user_id = getattr(context, "bot_user_id", None)
+        if event.get("subtype") not in _USER_SUBTYPES or not self._from_human(event, bot_user_id):
+            return
+        channel = str(event.get("channel") or "")
+        ts = str(event.get("ts"))
+        thread_ts = event.get("thread_ts")
+        is_dm = event.get("channel_type") == "im" or channel.startswith("D")
+        if not thread_ts or thread_ts == ts:
+            if not is_dm:
+                return  # a top-level mention comes as app_mention; other channel chatter is not ours
+            key = ThreadKey(_team(body, event, context), channel, ts)
+            self._deliver(body, event, key, ts, bot_user_id, opening=True)
+            return
+        mentioned = bool(bot_user_id) and f"<@{bot_user_id}" in str(event.get("text") or "")
+        key = ThreadKey(_team(body, event, context), channel, str(thread_ts))
+        self._deliver(body, event, key, ts, bot_user_id, opening=mentioned or is_dm)
+
+    def _deliver(
+        self,
+        body: dict[str, Any],
+        event: dict[str, Any],
+        key: ThreadKey,
+        ts: str,
+        bot_user_id: str | None,
+        *,
+        opening: bool,
+    ) -> None:
+        dedupe = [f"msg:{key.channel}:{ts}"]
+        if body.get("event_id"):
+            dedupe.insert(0, f"ev:{body['event_id']}")
+        if not self.deduper.claim(dedupe):
+            return
+        text = strip_mentions(str(event.get("text") or ""), bot_user_id)
+        user = str(event["user"])
+        self.work.call(partial(self.dispatcher.on_text, key, user, text, ts, opening=opening, dedupe=dedupe))
+
+    # ---- interactivity ------------------------------------------------------------
+
+    @staticmethod
+    def _where(body: dict[str, Any]) -> tuple[str, str]:
+        user = str((body.get("user") or {}).get("id") or "")
+        channel = str((body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id") or "")
+        return user, channel
+
+    async def click(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        kind = str(action.get("action_id", "")).split(":")[1]
+        value = ButtonValue.decode(action.get("value"))
+        user, channel = self._where(body)
+        if value is None or not user:
+            return
+        trigger = body.get("trigger_id")
+        self.work.call(partial(self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger))
+
+    async def select(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+        await ack()
+        kind = str(action.get("action_id", "")).split(":")[1].removesuffix("_select")
+        context = ButtonValue.decode(action.get("block_id"))
+        chosen = str((action.get("selected_option") or {}).get("value") or "")
+        user, channel = self._where(body)
+        if context is None or not chosen or not user:
+            return
+        if kind == act.AGENT:
+            value = context.model_copy(update={"a": chosen})
+        elif chosen.isdigit():
+            value = context.model_copy(update={"n" if kind == act.MENU else "i": int(chosen)})
+        else:
+            return
+        trigger = body.get("trigger_id")
+        self.work.call(partial(self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger))
+
+    async def view_submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+        context = decode_context(view.get("private_metadata"))
+        user = str((body.get("user") or {}).get("id") or "")
+        if context is None or not user:
+            await ack()
+            return
+        _, widget, refusal = await self.work.run(self.dispatcher.form_target(context, user))
+        if widget is None:
+            await ack(response_action="update", view=_notice_view(refusal))
+            return
+        answer, errors = parse_submission(widget, context.m, (view.get("state") or {}).get("values") or {})
+        if errors:
+            await ack(response_action="errors", errors=errors)
+            return
+        await ack()
+        self.work.call(self.dispatcher.on_form, context, answer, user)
+
+
+def _notice_view(text: str) -> View:
+    return View(
+        type="modal",
+        title=PlainTextObject(text="CrewAgent"),
+        close=PlainTextObject(text="Close"),
+        blocks=[SectionBlock(text=MarkdownTextObject(text=text))],
+    )

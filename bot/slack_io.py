@@ -1,0 +1,76 @@
+"""The Web API calls the bot makes, each one failing soft: a Slack hiccup is logged, never raised into a turn.
+
+A failed post must not abort a run that already did its work; callers get None/False and go on.
+Rate limits are retried by slack_sdk's own retry handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.models.views import View
+from slack_sdk.web.async_client import AsyncWebClient
+
+from .blocks import SlackMessage
+
+log = logging.getLogger(__name__)
+
+
+def _slack_error(exc: Exception) -> str:
+    if isinstance(exc, SlackApiError):
+        return str(exc.response.get("error") or "slack_error")
+    return type(exc).__name__
+
+
+class SlackIO:
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+        if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
+            client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+
+    async def _call(self, what: str, coro: Any) -> Any:
+        try:
+            return await coro
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("slack call failed", extra={"call": what, "error": _slack_error(exc)})
+            return None
+
+    async def post(self, channel: str, thread_ts: str | None, message: SlackMessage) -> str | None:
+        """Post in a thread; returns the new message's ts."""
+        response = await self._call(
+            "chat.postMessage",
+            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, unfurl_links=False, **message.payload()),
+        )
+        return str(response["ts"]) if response is not None else None
+
+    async def update(self, channel: str, ts: str, message: SlackMessage) -> bool:
+        response = await self._call("chat.update", self.client.chat_update(channel=channel, ts=ts, **message.payload()))
+        return response is not None
+
+    async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> bool:
+        response = await self._call(
+            "chat.postEphemeral",
+            self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts),
+        )
+        return response is not None
+
+    async def react(self, channel: str, ts: str, name: str, *, add: bool = True) -> None:
+        call = self.client.reactions_add if add else self.client.reactions_remove
+        await self._call("reactions", call(channel=channel, timestamp=ts, name=name))
+
+    async def upload(self, channel: str, thread_ts: str, filename: str, content: bytes, title: str) -> bool:
+        response = await self._call(
+            "files_upload_v2",
+            self.client.files_upload_v2(
+                channel=channel, thread_ts=thread_ts, content=content, filename=filename, title=title
+            ),
+        )
+        return response is not None
+
+    async def open_view(self, trigger_id: str, view: View) -> bool:
+        response = await self._call("views.open", self.client.views_open(trigger_id=trigger_id, view=view))
+        return response is not None

@@ -1,0 +1,163 @@
+"""Slack thread ↔ session records, persisted in sqlitedict so conversations survive restarts.
+
+Every sqlite call runs in a worker thread (asyncio.to_thread): sqlitedict blocks on its own
+writer thread, and the event loop must stay free to ack Slack within milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel
+from sqlitedict import SqliteDict
+
+from core.events import RunPhase
+from core.session.model import Session
+
+
+class ThreadKey(NamedTuple):
+    """(team, channel, thread_ts): one Slack thread, one session."""
+
+    team: str
+    channel: str
+    thread_ts: str
+
+    def __str__(self) -> str:
+        return f"{self.team}:{self.channel}:{self.thread_ts}"
+
+    @classmethod
+    def parse(cls, text: str) -> ThreadKey | None:
+        parts = text.split(":")
+        if len(parts) != 3 or not all(parts):
+            return None
+        return cls(*parts)
+
+    @property
+    def session_id(self) -> str:
+        return f"slack:{self}"
+
+    @property
+    def is_dm(self) -> bool:
+        return self.channel.startswith("D")
+
+
+class ThreadRecord(BaseModel):
+    """What the bot keeps per thread: the surface-neutral Session plus Slack message bookkeeping."""
+
+    team: str
+    channel: str
+    thread_ts: str
+    binding: str = "default"  # which channel binding (project + packages) serves this thread
+    session: Session
+    epoch: int = 0  # bumped whenever a new agent picker / menu / clarify message supersedes older ones
+    status_ts: str | None = None  # the run status message, updated in place
+    status_run_id: str | None = None
+    last_phase: RunPhase | None = None  # of status_run_id, to post the completion message once per completion
+
+    @property
+    def key(self) -> ThreadKey:
+        return ThreadKey(self.team, self.channel, self.thread_ts)
+
+    @classmethod
+    def new(cls, key: ThreadKey, owner: str, binding: str) -> ThreadRecord:
+        return cls(
+            team=key.team,
+            channel=key.channel,
+            thread_ts=key.thread_ts,
+            binding=binding,
+            session=Session(id=key.session_id, owner=owner),
+        )
+
+
+def _open(path: Path, table: str) -> SqliteDict:
+    return SqliteDict(
+        str(path),
+        tablename=table,
+        autocommit=True,
+        journal_mode="WAL",
+        encode=json.dumps,
+        decode=json.loads,
+        outer_stack=False,
+    )
+
+
+class ThreadStore:
+    """Thread records and the set of already-handled Slack deliveries, under `<home>/slack/`."""
+
+    def __init__(self, directory: Path, *, seen_ttl: float = 6 * 3600) -> None:
+        self.directory = directory
+        self.seen_ttl = seen_ttl
+        self._threads: SqliteDict | None = None
+        self._seen: SqliteDict | None = None
+
+    async def open(self) -> None:
+        def _open_all() -> tuple[SqliteDict, SqliteDict]:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            return _open(self.directory / "threads.sqlite", "threads"), _open(self.directory / "seen.sqlite", "seen")
+
+        self._threads, self._seen = await asyncio.to_thread(_open_all)
+        await self.prune_seen()
+
+    async def close(self) -> None:
+        for db in (self._threads, self._seen):
+            if db is not None:
+                await asyncio.to_thread(db.close)
+        self._threads = self._seen = None
+
+    @property
+    def threads(self) -> SqliteDict:
+        if self._threads is None:
+            raise RuntimeError("ThreadStore is not open")
+        return self._threads
+
+    @property
+    def seen_db(self) -> SqliteDict:
+        if self._seen is None:
+            raise RuntimeError("ThreadStore is not open")
+        return self._seen
+
+    async def get(self, key: ThreadKey) -> ThreadRecord | None:
+        raw = await asyncio.to_thread(self.threads.get, str(key))
+        return ThreadRecord.model_validate(raw) if raw is not None else None
+
+    async def put(self, record: ThreadRecord) -> None:
+        data = record.model_dump(mode="json")
+        await asyncio.to_thread(self.threads.__setitem__, str(record.key), data)
+
+    async def all(self) -> list[ThreadRecord]:
+        rows = await asyncio.to_thread(lambda: list(self.threads.values()))
+        return [ThreadRecord.model_validate(raw) for raw in rows]
+
+    async def count(self) -> int:
+        return await asyncio.to_thread(len, self.threads)
+
+    async def seen(self, keys: list[str]) -> bool:
+        """True if any of `keys` was handled within the TTL (a redelivery, possibly from before a restart)."""
+
+        def check() -> bool:
+            now = time.time()
+            return any(now - float(self.seen_db.get(k, 0)) < self.seen_ttl for k in keys)
+
+        return await asyncio.to_thread(check)
+
+    async def remember(self, keys: list[str]) -> None:
+        def write() -> None:
+            now = time.time()
+            for k in keys:
+                self.seen_db[k] = now
+
+        await asyncio.to_thread(write)
+
+    async def prune_seen(self) -> int:
+        def prune() -> int:
+            cutoff = time.time() - self.seen_ttl
+            old = [k for k, t in self.seen_db.items() if float(t) < cutoff]
+            for k in old:
+                del self.seen_db[k]
+            return len(old)
+
+        return await asyncio.to_thread(prune)

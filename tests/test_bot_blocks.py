@@ -1,0 +1,189 @@
+"""Block Kit rendering: Slack's limits hold by construction, Markdown reads well, forms validate."""
+
+from __future__ import annotations
+
+import json
+
+
+from bot import blocks
+from bot.actions import ButtonValue
+from bot.forms import FormContext, build_modal, parse_submission
+from bot.mrkdwn import split_text, to_mrkdwn
+from bot.widgets import answer_for, widget_messages
+from core.events import RunPhase
+from core.outputs import AgentCard, MenuEntry
+from core.runs_model import RunError, RunSnapshot
+
+KEY = "T1:C1:1700000000.000100"
+
+
+def _check(messages: list[blocks.SlackMessage]) -> list[dict]:
+    """Serialise like the SDK would (validators run in to_dict) and check the per-message block cap."""
+    out = []
+    for message in messages:
+        payload = message.payload()
+        assert 1 <= len(payload["blocks"]) <= 50
+        out.append(payload)
+    return out
+
+
+def _buttons(payloads: list[dict]) -> list[dict]:
+    return [e for p in payloads for b in p["blocks"] if b["type"] == "actions" for e in b["elements"]]
+
+
+def test_markdown_becomes_mrkdwn() -> None:
+    text = (
+        "# Plan\nSome **bold**, *it*, ~~old~~ and [docs](https://x.io/a?b=1&c=2)\n- one\n* two\n"
+        "```python\na**b** < c\n```\nUse `**raw**`."
+    )
+    assert to_mrkdwn(text).split("\n") == [
+        "*Plan*",
+        "Some *bold*, _it_, ~old~ and <https://x.io/a?b=1&amp;c=2|docs>",
+        "• one",
+        "• two",
+        "```",
+        "a**b** &lt; c",
+        "```",
+        "Use `**raw**`.",
+    ]
+
+
+def test_long_text_is_split_into_valid_sections_and_messages() -> None:
+    text = "\n\n".join(f"Paragraph {i}: " + "word " * 400 for i in range(120))
+    messages = blocks.reply(text, AgentCard(id="sm", name="Bob", title="Scrum Master", icon="🏃"))
+    payloads = _check(messages)
+    assert len(payloads) > 1
+    sections = [b for p in payloads for b in p["blocks"] if b["type"] == "section"]
+    assert all(len(b["text"]["text"]) <= 3000 for b in sections)
+    joined = " ".join(b["text"]["text"] for b in sections)
+    assert "Paragraph 0:" in joined and "Paragraph 119:" in joined
+
+
+def test_code_block_cut_in_two_stays_closed() -> None:
+    code = "```\n" + "\n".join(f"line {i} " + "x" * 60 for i in range(200)) + "\n```"
+    chunks = split_text(to_mrkdwn(code), 3000)
+    assert len(chunks) > 1
+    assert all(c.count("```") % 2 == 0 for c in chunks)
+
+
+def test_short_menu_is_buttons_with_index_labels() -> None:
+    items = [MenuEntry(index=i, label=f"Do thing {i} " + "very long " * 10) for i in range(1, 4)]
+    payloads = _check(blocks.menu("Hello", items, key=KEY, epoch=3))
+    buttons = _buttons(payloads)
+    assert [b["text"]["text"][:4] for b in buttons] == ["[1] ", "[2] ", "[3] "]
+    assert all(len(b["text"]["text"]) <= 75 for b in buttons)
+    assert ButtonValue.decode(buttons[1]["value"]) == ButtonValue(s=KEY, e=3, n=2)
+
+
+def test_long_menu_becomes_a_static_select() -> None:
+    items = [MenuEntry(index=i, label=f"Item {i}") for i in range(1, 41)]
+    payloads = _check(blocks.menu("Pick", items, key=KEY, epoch=1))
+    actions = [b for p in payloads for b in p["blocks"] if b["type"] == "actions"]
+    assert len(actions) == 1 and actions[0]["elements"][0]["type"] == "static_select"
+    assert len(actions[0]["elements"][0]["options"]) == 40
+    assert ButtonValue.decode(actions[0]["block_id"]) == ButtonValue(s=KEY, e=1)
+
+
+def test_agent_picker_shows_icon_name_title() -> None:
+    agents = [AgentCard(id="sm", name="Bob", title="Scrum Master", icon="🏃")]
+    buttons = _buttons(_check(blocks.agent_picker("Hi! Pick an agent:", agents, key=KEY, epoch=1)))
+    assert buttons[0]["text"]["text"] == "🏃 Bob — Scrum Master"
+
+
+def _snapshot(**kw) -> RunSnapshot:
+    base = dict(
+        run_id="r1", workflow_id="w", workflow_name="Create Story", phase=RunPhase.RUNNING, agent_id="sm",
+        agent_name="Bob (Scrum Master)", steps_done=2, steps_total=6, current_node_title="Select story",
+    )
+    return RunSnapshot(**{**base, **kw})
+
+
+def test_status_controls_follow_the_phase() -> None:
+    def names(snapshot: RunSnapshot, **kw) -> list[str]:
+        return [json.loads(b["value"])["x"] for b in _buttons(_check([blocks.status(snapshot, key=KEY, **kw)]))]
+
+    assert names(_snapshot()) == ["pause", "stop"]
+    assert names(_snapshot(phase=RunPhase.WAITING_USER, paused=True)) == ["resume"]
+    assert names(_snapshot(phase=RunPhase.WAITING_USER)) == []
+    assert names(_snapshot(phase=RunPhase.COMPLETED, current_node_title=None)) == []
+    error = RunError(code="LLM_HTTP_ERROR", message="The model endpoint failed.")
+    failed = _snapshot(phase=RunPhase.FAILED, error=error)
+    assert names(failed) == ["retry"]
+    text = _check([blocks.status(failed, key=KEY)])[0]["blocks"][0]["text"]["text"]
+    assert "The model endpoint failed." in text and "2/6" in text
+    assert "Queued" in _check([blocks.status(_snapshot(), key=KEY, queued=True)])[0]["text"]
+
+
+def test_completion_lists_artifacts_with_upload_buttons() -> None:
+    snap = _snapshot(phase=RunPhase.COMPLETED, artifacts=["artifacts/a.md", "artifacts/b.md"])
+    payload = _check([blocks.completion(snap, key=KEY)])[0]
+    buttons = [b["accessory"] for b in payload["blocks"] if b.get("accessory")]
+    assert [ButtonValue.decode(b["value"]).f for b in buttons] == ["artifacts/a.md", "artifacts/b.md"]
+
+
+def test_widgets_render_and_map_clicks_to_answers() -> None:
+    confirm = {"widgetId": "workflow_state_change_confirm", "type": "confirmation", "message": "Change state?"}
+    buttons = _buttons(_check(widget_messages(confirm, key=KEY, run_id="r1")))
+    assert [b["text"]["text"] for b in buttons] == ["Confirm", "Cancel"]
+    assert answer_for(confirm, ButtonValue.decode(buttons[0]["value"])) == (True, {"confirmed": True})
+    assert answer_for(confirm, ButtonValue.decode(buttons[1]["value"])) == (True, {"confirmed": False})
+
+    selection = {"widgetId": "w", "type": "selection", "message": "Which?", "options": [
+        {"value": "greenfield", "label": "Greenfield"}, {"value": "brownfield", "label": "Brownfield"}]}
+    buttons = _buttons(_check(widget_messages(selection, key=KEY, run_id="r1")))
+    assert answer_for(selection, ButtonValue.decode(buttons[1]["value"])) == (True, ["brownfield"])
+    assert answer_for(selection, ButtonValue(s=KEY, w="w", i=7)) == (False, None)
+
+    actions = {
+        "widgetId": "a", "type": "action_selection", "message": "Next?", "actions": [{"id": "go", "label": "Go"}]
+    }
+    buttons = _buttons(_check(widget_messages(actions, key=KEY, run_id=None)))
+    assert answer_for(actions, ButtonValue.decode(buttons[0]["value"])) == (True, "go")
+
+
+FORM = {
+    "widgetId": "details",
+    "type": "form",
+    "message": "Tell me more",
+    "schema": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "title": "Project name", "minLength": 3},
+            "size": {"type": "integer", "title": "Team size", "minimum": 1},
+            "kind": {"type": "string", "enum": ["web", "mobile"]},
+            "public": {"type": "boolean"},
+        },
+        "required": ["name", "size"],
+    },
+}
+
+
+def _values(**fields) -> dict:
+    out = {}
+    for name, entry in fields.items():
+        out[f"field:{name}"] = {"value": entry}
+    return out
+
+
+def test_form_modal_is_valid_and_marks_optional_fields() -> None:
+    view = build_modal(FORM, FormContext(s=KEY, w="details", r="r1")).to_dict()
+    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert set(inputs) == {"field:name", "field:size", "field:kind", "field:public"}
+    assert not inputs["field:name"].get("optional") and inputs["field:kind"]["optional"]
+    assert inputs["field:size"]["element"]["type"] == "number_input"
+    assert json.loads(view["private_metadata"])["w"] == "details"
+
+
+def test_form_submission_validates_required_numbers_and_schema() -> None:
+    answer, errors = parse_submission(FORM, "form", _values(size={"type": "number_input", "value": "x"}))
+    assert answer is None
+    assert errors == {"field:name": "This field is required.", "field:size": "Enter a number."}
+
+    _, errors = parse_submission(FORM, "form", _values(name={"value": "ab"}, size={"value": "0"}))
+    assert set(errors) == {"field:name", "field:size"}
+
+    values = _values(name={"value": "TaskNest"}, size={"value": "4"})
+    values["field:kind"] = {"value": {"type": "static_select", "selected_option": {"value": "web"}}}
+    values["field:public"] = {"value": {"type": "radio_buttons", "selected_option": {"value": "false"}}}
+    answer, errors = parse_submission(FORM, "form", values)
+    assert errors == {} and answer == {"name": "TaskNest", "size": 4, "kind": "web", "public": False}

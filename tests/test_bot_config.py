@@ -1,0 +1,174 @@
+"""Start-up: config validation, the serve command's exits, structured logs, and channel bindings."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.app import build
+from bot.config import ConfigError, load_config
+from bot.logging import JsonFormatter, redact
+from cli.main import build_parser
+from cli.serve_cmd import run as serve_run
+from tests.conftest import EXAMPLES, REPO
+from tests.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.test_bot_support import make_config
+
+
+def _serve(args: list[str]) -> int:
+    return serve_run(build_parser().parse_args(["serve", *args]))
+
+
+def test_config_file_binds_channels_relative_to_the_file(tmp_path: Path, project: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    shutil.copytree(EXAMPLES / "multi-workflows", tmp_path / "conf" / "mw")
+    cfg = tmp_path / "conf" / "crewagent.yml"
+    cfg.write_text(
+        f"project: {project}\n"
+        f"packages: [{EXAMPLES / 'create-story-micro'}]\n"
+        "channels:\n"
+        "  C2:\n"
+        f"    project: {project}\n"
+        "    packages: [mw]\n"
+        "model: gpt-test\n"
+        "limits: {max_concurrent_runs: 3}\n"
+        "tool_policy: {max_read_bytes: 1000}\n"
+        "access: {admins: [UADMIN]}\n"
+    )
+    config = load_config(config_path=cfg, env={})
+    assert config.binding("C2").packages == [(tmp_path / "conf" / "mw").resolve()]
+    assert config.binding_name("C7") == "default" and config.binding_name("C2") == "C2"
+    assert config.model == "gpt-test" and config.limits.max_concurrent_runs == 3
+    assert config.tool_policy.max_read_bytes == 1000 and config.access.admins == ["UADMIN"]
+    assert config.slack.mode is None
+
+
+def test_bad_config_names_file_key_and_reason(tmp_path: Path, project: Path) -> None:
+    cfg = tmp_path / "crewagent.yml"
+    cfg.write_text("limits:\n  max_concurrent_runs: 0\n  unknown_knob: 1\ntool_policy: {fs_enabled: maybe}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(config_path=cfg, project=project, env={})
+    text = err.value.message
+    assert f"{cfg}: limits.max_concurrent_runs:" in text
+    assert f"{cfg}: limits.unknown_knob:" in text
+    assert f"{cfg}: tool_policy.fs_enabled:" in text
+
+    cfg.write_text("limits: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML at line"):
+        load_config(config_path=cfg, env={})
+
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(project=tmp_path / "nope", env={})
+    with pytest.raises(ConfigError, match="packages: .*missing-pkg does not exist"):
+        load_config(project=project, packages=[tmp_path / "missing-pkg"], env={})
+
+
+def test_defaults_are_the_example_packages_and_the_current_directory(tmp_path: Path) -> None:
+    config = load_config(env={"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}, cwd=REPO)
+    assert [p.name for p in config.default.packages] == ["create-story-micro", "hello-branch", "multi-workflows"]
+    assert config.default.project == REPO
+    assert config.slack.mode == "http" and config.slack.api_url == "https://slack.com/api/"
+    env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "SLACK_API_URL": "http://x/api"}
+    socket = load_config(env=env, cwd=REPO)
+    assert socket.slack.mode == "socket" and socket.slack.api_url == "http://x/api/"
+
+
+def test_serve_without_tokens_explains_how_to_set_up(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _serve(["--project", str(project)]) == 2
+    err = capsys.readouterr().err
+    for needle in ("manifest.yml", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "SLACK_SIGNING_SECRET", "crewagent chat"):
+        assert needle in err
+
+
+def test_serve_without_a_model_or_with_bad_config_fails_clearly(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
+    assert _serve(["--project", str(project)]) == 2
+    assert "CREWAGENT_MODEL" in capsys.readouterr().err
+
+    cfg = tmp_path / "bad.yml"
+    cfg.write_text("acess: {}\n")
+    assert _serve(["--config", str(cfg)]) == 2
+    assert f"{cfg}: acess:" in capsys.readouterr().err
+
+
+def test_serve_reports_package_problems(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(EXAMPLES / "hello-branch", broken)
+    graph = json.loads((broken / "workflow.graph.json").read_text())
+    graph["entryNodeId"] = "no-such-node"
+    (broken / "workflow.graph.json").write_text(json.dumps(graph))
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
+    monkeypatch.setenv("CREWAGENT_MODEL", "m")
+    assert _serve(["--project", str(project), "--package", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert f"The package {broken} is invalid" in err
+    assert "workflow.graph.json" in err and "no-such-node" in err
+
+
+def test_logs_are_json_lines_without_tokens() -> None:
+    record = logging.LogRecord("crewagent", logging.WARNING, __file__, 1, "token %s leaked", ("xoxb-123-abc",), None)
+    record.call = "chat.postMessage"
+    record.headers = {"Authorization": "Bearer xapp-1-A1-secret"}
+    line = JsonFormatter().format(record)
+    data = json.loads(line)
+    assert data["level"] == "warning" and data["call"] == "chat.postMessage"
+    assert "xoxb-123" not in line and "xapp-1-A1" not in line and "xoxb-[redacted]" in data["msg"]
+    assert redact("key sk-abcdefghijklmnop") == "key sk-[redacted]"
+
+
+async def test_channels_bound_to_other_packages_greet_with_their_agents(project: Path, tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        config = make_config(slack, project, ["create-story-micro"])
+        other = load_config(project=project, packages=[EXAMPLES / "multi-workflows"], env={})
+        config.channels["C2"] = other.default
+        bot = build(config)
+        try:
+            assert [p.id for p in bot.dispatcher.bindings["default"].packages] == ["create-story-micro"]
+            assert [p.id for p in bot.dispatcher.bindings["C2"].packages] == ["multi-workflows"]
+        finally:
+            await bot.close()
+
+
+async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(project: Path, tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_APP_TOKEN": APP_TOKEN,
+            "SLACK_API_URL": slack.api_url,
+            "CREWAGENT_MODEL": "scripted",
+            "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+            "CREWAGENT_HOME": str(tmp_path / "home"),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cli", "serve", "--project", str(project),
+            "--package", str(EXAMPLES / "hello-branch"),
+            cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            await slack.socket_mode.wait_connected(timeout=8)
+            opened = slack.calls_to("apps.connections.open")
+            assert opened, "Socket Mode asked SLACK_API_URL for its websocket"
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = await asyncio.wait_for(proc.communicate(), 8)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert proc.returncode == 0
+        lines = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
+        assert any(entry["msg"] == "crewagent is up" for entry in lines)
+        assert BOT_TOKEN not in stderr.decode() and APP_TOKEN not in stderr.decode()
