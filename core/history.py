@@ -1,18 +1,20 @@
 """Conversation history: a durable per-run message log, and fitting messages into a token budget.
 
-The log is JSON lines, appended and fsynced one message at a time, so a crash loses at most the
-LLM call in flight. Budgeting never splits an assistant tool-call message from its tool results
+The log is JSON lines, one message per append, handed to the OS before the next step, so a killed
+process loses at most the LLM call in flight (lines are not fsynced: power-loss durability is out
+of scope). Budgeting never splits an assistant tool-call message from its tool results
 (providers reject orphans) and never drops the newest user input.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .atomic import append_jsonl, atomic_write_text
+from .atomic import append_line, atomic_write_text
 from .runs_model import utc_now
 
 Message = dict[str, Any]
@@ -22,6 +24,7 @@ LARGE_RESULT_BYTES = 50_000
 LARGE_RESULT_PREVIEW_CHARS = 500
 SHRUNK_PREVIEW_CHARS = 300
 _WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "reasoning_content")
+_LOG_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 INTERRUPTED_RESULT = json.dumps(
     {
         "ok": False,
@@ -154,6 +157,9 @@ class History:
         self.entries: list[Message] = []  # stored form, with bookkeeping fields
         self._wire: list[Message] = []
         self._tokens: list[int] = []
+        self._total_tokens = 0
+        self._orphans = 0  # tool results not after their assistant call (only from a damaged log)
+        self._in_round = False  # the last message was a tool call or one of its results
         self._next_id = 1
 
     @classmethod
@@ -181,9 +187,16 @@ class History:
         return history
 
     def _add(self, entry: Message) -> None:
+        tokens = int(entry.get("tokens") or message_tokens(entry))
         self.entries.append(entry)
         self._wire.append(to_wire(entry))
-        self._tokens.append(int(entry.get("tokens") or message_tokens(entry)))
+        self._tokens.append(tokens)
+        self._total_tokens += tokens
+        role = entry.get("role")
+        if role == "tool":
+            self._orphans += not self._in_round
+        else:
+            self._in_round = role == "assistant" and bool(entry.get("tool_calls"))
         self._next_id = len(self.entries) + 1
 
     def _rewrite(self) -> None:
@@ -192,9 +205,11 @@ class History:
             atomic_write_text(self.path, text)
 
     def _close_dangling_calls(self) -> None:
-        answered = {e.get("tool_call_id") for e in self.entries if e.get("role") == "tool"}
-        for entry in reversed(self.entries):
+        for index in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[index]
             if entry.get("role") == "assistant" and entry.get("tool_calls"):
+                later = self.entries[index + 1 :]
+                answered = {e.get("tool_call_id") for e in later if e.get("role") == "tool"}
                 for call in entry["tool_calls"]:
                     if call.get("id") not in answered:
                         name = call.get("function", {}).get("name", "")
@@ -209,15 +224,18 @@ class History:
         return f"m{self._next_id:05d}"
 
     def append(self, message: Message, **meta: Any) -> Message:
-        """Add one message and persist it (append + fsync) before returning."""
+        """Add one message and hand it to the OS (one appended line) before returning."""
         entry = {"id": self.next_id(), "ts": utc_now(), **message, **meta}
         entry["tokens"] = message_tokens(entry)
         if self.path is not None:
-            append_jsonl(self.path, entry)
+            append_line(self.path, (_LOG_JSON.encode(entry) + "\n").encode("utf-8"))
         self._add(entry)
         return entry
 
     def wire(self, budget_tokens: int) -> list[Message]:
+        """The messages to send; the whole history as is while it fits (no per-turn rescan)."""
+        if self._total_tokens <= budget_tokens and not self._orphans:
+            return list(self._wire)
         return fit_messages(self._wire, budget_tokens, self._tokens)
 
     def __len__(self) -> int:
@@ -228,6 +246,41 @@ class History:
             if entry.get("role") == "assistant" and entry.get("content"):
                 return str(entry["content"])
         return None
+
+
+class HistoryCache:
+    """The conversations of recently pumped runs, so a pump does not re-read a log it wrote itself.
+
+    A kept history is reused only while its log's (inode, size, mtime) are exactly as they were when
+    the pump that wrote it ended; another writer, or a pump that died with an exception, means the
+    log is read again. Either way tool calls left without a result are closed, as History.load does.
+    """
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._kept: dict[Path, tuple[tuple[int, int, int] | None, History]] = {}
+
+    def open(self, path: Path) -> History:
+        kept = self._kept.pop(path, None)  # a running pump owns its history; it is kept again at the end
+        if kept is not None and kept[0] is not None and kept[0] == _signature(path):
+            kept[1]._close_dangling_calls()
+            return kept[1]
+        return History.load(path)
+
+    def keep(self, history: History) -> None:
+        if history.path is None:
+            return
+        self._kept[history.path] = (_signature(history.path), history)
+        while len(self._kept) > self.size:
+            del self._kept[next(iter(self._kept))]
+
+
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def offload_large_result(

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import CrewError
@@ -108,10 +110,8 @@ def resolve(mounts: Mounts, alias: str, *, write: bool) -> Resolved:
             path=shown,
             reason="write to read-only mount",
         )
-    root_real = os.path.realpath(root)
-    candidate = os.path.join(root_real, *rel.split("/")) if rel else root_real
-    # realpath follows every existing symlink, including the parent of a file about to be created.
-    real = os.path.realpath(candidate)
+    root_real = _real_root(os.fspath(root))
+    real = _real_below(root_real, rel.split("/")) if rel else root_real
     if real != root_real and not real.startswith(root_real + os.sep):
         raise SandboxViolation(
             f"{shown} resolves outside {mount} (through a symlink); it cannot be used.",
@@ -120,6 +120,33 @@ def resolve(mounts: Mounts, alias: str, *, write: bool) -> Resolved:
             reason="symlink escape",
         )
     return Resolved(real=Path(real), alias=shown, mount=mount, rel=rel)
+
+
+@lru_cache(maxsize=1024)
+def _real_root(root: str) -> str:
+    """Mount roots are set up by the runtime, never by the model: resolved once per process."""
+    return os.path.realpath(root)
+
+
+def _real_below(root_real: str, parts: list[str]) -> str:
+    """realpath(root_real/parts...), looking only at the components below the (already real) root.
+
+    Like realpath it follows every existing symlink, including the parent of a file about to be
+    created: the first symlink found hands the whole path to os.path.realpath; below a missing
+    component nothing can be a symlink, so the rest is joined as is.
+    """
+    path = root_real.rstrip(os.sep)
+    for i, part in enumerate(parts):
+        path = f"{path}{os.sep}{part}"
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return os.path.join(path, *parts[i + 1 :])
+        except OSError:
+            mode = stat.S_IFLNK  # unreadable: let realpath decide, as it would have
+        if stat.S_ISLNK(mode):
+            return os.path.realpath(os.path.join(root_real, *parts))
+    return path
 
 
 def _root(mounts: Mounts, mount: str) -> Path | None:

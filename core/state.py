@@ -3,30 +3,36 @@
 Checks run in a fixed order — confirmation gate, ifMatchSha256, parse, defaults + schema,
 transition against the graph, stepsCompleted monotonicity — and only then is the file replaced
 atomically. Any rejection raises a CrewError and leaves the file byte-for-byte as it was.
+Text from the model is parsed; a Draft the runtime rendered from a frontmatter dict is checked as
+that dict (the text form, core.state_codec, renders it faithfully). The schema check skips parts
+seen valid before (core.state_schema), never the check itself.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
-
 from .atomic import atomic_write_bytes
 from .errors import CrewError
-from .frontmatter import FrontmatterError, split
+from .frontmatter import FrontmatterError
 from .package.models import Graph
 from .schemas import validator
+from .state_codec import Draft, normalise, parse_text, parsed, plain, remember, render_draft, render_text
+from .state_schema import PartwiseCheck
+
+__all__ = [  # the text helpers are re-exported: callers know them as core.state's
+    "STATE_ALIAS", "STATE_FILE", "Build", "Draft", "Gate", "StateDoc", "StateWrite", "allowed_next", "apply_update",
+    "check_monotonic", "check_transition", "commit_state", "init_state_text", "is_complete", "load_doc", "normalise",
+    "parse_text", "read_state", "record_artifacts", "render_draft", "render_text", "schema_errors", "steps_done",
+]
 
 STATE_ALIAS = "@state/workflow.md"
 STATE_FILE = "workflow.md"
-_LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: ~10x faster, this runs every turn
-_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass(frozen=True)
@@ -48,88 +54,30 @@ class StateWrite:
 
 
 Gate = Callable[[dict[str, Any] | None], None]
-# A build returns the new document, or (document, its parsed frontmatter) when it rendered one itself.
-Build = Callable[[StateDoc | None], "str | tuple[str, dict[str, Any]]"]
-
-_PARSED: dict[str, tuple[dict[str, Any], str]] = {}  # sha256 -> (frontmatter, body); content-keyed, never stale
-_PARSED_MAX = 256
+# A build returns the new document text (parsed here), or a Draft the runtime rendered itself.
+Build = Callable[[StateDoc | None], "str | Draft"]
 
 
 # --- reading -------------------------------------------------------------------------------
 
 
-def parse_text(text: str) -> tuple[dict[str, Any], str]:
-    """Frontmatter + body, with the same messages as core.frontmatter.parse but the C loader."""
-    raw, body = split(text)
-    if raw is None:
-        raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
-    try:
-        data = yaml.load(raw, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise FrontmatterError(f"Frontmatter is not valid YAML{where}: {problem}.") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise FrontmatterError("Frontmatter must be a YAML mapping (key: value lines).")
-    return data, body
-
-
-def render_text(data: dict[str, Any], body: str) -> str:
-    dumped = yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
-    return f"---\n{dumped}---\n{body}"
-
-
-def render_draft(data: dict[str, Any], body: str) -> tuple[str, dict[str, Any]]:
-    """A rendered document together with its frontmatter, so commit_state need not parse it back."""
-    return render_text(data, body), data
-
-
-def normalise(fm: dict[str, Any]) -> dict[str, Any]:
-    """A copy with defaults filled, YAML dates as ISO strings and empty timestamps dropped (SPEC §9.13)."""
-    out = {k: _plain(v) for k, v in fm.items()}
-    for key in _LIST_FIELDS:
-        if out.get(key) is None:
-            out[key] = []
-    if out.get("variables") is None:
-        out["variables"] = {}
-    if out.get("currentNodeId") is None:
-        out["currentNodeId"] = ""
-    if isinstance(out.get("schemaVersion"), (int, float)):
-        out["schemaVersion"] = str(out["schemaVersion"])
-    if out.get("updatedAt") == "":
-        del out["updatedAt"]
-    if isinstance(out["decisionLog"], list):
-        for item in out["decisionLog"]:
-            if isinstance(item, dict) and item.get("decidedAt") == "":
-                del item["decidedAt"]
-    return out
-
-
 def load_doc(state_dir: Path) -> StateDoc | None:
     """The state file as on disk; parsing is skipped when these exact bytes were parsed before."""
     try:
-        data = (state_dir / STATE_FILE).read_bytes()
+        with open(os.path.join(state_dir, STATE_FILE), "rb") as handle:
+            data = handle.read()
     except FileNotFoundError:
         return None
     sha = hashlib.sha256(data).hexdigest()
-    hit = _PARSED.get(sha)
+    hit = parsed(sha)
     if hit is None:
         try:
             hit = parse_text(data.decode("utf-8"))
         except (FrontmatterError, UnicodeDecodeError):
             return StateDoc(data, sha, None, None, "")
-        _remember(sha, hit)
+        remember(sha, *hit)
     raw, body = hit
     return StateDoc(data, sha, normalise(raw), raw, body)
-
-
-def _remember(sha: str, parsed: tuple[dict[str, Any], str]) -> None:
-    if len(_PARSED) >= _PARSED_MAX:
-        del _PARSED[next(iter(_PARSED))]
-    _PARSED[sha] = parsed
 
 
 def read_state(state_dir: Path) -> dict[str, Any]:
@@ -175,7 +123,7 @@ def init_state_text(
         fm, body = parse_text(template)
     except FrontmatterError as exc:
         raise CrewError("STATE_INIT_FAILED", f"The workflow.md template cannot be used: {exc.message}") from None
-    fm = {k: _plain(v) for k, v in fm.items()}
+    fm = {k: plain(v) for k, v in fm.items()}
     fm.update(runId=run_id, activeAgentId=agent_id, workflowRef=workflow_id, updatedAt=now)
     fm.update(currentNodeId=graph.entryNodeId, stepsCompleted=[], variables={}, decisionLog=[], artifacts=[])
     errors = schema_errors(normalise(fm))
@@ -186,8 +134,12 @@ def init_state_text(
 
 
 def apply_update(fm: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """`updateFrontmatter` semantics (D§3.6) on a copy. A plain value (no `set`/`append`) means set."""
-    out = json.loads(json.dumps(fm, default=str))
+    """`updateFrontmatter` semantics (D§3.6). A plain value (no `set`/`append`) means set.
+
+    Returns a new mapping and never modifies `fm`: changed keys get new values, unchanged ones are
+    shared with `fm` (commit_state normalises, i.e. copies, what it keeps).
+    """
+    out = dict(fm)
     for key, change in update.items():
         op, value = _operation(change)
         if key == "artifacts":
@@ -257,12 +209,12 @@ def commit_state(
             {"path": STATE_ALIAS, "sha256": before},
         )
     built = build(prev)
-    if isinstance(built, tuple):
-        text, next_raw = built
+    if isinstance(built, Draft):
+        text, next_raw, body = built
     else:
         text = built
         try:
-            next_raw, _ = parse_text(text)
+            next_raw, body = parse_text(text)
         except FrontmatterError as exc:
             raise FrontmatterError(f"{STATE_ALIAS}: {exc.message}") from None
     next_fm = normalise(next_raw)
@@ -279,16 +231,20 @@ def commit_state(
     if prev_fm is not None and not rewind:
         check_monotonic(prev_fm, next_fm)
     data = text.encode("utf-8")
-    atomic_write_bytes(state_dir / STATE_FILE, data)
+    atomic_write_bytes(os.path.join(state_dir, STATE_FILE), data)
     after = hashlib.sha256(data).hexdigest()
-    if isinstance(built, tuple):
-        _remember(after, (next_raw, split(text)[1]))
+    remember(after, next_raw, body)  # the next read of these bytes needs no parse
     return StateWrite(next_fm, before, after)
 
 
 def schema_errors(fm: dict[str, Any]) -> list[dict[str, str]]:
-    found = sorted(validator("workflow-frontmatter").iter_errors(fm), key=lambda e: [str(p) for p in e.absolute_path])
-    return [{"path": _json_path(e.absolute_path), "message": e.message} for e in found]
+    """Every error of the run-state schema; parts already seen valid are not validated again."""
+    return [{"path": _json_path(e.absolute_path), "message": e.message} for e in _schema_check().errors(fm)]
+
+
+@cache
+def _schema_check() -> PartwiseCheck:
+    return PartwiseCheck(validator("workflow-frontmatter"))
 
 
 def check_transition(
@@ -328,27 +284,12 @@ def _transition_error(message: str, old: str | None, new: str, graph: Graph) -> 
 def record_artifacts(state_dir: Path, graph: Graph, paths: list[str]) -> dict[str, Any]:
     """Append project-relative artifact paths (deduplicated) through the guarded write."""
 
-    def build(doc: StateDoc | None) -> str:
-        if doc is None or doc.raw is None:
+    def build(doc: StateDoc | None) -> Draft:
+        if doc is None or doc.frontmatter is None:
             raise CrewError("E_INVALID_FRONTMATTER", f"{STATE_ALIAS} cannot be read, so artifacts cannot be recorded.")
-        return render_draft(apply_update(normalise(doc.raw), {"artifacts": {"append": paths}}), doc.body)
+        return render_draft(apply_update(doc.frontmatter, {"artifacts": {"append": paths}}), doc.body)
 
     return commit_state(state_dir, graph, build).frontmatter
-
-
-def _plain(value: Any) -> Any:
-    """YAML timestamps become ISO strings (naive times are taken as UTC), recursively."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=timezone.utc)
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _json_path(parts: Any) -> str:

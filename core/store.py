@@ -28,11 +28,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .atomic import atomic_write_text
+from .atomic import append_line, atomic_write_text
 from .errors import CrewError
 from .runs_model import RunRecord, utc_now
 
 INDEX_FILE = "runs-index.json"
+_AUDIT_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # built once: json.dumps(**options) builds one per call
 CONVERSATION_FILE = "conversation.jsonl"
 
 
@@ -62,6 +63,8 @@ class RuntimeStore:
         self._cache: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
         self._cache_signature: tuple[int, int, int] | None = None
+        self._index_file = os.path.join(self.home, INDEX_FILE)
+        self._lock_file = os.path.join(self.home, f".{INDEX_FILE}.lock")
 
     # ---- paths -------------------------------------------------------------
 
@@ -120,20 +123,15 @@ class RuntimeStore:
     def audit_sink(self, record: RunRecord) -> Callable[[dict[str, Any]], None]:
         """A callable for ToolContext.audit that stamps and appends events.
 
-        One O_APPEND write per line: a killed process loses nothing already logged. The audit log is
-        not fsynced line by line (the state file and the conversation log are the durable records).
+        One O_APPEND write per line, handed to the OS before returning: a killed process loses nothing
+        already logged. Like the conversation log it is not fsynced (power-loss durability is out of scope).
         """
-        path = self.execution_log(record)
+        path = os.fspath(self.execution_log(record))
+        run_id = record.run_id
 
         def write(event: dict[str, Any]) -> None:
-            line = json.dumps(
-                {"ts": utc_now(), "runId": record.run_id, **event}, ensure_ascii=False, default=str
-            )
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, (line + "\n").encode("utf-8"))
-            finally:
-                os.close(fd)
+            line = _AUDIT_JSON.encode({"ts": utc_now(), "runId": run_id, **event}) + "\n"
+            append_line(path, line.encode("utf-8"))
 
         return write
 
@@ -143,17 +141,17 @@ class RuntimeStore:
     def _locked_index(self) -> Iterator[None]:
         """Thread lock for this process, flock for other processes sharing the home."""
         with self._lock:
-            with open(self.home / f".{INDEX_FILE}.lock", "a+") as handle:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            fd = os.open(self._lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield  # closing the descriptor releases the lock
+            finally:
+                os.close(fd)
 
     def _signature(self) -> tuple[int, int, int] | None:
         """Every save renames a new file into place, so the inode changes with each writer."""
         try:
-            st = os.stat(self.index_path)
+            st = os.stat(self._index_file)
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -199,7 +197,7 @@ class RuntimeStore:
             texts = {**self._texts, record.run_id: _dumps(item)}
             text = '{"version": 1, "runs": [\n' + ",\n".join(texts.values()) + "\n]}\n"
             try:
-                atomic_write_text(self.index_path, text)
+                atomic_write_text(self._index_file, text)
             except OSError as exc:
                 raise CrewError(
                     "RUNS_INDEX_WRITE_FAILED",

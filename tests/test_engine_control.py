@@ -312,3 +312,16 @@ async def test_a_state_file_broken_by_hand_fails_the_run_readably(project: Path)
         assert "not valid YAML" in result.error.message
         assert h.runs.get(record.run_id).phase is RunPhase.FAILED
         assert h.llm.requests == []
+
+
+async def test_a_run_whose_workflow_is_gone_fails_readably(project: Path) -> None:
+    async with engine_harness(project) as h:
+        package = h.load("hello-branch")
+        record = h.create(package)
+        record.workflow_id = "no-such-workflow"
+        result = await h.engine.pump(record, package, intent="start")
+        assert result.phase is RunPhase.FAILED
+        assert result.error is not None and result.error.code == "WORKFLOW_NOT_FOUND"
+        assert h.runs.get(record.run_id).phase is RunPhase.FAILED
+        assert audit(h.store.execution_log(record))[-1]["kind"] == "run.phase"
+        assert h.llm.requests == []

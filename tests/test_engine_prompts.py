@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.engine import EngineSettings
-from core.history import History, estimate_tokens, fit_messages, message_tokens
+from core.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
 from core.package.loader import load_package
 from core.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import PromptComposer, render_tool_policy
@@ -252,6 +252,46 @@ def test_history_survives_a_torn_line_and_closes_dangling_calls(tmp_path: Path) 
     assert [m["role"] for m in wire] == ["user", "assistant", "tool"]
     assert json.loads(wire[-1]["content"])["error"]["code"] == "E_INTERRUPTED"
     assert len(History.load(path)) == 3  # the repair was persisted
+
+
+def test_history_sends_what_the_budget_fit_would_send(tmp_path: Path) -> None:
+    """The history answers from running totals while it fits; it must agree with fit_messages."""
+    history = History(tmp_path / "conversation.jsonl")
+    for n in range(5):
+        for message in _round(n, 2000):
+            history.append(message)
+    keys = ("role", "content", "tool_calls", "tool_call_id")
+    for extra in (
+        {"role": "user", "content": "USER_INPUT\nnext"},
+        {"role": "tool", "tool_call_id": "stray", "content": "an orphan from a damaged log"},
+    ):
+        history.append(extra)
+        plain = [{k: v for k, v in e.items() if k in keys} for e in history.entries]
+        for budget in (100_000, 3000, 600):
+            assert history.wire(budget) == fit_messages(plain, budget)
+    loaded = History.load(tmp_path / "conversation.jsonl")
+    assert loaded.wire(100_000) == history.wire(100_000)
+    assert all(m.get("tool_call_id") != "stray" for m in loaded.wire(100_000))
+
+
+def test_a_kept_history_is_reused_only_while_its_log_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "conversation.jsonl"
+    cache = HistoryCache()
+    first = cache.open(path)
+    first.append({"role": "user", "content": "USER_INPUT\nhi"})
+    cache.keep(first)
+    assert cache.open(path) is first  # the log is as this history left it
+    cache.keep(first)
+    with path.open("a") as handle:  # someone else appended a message
+        handle.write(json.dumps({"role": "assistant", "content": "from elsewhere"}) + "\n")
+    reread = cache.open(path)
+    assert reread is not first and [m["content"] for m in reread.wire(10_000)] == ["USER_INPUT\nhi", "from elsewhere"]
+    assert cache.open(path) is not reread  # not kept (a pump that fails does not keep it): read again
+    call = {"id": "c1", "type": "function", "function": {"name": "fs_read", "arguments": "{}"}}
+    reread.append({"role": "assistant", "content": None, "tool_calls": [call]})  # a round cut short
+    cache.keep(reread)
+    reused = cache.open(path)
+    assert reused is reread and json.loads(reused.wire(10_000)[-1]["content"])["error"]["code"] == "E_INTERRUPTED"
 
 
 async def test_large_tool_results_are_kept_in_state_with_a_pointer(project: Path) -> None:

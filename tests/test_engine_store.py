@@ -131,3 +131,35 @@ def test_llm_settings_need_a_model(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (settings.model, settings.base_url, settings.api_key, settings.timeout) == (
         "m", "http://127.0.0.1:1/v1", None, 5
     )
+
+
+async def test_the_request_carries_the_composed_messages_unchanged() -> None:
+    """The client posts the engine's messages and tool specs as they are (no SDK reshaping)."""
+    from tests.fakes.llm_server import ScriptedLLM
+
+    messages = [
+        {"role": "system", "content": "rules ✓"},
+        {"role": "user", "content": "USER_INPUT\nhi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "thinking",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "fs_read", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'},
+    ]
+    function = {"name": "fs_read", "description": "d", "parameters": {"type": "object"}}
+    tools = [{"type": "function", "function": function}]
+    async with ScriptedLLM() as llm:
+        llm.add_reply(content="done", tool_calls=[("fs_list", {"path": "@project"})])
+        client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, temperature=0.2))
+        try:
+            reply = await client.complete(messages, tools)
+        finally:
+            await client.aclose()
+    assert llm.requests == [
+        {"model": "m", "messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0.2}
+    ]
+    assert reply.content == "done" and [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("fs_list", '{"path": "@project"}')
+    ]

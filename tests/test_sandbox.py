@@ -150,6 +150,32 @@ def test_symlink_staying_inside_is_allowed(roots: Mounts) -> None:
     assert got.real.name == "notes.md"
 
 
+def test_resolution_agrees_with_realpath_on_every_path_through_symlinks(roots: Mounts, tmp_path: Path) -> None:
+    """resolve() only looks below the mount root; whatever it decides must be what realpath says."""
+    project, outside = roots.project, tmp_path / "outside"
+    (project / "a" / "b").mkdir(parents=True)
+    (project / "a" / "f.md").write_text("x")
+    (project / "in").symlink_to(project / "a", target_is_directory=True)
+    (project / "a" / "rel").symlink_to("b", target_is_directory=True)
+    (project / "a" / "up").symlink_to("..", target_is_directory=True)
+    (project / "a" / "loop").symlink_to(project / "a" / "loop")
+    (project / "out").symlink_to(outside, target_is_directory=True)
+    (project / "gone").symlink_to(outside / "missing.md")
+    names = ["a", "b", "f.md", "in", "rel", "up", "loop", "out", "gone", "new"]
+    root = os.path.realpath(project)
+    paths = [[x] for x in names] + [[x, y] for x in names for y in names]
+    paths += [[x, y, z] for x in ("a", "in", "out") for y in names for z in ("b", "f.md", "rel", "new")]
+    for parts in paths:
+        expected = os.path.realpath(os.path.join(root, *parts))
+        inside = expected == root or expected.startswith(root + os.sep)
+        alias = "@project/" + "/".join(parts)
+        if inside:
+            assert str(resolve(roots, alias, write=True).real) == expected, alias
+        else:
+            with pytest.raises(SandboxViolation):
+                resolve(roots, alias, write=True)
+
+
 # --- through the tools: rejected, audited, nothing touched -----------------------------------------
 
 

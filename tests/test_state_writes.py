@@ -435,3 +435,106 @@ async def test_artifact_alias_paths_are_stored_project_relative(run: Run) -> Non
     outcome = await run.patch({"artifacts": {"append": ["@project/artifacts/a.md", "./artifacts/b.md"]}})
     assert outcome.result["ok"] is True
     assert run.state()["artifacts"] == ["artifacts/a.md", "artifacts/b.md"]
+
+
+# --- the fast paths give the same answers as the slow ones ------------------------------------------
+
+
+_TRICKY_VALUES: list[Any] = [
+    "plain",
+    "",
+    "yes",
+    "null",
+    "1.1",
+    "2025-06-01T10:00:00Z",
+    "a: b # not a comment",
+    "- not a list",
+    "multi\nline\n  indented\n",
+    "x" * 200,
+    "word " * 60,
+    "unicode ✓ é 日本",
+    "'quotes' and \"quotes\"",
+    0,
+    -7,
+    1.5,
+    True,
+    None,
+    [],
+    {},
+    ["a", "b", ["nested", {"k": "v"}]],
+    {"key with spaces": [1, 2], "1": "string key", 2: "int key", "empty": {}},
+    [{"from": "a", "to": "b", "label": "x", "reason": "r\nr", "decidedAt": "2025-01-01T00:00:00Z"}],
+]
+
+
+def test_state_text_renders_key_by_key_exactly_like_one_whole_dump() -> None:
+    import yaml
+
+    from core.state_codec import _Dumper
+
+    for i, value in enumerate(_TRICKY_VALUES):
+        fm = {"schemaVersion": "1.1", "first": value, "currentNodeId": "s1", "last": _TRICKY_VALUES[-1 - i]}
+        whole = yaml.dump(fm, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+        text = render_text(fm, "# Body\n")
+        assert text == f"---\n{whole}---\n# Body\n"
+        assert parse_text(text) == (fm, "# Body\n")
+
+
+def test_a_changed_value_is_rendered_again_not_taken_from_the_cache() -> None:
+    first = render_text({"variables": {"a": 1}, "stepsCompleted": ["s1"]}, "")
+    second = render_text({"variables": {"a": 2}, "stepsCompleted": ["s1"]}, "")
+    assert parse_text(first)[0]["variables"] == {"a": 1}
+    assert parse_text(second)[0]["variables"] == {"a": 2}
+    assert render_text({"variables": {"a": True}}, "") != render_text({"variables": {"a": 1}}, "")
+
+
+def test_the_partwise_schema_check_agrees_with_the_full_validator() -> None:
+    from core.schemas import validator
+    from core.state_schema import PartwiseCheck
+
+    full = validator("workflow-frontmatter")
+    check = PartwiseCheck(full)
+    base = {"schemaVersion": "1.1", "workflowType": "t", "currentNodeId": "s1", "stepsCompleted": ["s1"]}
+    documents = [
+        base,
+        {**base, "updatedAt": "2025-06-01T10:00:00Z"},
+        {**base, "updatedAt": "yesterday"},  # format: date-time
+        {**base, "decisionLog": ["s1"]},  # a value valid under stepsCompleted is not valid here
+        {**base, "decisionLog": [{"from": "a", "to": "b", "label": "x", "extra": 1}]},
+        {**base, "stepsCompleted": ["s1", 2]},
+        {**base, "artifacts": "artifacts/a.md"},  # an array property given a single value
+        {**base, "artifacts": ["artifacts/a.md", "artifacts/b.md"], "decisionLog": [{"from": "a", "to": "b", "label": "x"}]},
+        {k: v for k, v in base.items() if k != "workflowType"},  # required
+        {**base, "schemaVersion": "2.0"},
+        {**base, "unknownKey": {"anything": [1]}},  # additionalProperties: true
+        ["not", "an", "object"],
+    ]
+    for _ in range(2):  # the second pass runs on what the first one remembered
+        for doc in documents:
+            expected = sorted(full.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+            got = check.errors(doc)
+            assert [(list(e.absolute_path), e.message) for e in got] == [
+                (list(e.absolute_path), e.message) for e in expected
+            ], doc
+
+
+def test_a_schema_that_does_not_split_by_property_is_always_checked_whole() -> None:
+    from jsonschema import Draft202012Validator
+
+    from core.state_schema import PartwiseCheck
+
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    closed = Draft202012Validator(schema)
+    check = PartwiseCheck(closed)
+    assert check.errors({"a": "x"}) == []
+    assert [e.message for e in check.errors({"a": "x", "b": 1})] == [
+        "Additional properties are not allowed ('b' was unexpected)"
+    ]
+
+
+async def test_a_state_written_whole_by_the_model_is_read_back_as_written(run: Run) -> None:
+    text = run.state_file.read_text().replace("currentNodeId: s1", "currentNodeId: s1\nnote: 'from the model'")
+    outcome = await run.call("fs_write", {"path": "@state/workflow.md", "content": text})
+    assert outcome.result["ok"] is True
+    assert run.state_file.read_text() == text
+    assert run.state()["note"] == "from the model"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import stat
@@ -21,7 +22,16 @@ from core.state import STATE_FILE, init_state_text
 from core.tools.args import SearchArgs
 from core.tools.audit import MAX_RESULT_CHARS
 from core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
-from core.tools.fs_search import make_matcher, python_search, result_of, targets_for
+from core.tools.fs_search import (
+    SMALL_SEARCH_FILES,
+    SmallSearch,
+    make_matcher,
+    python_search,
+    result_of,
+    rg_search,
+    small_search,
+    targets_for,
+)
 from core.tools.registry import ToolHost, canonical_name, wire_name
 
 GRAPH = Graph.model_validate(
@@ -238,15 +248,73 @@ def test_python_walk_gives_the_same_results_as_the_tool(mounts: Mounts) -> None:
     assert result["stats"]["filesScanned"] == 4  # readme, guide, notes, blob.bin (binary); nothing hidden
 
 
+def _big_tree(root: Path, files: int) -> None:
+    """More files than a search scans in-process, so fs_search hands the tree to ripgrep (if installed)."""
+    for i in range(files):
+        folder = root / "big" / f"d{i % 7}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i:03d}.md").write_text(f"line one\nneedle {i}\nNeedle again\n" if i % 3 else "nothing here\n")
+
+
+def test_small_searches_are_scanned_in_process_and_big_ones_are_not(mounts: Mounts) -> None:
+    ctx = make_ctx(mounts)
+
+    def plan(path: str, **limits: int) -> SmallSearch | None:
+        return small_search(targets_for(SearchArgs(path=path, pattern="x"), ctx), **limits)
+
+    one = plan("@project/readme.md")
+    assert one is not None and one.files == [(str(mounts.project / "readme.md"), "@project/readme.md")] and one.inline
+    tree = plan("@project")
+    assert tree is not None and sorted(alias for _, alias in tree.files) == [
+        "@project/docs/blob.bin", "@project/docs/deep/notes.txt", "@project/docs/guide.md", "@project/readme.md"
+    ]
+    assert plan("@project", max_files=3) is None
+    assert plan("@project", max_bytes=40) is None
+    assert plan("@project", max_entries=5) is None  # .git, node_modules and hidden entries count as looked at
+    _big_tree(mounts.project, SMALL_SEARCH_FILES + 1)
+    assert plan("@project/big") is None
+
+
 @pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
 async def test_ripgrep_and_python_walk_agree(mounts: Mounts) -> None:
+    _big_tree(mounts.project, 20)
     ctx = make_ctx(mounts)
+    rg = shutil.which("rg")
+    assert rg is not None
     for pattern in ("needle", "/needle/i", "/^[a-z]+$/"):
-        via_tool = (await call(ctx, "fs_search", {"path": "@project", "pattern": pattern, "before": 1, "after": 2})).result
-        found = python_search(targets_for(SearchArgs(path="@project", pattern=pattern), ctx), make_matcher(pattern), 1, 2, 50)
-        walk = result_of("@project", found, 50)
+        targets = targets_for(SearchArgs(path="@project", pattern=pattern), ctx)
+        via_rg = await rg_search(rg, targets, make_matcher(pattern), 1, 2, 500)
+        walk = python_search(targets, make_matcher(pattern), 1, 2, 500)
+        assert via_rg is not None and walk.matches
         key = lambda m: (m["path"], m["line"])  # noqa: E731
-        assert sorted(via_tool["matches"], key=key) == sorted(walk["matches"], key=key)
+        assert sorted(via_rg.matches, key=key) == sorted(walk.matches, key=key)
+
+
+async def test_big_trees_give_the_same_results_with_or_without_ripgrep(
+    mounts: Mounts, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _big_tree(mounts.project, SMALL_SEARCH_FILES + 10)
+    ctx = make_ctx(mounts)
+    args = {"path": "@project/big", "pattern": "/^needle 1[0-9]$/", "before": 1}
+    default = (await call(ctx, "fs_search", args)).result
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools-here"))  # no ripgrep: the Python walk, in a thread
+    without = (await call(ctx, "fs_search", args)).result
+    key = lambda m: (m["path"], m["line"])  # noqa: E731
+    assert sorted(m["text"] for m in without["matches"]) == [f"needle {i}" for i in (10, 11, 13, 14, 16, 17, 19)]
+    assert sorted(default["matches"], key=key) == sorted(without["matches"], key=key)
+    assert default["truncated"] is without["truncated"] is False
+
+
+@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+async def test_ripgrep_runs_leave_no_unknown_child_warnings(mounts: Mounts, caplog: pytest.LogCaptureFixture) -> None:
+    _big_tree(mounts.project, SMALL_SEARCH_FILES + 10)
+    ctx = make_ctx(mounts)
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        for n in range(30):  # alternately read to the end, and stopped early at the match limit
+            args = {"path": "@project", "pattern": "needle", "maxMatches": 3 + 40 * (n % 2)}
+            out = (await call(ctx, "fs_search", args)).result
+            assert out["ok"] is True
+    assert [r.getMessage() for r in caplog.records if "child process" in r.getMessage()] == []
 
 
 # --- fs_write and fs_apply_patch -----------------------------------------------------------------------

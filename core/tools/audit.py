@@ -13,6 +13,15 @@ _CONTENT_KEYS = frozenset({"content", "oldText", "newText"})
 _LIST_KEYS = ("matches", "entries", "entriesPreview")
 
 
+def capped_json(result: dict[str, Any], limit: int = MAX_RESULT_CHARS) -> tuple[dict[str, Any], str]:
+    """cap_result, plus the JSON text of what it returns (so the result is serialised only once)."""
+    text = json.dumps(result, ensure_ascii=False)
+    if len(text) <= limit:
+        return result, text
+    capped = cap_result(result, limit)
+    return capped, json.dumps(capped, ensure_ascii=False)
+
+
 def cap_result(result: dict[str, Any], limit: int = MAX_RESULT_CHARS) -> dict[str, Any]:
     """Keep the result under `limit` JSON characters by shortening its bulk, never by cutting JSON."""
     size = _json_len(result)

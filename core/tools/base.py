@@ -65,6 +65,8 @@ class ToolOutcome:
     artifacts_created: list[str] = field(default_factory=list)  # project-relative paths
     files_written: list[str] = field(default_factory=list)  # alias paths written under @project
     widget: dict[str, Any] | None = None  # a validated ui_ask_user payload: the pump stops here
+    state: dict[str, Any] | None = None  # the run state's frontmatter as this call wrote it (saves a re-read)
+    result_json: str | None = None  # `result` as JSON, when ToolHost already serialised it (saves a re-dump)
 
     @property
     def ok(self) -> bool:

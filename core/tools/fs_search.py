@@ -1,7 +1,10 @@
-"""fs_search (D§3.4): ripgrep when it is installed, else a Python walk in a thread; same results.
+"""fs_search (D§3.4): a Python scan for files and small trees, ripgrep for big trees; same results.
 
-Both skip hidden entries, `.git`, `node_modules`, symlinks and binary files, and report one match
-per matching line with its context lines.
+Starting ripgrep costs a few milliseconds, far more than scanning a step's worth of Markdown, so
+a search whose files are few and small (found by a bounded walk) runs in-process: on the event
+loop when tiny, else in a worker thread. Bigger trees go to ripgrep when it is installed, else
+to the same Python walk in a thread. Both skip hidden entries, `.git`, `node_modules`, symlinks
+and binary files, and report one match per matching line with its context lines.
 """
 
 from __future__ import annotations
@@ -9,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import fnmatch
+import itertools
 import json
 import os
 import re
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +27,10 @@ from .args import SearchArgs
 from .base import ToolContext, ToolOutcome, ok
 
 MAX_LINE_CHARS = 400
+SMALL_SEARCH_FILES = 64  # a search over at most this many files ...
+SMALL_SEARCH_BYTES = 1_048_576  # ... and bytes is done in-process (no ripgrep)
+SMALL_SEARCH_ENTRIES = 512  # folder entries the size probe may look at before calling a tree big
+INLINE_SEARCH_BYTES = 65_536  # in-process searches up to this size run on the event loop
 _RG_LINE_LIMIT = 32 * 1024 * 1024  # one JSON event holds a whole line; minified files have long ones
 _SKIP_DIRS = frozenset({"node_modules", ".git"})
 _WILDCARD = re.compile(r"[*?\[]")
@@ -62,6 +71,22 @@ class Found:
     truncated: bool = False
 
 
+@dataclass(frozen=True)
+class SmallSearch:
+    """Every file a search would read, when they are few and small enough to scan in-process."""
+
+    files: list[tuple[str, str]]  # (real path, alias)
+    total_bytes: int
+
+    @property
+    def inline(self) -> bool:
+        return self.total_bytes <= INLINE_SEARCH_BYTES
+
+
+class _TooBig(Exception):
+    pass
+
+
 def make_matcher(pattern: str) -> Matcher:
     m = _REGEX.match(pattern)
     if m is None or set(m.group(2)) - {"i"}:
@@ -95,13 +120,42 @@ async def search(args: SearchArgs, ctx: ToolContext) -> ToolOutcome:
         shown = ", ".join(args.globs) if args.globs else resolve(ctx.mounts, args.path, write=False).alias
         raise CrewError("ENOENT", f"Nothing to search: {shown} does not exist.")
     limit = min(args.maxMatches, ctx.policy.max_search_matches)
-    rg = shutil.which("rg")
-    found = None
-    if rg is not None:
-        found = await rg_search(rg, targets, matcher, args.before, args.after, limit)
-    if found is None:  # no ripgrep, or a regex ripgrep does not support
-        found = await asyncio.to_thread(python_search, targets, matcher, args.before, args.after, limit)
+    small = small_search(targets)
+    if small is not None and small.inline:
+        found = search_files(small.files, matcher, args.before, args.after, limit)
+    elif small is not None:
+        found = await asyncio.to_thread(search_files, small.files, matcher, args.before, args.after, limit)
+    else:
+        found = None
+        rg = shutil.which("rg")
+        if rg is not None:
+            found = await rg_search(rg, targets, matcher, args.before, args.after, limit)
+        if found is None:  # no ripgrep, or a regex ripgrep does not support
+            found = await asyncio.to_thread(python_search, targets, matcher, args.before, args.after, limit)
     return ToolOutcome(result_of(targets[0].base.alias, found, limit))
+
+
+def small_search(
+    targets: list[Target],
+    *,
+    max_files: int = SMALL_SEARCH_FILES,
+    max_bytes: int = SMALL_SEARCH_BYTES,
+    max_entries: int = SMALL_SEARCH_ENTRIES,
+) -> SmallSearch | None:
+    """The files to scan, or None as soon as the walk finds the search is too big for in-process."""
+    files: list[tuple[str, str]] = []
+    total = 0
+    budget = [max_entries]
+    try:
+        for target in targets:
+            for real, rel in _walk(target, budget):
+                total += os.stat(real).st_size
+                files.append((real, alias_of(target.base.mount, rel)))
+                if len(files) > max_files or total > max_bytes:
+                    return None
+    except (_TooBig, OSError):
+        return None
+    return SmallSearch(files, total)
 
 
 def result_of(path: str, found: Found, limit: int) -> dict[str, Any]:
@@ -120,16 +174,26 @@ def result_of(path: str, found: Found, limit: int) -> dict[str, Any]:
 
 
 def python_search(targets: list[Target], matcher: Matcher, before: int, after: int, limit: int) -> Found:
+    files = ((real, alias_of(t.base.mount, rel)) for t in targets for real, rel in _walk(t))
+    return search_files(files, matcher, before, after, limit)
+
+
+def search_files(
+    files: Iterable[tuple[str, str]], matcher: Matcher, before: int, after: int, limit: int
+) -> Found:
+    """Scan (real path, alias) pairs in order, stopping once more than `limit` matches exist."""
     found = Found()
-    for target in targets:
-        for real, rel in _walk(target):
-            if _search_file(real, alias_of(target.base.mount, rel), matcher, before, after, limit, found):
-                return found
+    for real, alias in files:
+        if _search_file(real, alias, matcher, before, after, limit, found):
+            break
     return found
 
 
-def _walk(target: Target):
-    """(real path, path inside the mount) of every searchable file, in name order."""
+def _walk(target: Target, budget: list[int] | None = None) -> Iterator[tuple[str, str]]:
+    """(real path, path inside the mount) of every searchable file, in name order.
+
+    `budget` counts down folder entries looked at; running out raises _TooBig.
+    """
     base = target.base
     if os.path.isfile(base.real):
         yield str(base.real), base.rel
@@ -139,9 +203,14 @@ def _walk(target: Target):
         folder, rel_folder = stack.pop()
         try:
             with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name, reverse=True)
+                listed = list(it) if budget is None else list(itertools.islice(it, budget[0] + 1))
         except OSError:
             continue
+        if budget is not None:
+            budget[0] -= len(listed)
+            if budget[0] < 0:
+                raise _TooBig
+        entries = sorted(listed, key=lambda e: e.name, reverse=True)
         files = []
         for entry in entries:
             if entry.name.startswith(".") or entry.is_symlink():
@@ -243,6 +312,7 @@ async def _rg_target(
     hits: list[tuple[int, int]] = []
     matched_files = 0
     scanned: int | None = None  # from rg's summary; missing when we stop it early
+    read_all = False
     try:
         while raw := await proc.stdout.readline():
             event = json.loads(raw)
@@ -277,19 +347,32 @@ async def _rg_target(
                     break
             elif kind == "summary":
                 scanned = (data.get("stats") or {}).get("searches", matched_files)
+        else:
+            read_all = True  # rg closed its output: it is exiting by itself
     except (ValueError, asyncio.LimitOverrunError):
         return False  # a line too long to stream: the Python walk redoes the whole search
     finally:
-        if proc.returncode is None:
-            try:
-                proc.kill()
-            except ProcessLookupError:
-                pass
+        if not read_all and proc.returncode is None and not _exited(proc.pid):
+            proc.kill()  # we stopped reading early; rg may still be searching
         await proc.wait()
     found.files_scanned += scanned if scanned is not None else matched_files
     if proc.returncode == 2 and not found.matches:
         return False  # pattern error (e.g. a regex feature Rust's engine lacks): use the Python walk
     return True
+
+
+def _exited(pid: int) -> bool:
+    """True once the child has exited, without collecting it.
+
+    asyncio's child watcher collects the exit status; `Process.kill()` on a child that already
+    exited would collect it first (Popen polls before signalling), and asyncio then logs
+    "Unknown child process pid ..., will report returncode 255". So rg is only killed when we
+    stopped reading early and it is still running; after the end of its output it is waited for.
+    """
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already collected by the watcher
 
 
 def _rg_text(field_: dict[str, Any]) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from typing import Any
 
 from ..atomic import atomic_write_bytes
 from ..errors import CrewError
 from ..mounts import Resolved, SandboxViolation, resolve
-from ..state import STATE_ALIAS, StateDoc, apply_update, normalise, record_artifacts, render_draft
+from ..state import STATE_ALIAS, Draft, StateDoc, apply_update, record_artifacts, render_draft
 from .args import Patch, PatchArgs, WriteArgs
 from .base import ToolContext, ToolOutcome, ok
 from .guard import change_state
@@ -29,7 +30,9 @@ async def write(args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
     if target.alias == STATE_ALIAS:
         done = change_state(ctx, lambda _doc: args.content, if_match=args.ifMatchSha256)
         return ToolOutcome(
-            ok(path=target.alias, bytesWritten=len(data), sha256After=done.sha256_after), state_changed=True
+            ok(path=target.alias, bytesWritten=len(data), sha256After=done.sha256_after),
+            state_changed=True,
+            state=done.frontmatter,
         )
     _check_writable(target)
     existed = os.path.lexists(target.real)
@@ -39,11 +42,12 @@ async def write(args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
         atomic_write_bytes(target.real, data)
     else:
         await asyncio.to_thread(atomic_write_bytes, target.real, data)
-    recorded = _record_if_artifact(target, existed, ctx)
+    state = _record_if_artifact(target, existed, ctx)
     outcome = ToolOutcome(
         ok(path=target.alias, bytesWritten=len(data), sha256After=hashlib.sha256(data).hexdigest()),
-        state_changed=bool(recorded),
-        artifacts_created=recorded,
+        state_changed=state is not None,
+        artifacts_created=[target.rel] if state is not None else [],
+        state=state,
     )
     if target.mount == "@project":
         outcome.files_written.append(target.alias)
@@ -61,20 +65,21 @@ async def apply_patch(args: PatchArgs, ctx: ToolContext) -> ToolOutcome:
             )
         update = patch.update or {}
 
-        def build(doc: StateDoc | None) -> str:
+        def build(doc: StateDoc | None) -> Draft:
             if doc is None:
                 raise CrewError("STATE_FILE_NOT_FOUND", f"{STATE_ALIAS} does not exist.")
-            if doc.raw is None:
+            if doc.frontmatter is None:
                 raise CrewError(
                     "E_INVALID_FRONTMATTER",
                     f"The current {STATE_ALIAS} cannot be parsed; rewrite it whole with fs_write.",
                 )
-            return render_draft(apply_update(normalise(doc.raw), update), doc.body)
+            return render_draft(apply_update(doc.frontmatter, update), doc.body)
 
         done = change_state(ctx, build, if_match=patch.ifMatchSha256)
         return ToolOutcome(
             ok(path=target.alias, sha256Before=done.sha256_before, sha256After=done.sha256_after),
             state_changed=True,
+            state=done.frontmatter,
         )
     return _replace(target, patch, ctx)
 
@@ -121,15 +126,15 @@ def _replace(target: Resolved, patch: Patch, ctx: ToolContext) -> ToolOutcome:
     return outcome
 
 
-def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> list[str]:
-    """Record a newly created @project/artifacts/ file in the run state, or undo the write."""
+def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> dict[str, Any] | None:
+    """Record a newly created @project/artifacts/ file in the run state (returned), or undo the write."""
     rel = target.project_relative
     if existed or rel is None or not rel.startswith(ARTIFACTS_DIR):
-        return []
+        return None
     if ctx.mode != "run" or ctx.mounts.state is None or ctx.graph is None:
-        return []
+        return None
     try:
-        record_artifacts(ctx.mounts.state, ctx.graph, [rel])
+        return record_artifacts(ctx.mounts.state, ctx.graph, [rel])
     except CrewError as exc:
         target.real.unlink(missing_ok=True)
         raise CrewError(
@@ -140,7 +145,6 @@ def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> li
     except BaseException:
         target.real.unlink(missing_ok=True)
         raise
-    return [rel]
 
 
 def _check_size(target: Resolved, size: int, ctx: ToolContext) -> None:

@@ -19,7 +19,7 @@ from ..errors import CrewError
 from ..runs_model import utc_now
 from . import args as A
 from .ask_user import ask_user
-from .audit import cap_result, sanitise_input, sanitise_output
+from .audit import capped_json, sanitise_input, sanitise_output
 from .base import ToolContext, ToolOutcome, fail
 from .fs_read import list_dir, read
 from .fs_search import search
@@ -100,7 +100,7 @@ class ToolHost:
             outcome = ToolOutcome(
                 fail("E_INTERNAL", "The tool failed unexpectedly. Try again, or take a different approach.")
             )
-        outcome.result = cap_result(outcome.result)
+        outcome.result, outcome.result_json = capped_json(outcome.result)
         self._audit(ctx, call_id, name, seen["input"], outcome, started)
         return outcome
 

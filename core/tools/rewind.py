@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import CrewError
 from ..runs_model import utc_now
-from ..state import STATE_ALIAS, StateDoc, normalise, render_draft
+from ..state import STATE_ALIAS, Draft, StateDoc, normalise, render_draft
 from .args import RewindArgs
 from .base import ToolContext, ToolOutcome, ok
 from .guard import CONFIRM_WIDGET_ID, change_state
@@ -20,7 +20,7 @@ async def rewind(args: RewindArgs, ctx: ToolContext) -> ToolOutcome:
         )
     moved: dict[str, list[str] | str] = {}
 
-    def build(doc: StateDoc | None) -> str:
+    def build(doc: StateDoc | None) -> Draft:
         if doc is None or doc.raw is None:
             raise CrewError("E_INVALID_FRONTMATTER", f"The current {STATE_ALIAS} cannot be read, so it cannot be rewound.")
         graph = ctx.graph
@@ -56,4 +56,5 @@ async def rewind(args: RewindArgs, ctx: ToolContext) -> ToolOutcome:
             sha256After=done.sha256_after,
         ),
         state_changed=True,
+        state=done.frontmatter,
     )

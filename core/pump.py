@@ -1,0 +1,352 @@
+"""One pump: a user input in, as many LLM/tool turns as the workflow needs (D§2.5–2.7).
+
+A pump stops at the first assistant reply without tool calls (WaitingUser, or Completed), at a
+`ui_ask_user` widget, on pause/stop between turns, on a runaway loop, or on an LLM failure. Every
+message is in the conversation log before the next step and every state write is validated and
+atomic, so a killed process resumes from `@state/workflow.md` + the log.
+
+The prompt is composed incrementally (core.prompts.run_prompt), tool calls are executed and
+recorded by core.tool_round, and progress is reported by core.run_reporter; this module is the
+loop itself: turns, the state as the model changes it, and how a pump ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import state as run_state
+from .errors import CrewError
+from .events import AssistantText, LLMRetrying, RunPhase, WidgetRequested
+from .engine_model import EventSink, Intent, PumpResult
+from .llm import LLMReply
+from .package.models import Package, Workflow
+from .policy import effective_policy
+from .prompts.composer import effective_agent_id
+from .prompts.run_prompt import RunPrompt
+from .prompts.wrappers import confirms_state_change, wrap_user_input
+from .run_reporter import RunReporter
+from .runaway import RunawayGuard
+from .runs_model import RunError, RunRecord
+from .tool_round import ToolRecorder
+from .tools.base import Confirmation, EffectivePolicy, Mounts, ToolContext
+from .tools.registry import wire_name
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+Message = dict[str, Any]
+
+
+@dataclass
+class PumpControl:
+    """Set by Engine.request_pause / request_stop while the pump runs."""
+
+    pause: bool = False
+    stop: bool = False
+    llm_task: asyncio.Task[LLMReply] | None = None
+
+
+class PumpEnded(Exception):
+    """Internal: the pump ends with this result."""
+
+    def __init__(self, result: PumpResult) -> None:
+        self.result = result
+
+
+@dataclass
+class Pump:
+    engine: Engine
+    record: RunRecord
+    package: Package
+    intent: Intent
+    user_input: str | None
+    on_event: EventSink | None
+    control: PumpControl
+    llm_calls: int = 0
+    llm_seconds: float = 0.0
+    last_text: str | None = None
+    fm: dict[str, Any] = field(default_factory=dict)
+    complete: bool = False
+    state_version: int = 0  # bumped on every state reload, so the prompt prefix is rebuilt
+    spec_cache: dict[EffectivePolicy, list[Message]] = field(default_factory=dict)
+
+    # ---- setup ------------------------------------------------------------------
+
+    async def run(self) -> PumpResult:
+        try:
+            try:
+                await self._run()
+            except CrewError as exc:  # e.g. a state file broken by hand mid-run: fail with its reason
+                await self._fail(exc.code, exc.message)
+        except PumpEnded as ended:
+            if hasattr(self, "history"):
+                self.engine.histories.keep(self.history)  # the next pump of this run need not re-read the log
+            return ended.result
+        raise AssertionError("a pump only ends with PumpEnded")  # pragma: no cover
+
+    async def _run(self) -> None:
+        engine, record = self.engine, self.record
+        self.audit = engine.store.audit_sink(record)
+        self.reporter = RunReporter(record, engine.runs, self.audit, self.on_event)
+        workflow = self.package.workflow(record.workflow_id)
+        if workflow is None:
+            await self._fail(
+                "WORKFLOW_NOT_FOUND",
+                f"Package '{self.package.id}' no longer has workflow '{record.workflow_id}'; load the package "
+                "version this run was started with.",
+            )
+        self.workflow: Workflow = workflow
+        self.graph = workflow.graph
+        self.state_dir = engine.store.state_dir(record)
+        self.mounts = Mounts(project=Path(record.project_root), pkg=self.package.root, state=self.state_dir)
+        self.composer = engine.composer(self.package)
+        self.prompt = RunPrompt(
+            self.composer,
+            self.package,
+            workflow,
+            active_agent_id=record.active_agent_id,
+            intent=self.intent,
+            data_context=record.extra.get("data_context") or (),
+            budget_tokens=engine.settings.history_budget_tokens,
+        )
+        self.confirmation = Confirmation(granted=confirms_state_change(self.user_input))
+        try:
+            self.history = engine.histories.open(engine.store.conversation_log(record))
+            self._reload_state()
+        except CrewError as exc:
+            await self._fail(exc.code, f"The run state cannot be read: {exc.message}")
+        self.recorder = ToolRecorder(
+            engine.tools,
+            self.history,
+            self.reporter.emit,
+            run_id=record.run_id,
+            mounts=self.mounts,
+            home=engine.store.home,
+            results_dir=engine.store.tool_results_dir(record),
+            large_result_bytes=engine.settings.large_result_bytes,
+        )
+        if self.user_input is not None and self.user_input.strip():
+            node = None if self.complete else self._node_id()
+            self.history.append(
+                {"role": "user", "content": wrap_user_input(self.user_input, node)}, part="user_input", nodeId=node
+            )
+        record.last_error = None
+        await self.reporter.phase(RunPhase.RUNNING)
+        self.anchor = self._anchor()
+        if not self.complete and self.intent in ("start", "resume"):
+            await self._emit_node_started()
+        await self._loop()
+
+    # ---- the loop ---------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        guard = RunawayGuard(self.engine.settings)
+        closing_turn = False
+        ctx = self._tool_context()
+        while True:
+            if self.control.stop:
+                await self._wait_user(paused=True, reason="Stopped")
+            runaway = guard.runaway(self.llm_calls)
+            if runaway:
+                await self._fail("ENGINE_MAX_TURNS_EXCEEDED", runaway)
+            reply = await self._ask_llm(ctx, closing_turn)
+            guard.turns_since_progress += 1
+            if reply.content and reply.content.strip():
+                self.last_text = reply.content
+                text = AssistantText(run_id=self.record.run_id, text=reply.content, agent_id=ctx.agent_id)
+                await self.reporter.emit(text)
+            if not reply.tool_calls:
+                if self.complete:
+                    await self._finish(RunPhase.COMPLETED)
+                await self._wait_user()
+
+            was_complete = self.complete
+            widget, ctx = await self._run_tools(reply, ctx, guard)
+            if widget is not None:
+                await self.reporter.emit(WidgetRequested(run_id=self.record.run_id, widget=widget))
+                await self._wait_user(widget=widget)
+            verdict = guard.verdict()
+            if verdict == "stop":
+                await self._wait_user(
+                    reason=f"The model kept repeating a failing {guard.tool} call; stopped so you can help. "
+                    "Reply to continue.",
+                    error=RunError(
+                        code="ENGINE_LOOP_DETECTED", message="The same tool call failed repeatedly with the same error."
+                    ),
+                )
+            if verdict == "nudge":
+                text = self.composer.loop_nudge(guard.tool, guard.repeats, *guard.error_parts())
+                self.history.append({"role": "user", "content": text}, part="runtime_note")
+            closing_turn = self.complete and not was_complete  # SPEC §9.5: one more turn for the closing reply
+            if self.control.pause:
+                await self._wait_user(paused=True, reason="Paused")
+
+    async def _run_tools(
+        self, reply: LLMReply, ctx: ToolContext, guard: RunawayGuard
+    ) -> tuple[dict[str, Any] | None, ToolContext]:
+        """Execute the calls in order; returns the widget if the model asked the user something,
+        and the context for the next calls (another agent's policy after a node change)."""
+        widget: dict[str, Any] | None = None
+        for call in reply.tool_calls:
+            node_before, steps_before = self._node_id(), len(self.fm.get("stepsCompleted") or ())
+            outcome = await self.recorder.run(call, ctx)
+            if outcome.widget is not None:
+                widget = outcome.widget
+            if outcome.state_changed or outcome.artifacts_created:
+                self._reload_state(outcome.state)
+                if self._node_id() != node_before or len(self.fm.get("stepsCompleted") or ()) > steps_before:
+                    guard.turns_since_progress = 0  # the state advanced: a legitimate turn, not a runaway
+                await self._state_updated()
+                ctx = await self._reanchor(ctx)
+            guard.observe(call.name, call.arguments, outcome)
+        return widget, ctx
+
+    # ---- one LLM call -------------------------------------------------------------
+
+    async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
+        specs = self._specs(ctx)
+        messages = self.prompt.messages(
+            ctx,
+            [s["function"]["name"] for s in specs],
+            self.fm,
+            complete=self.complete,
+            state_version=self.state_version,
+            history=self.history,
+            closing_turn=closing_turn,
+        )
+        turn = self.llm_calls + 1
+        self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
+
+        async def on_retry(attempt: int, reason: str) -> None:
+            await self.reporter.emit(LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason))
+
+        task = asyncio.create_task(self.engine.llm.complete(messages, specs, on_retry=on_retry))
+        self.control.llm_task = task
+        started = time.perf_counter()
+        try:
+            reply = await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.control.stop and task.cancelled() and not (current and current.cancelling()):
+                await self._wait_user(paused=True, reason="Stopped")
+            raise
+        except CrewError as exc:
+            self.audit({"kind": "llm.error", "turn": turn, "code": exc.code, "message": exc.message})
+            self.history.append(
+                {"role": "assistant", "content": f"LLM_ERROR {exc.code}: {exc.message}"}, part="error"
+            )
+            await self._fail(exc.code, exc.message)
+        finally:
+            self.llm_seconds += time.perf_counter() - started
+            self.control.llm_task = None
+        self.llm_calls += 1
+        message: Message = {"role": "assistant", "content": reply.content}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in reply.tool_calls
+            ]
+        message.update(reply.extra)
+        self.history.append(message, part="assistant", agentId=ctx.agent_id, nodeId=self._node_id())
+        self.audit(
+            {
+                "kind": "llm.response",
+                "turn": turn,
+                "toolCalls": [wire_name(c.name) for c in reply.tool_calls],
+                "finishReason": reply.finish_reason,
+                "usage": reply.usage,
+            }
+        )
+        return reply
+
+    # ---- tools ----------------------------------------------------------------
+
+    def _tool_context(self) -> ToolContext:
+        agent_id = effective_agent_id(self.graph, self.fm, self.record.active_agent_id)
+        agent = self.package.agent(agent_id)
+        return ToolContext(
+            mounts=self.mounts,
+            policy=effective_policy(self.engine.settings.system_policy, agent),
+            mode="run",
+            agent_id=agent_id,
+            run_id=self.record.run_id,
+            graph=self.graph,
+            confirmation=self.confirmation,
+            audit=self.audit,
+        )
+
+    def _specs(self, ctx: ToolContext) -> list[Message]:
+        if ctx.policy not in self.spec_cache:
+            self.spec_cache[ctx.policy] = self.engine.tools.specs(ctx)
+        return self.spec_cache[ctx.policy]
+
+    # ---- state ----------------------------------------------------------------
+
+    def _reload_state(self, written: dict[str, Any] | None = None) -> None:
+        """The state as a tool just wrote it, else as on disk."""
+        self.fm = written if written is not None else run_state.read_state(self.state_dir)
+        self.complete = run_state.is_complete(self.fm, self.graph)
+        self.state_version += 1
+
+    def _node_id(self) -> str:
+        return self.graph.effective_node_id(self.fm.get("currentNodeId"))
+
+    def _anchor(self) -> tuple[str | None, str]:
+        agent = effective_agent_id(self.graph, self.fm, self.record.active_agent_id)
+        return (None if self.complete else self._node_id(), agent)
+
+    async def _state_updated(self) -> None:
+        await self.reporter.state_updated(self.fm, self.graph, node_id=self._node_id(), complete=self.complete)
+
+    async def _reanchor(self, ctx: ToolContext) -> ToolContext:
+        """A new node or agent: tell the surface, and use the new agent's policy for the next calls."""
+        anchor = self._anchor()
+        if anchor == self.anchor:
+            return ctx
+        self.anchor = anchor
+        if anchor[0] is not None:
+            await self._emit_node_started()
+        return self._tool_context()
+
+    async def _emit_node_started(self) -> None:
+        agent_id = effective_agent_id(self.graph, self.fm, self.record.active_agent_id)
+        await self.reporter.node_started(self.graph, self._node_id(), agent_id)
+
+    # ---- endings ----------------------------------------------------------------
+
+    def _result(self, phase: RunPhase, **extra: Any) -> PumpResult:
+        return PumpResult(
+            run_id=self.record.run_id,
+            phase=phase,
+            assistant_text=self.last_text,
+            llm_calls=self.llm_calls,
+            llm_seconds=self.llm_seconds,
+            **extra,
+        )
+
+    async def _finish(self, phase: RunPhase) -> None:
+        await self.reporter.phase(phase)
+        raise PumpEnded(self._result(phase))
+
+    async def _wait_user(
+        self,
+        *,
+        paused: bool = False,
+        reason: str | None = None,
+        widget: dict[str, Any] | None = None,
+        error: RunError | None = None,
+    ) -> None:
+        done = self.complete and error is None and widget is None
+        phase = RunPhase.COMPLETED if done else RunPhase.WAITING_USER
+        paused = paused and not done  # a completed run has nothing left to resume
+        await self.reporter.phase(phase, paused=paused, reason=reason, error=error)
+        raise PumpEnded(self._result(phase, paused=paused, widget=widget, error=error))
+
+    async def _fail(self, code: str, message: str) -> None:
+        error = RunError(code=code, message=message)
+        await self.reporter.phase(RunPhase.FAILED, reason=message, error=error)
+        raise PumpEnded(self._result(RunPhase.FAILED, error=error))

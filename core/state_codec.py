@@ -1,0 +1,132 @@
+"""The text form of the run state: YAML frontmatter + Markdown body, parsed and rendered fast.
+
+Both directions are on the hot path (every state write renders, every read parses), so this uses
+libyaml's C loader and dumper, remembers parses by the sha256 of the bytes (content-keyed, so
+never stale), and renders a document as one cached fragment per top-level key: the entries of a
+block mapping render independently, so a write re-renders only the keys whose values changed.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from typing import Any, NamedTuple
+
+import yaml
+
+from .frontmatter import FrontmatterError, split
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_PARSED: dict[str, tuple[dict[str, Any], str]] = {}  # sha256 -> (frontmatter as written, body)
+_PARSED_MAX = 256
+_FRAGMENTS: dict[str, str] = {}  # repr((key, value)) -> that entry's YAML lines
+_FRAGMENTS_MAX = 1024
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """No anchors/aliases: each top-level value is rendered on its own, so shared objects are spelled out."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+class Draft(NamedTuple):
+    """A document the runtime rendered, with the frontmatter it was rendered from (no parse needed)."""
+
+    text: str
+    frontmatter: dict[str, Any]
+    body: str
+
+
+def parse_text(text: str) -> tuple[dict[str, Any], str]:
+    """Frontmatter + body, with the same messages as core.frontmatter.parse but the C loader."""
+    raw, body = split(text)
+    if raw is None:
+        raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
+    try:
+        data = yaml.load(raw, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise FrontmatterError(f"Frontmatter is not valid YAML{where}: {problem}.") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FrontmatterError("Frontmatter must be a YAML mapping (key: value lines).")
+    return data, body
+
+
+def render_text(data: dict[str, Any], body: str) -> str:
+    """Block-style YAML in key order, then the body."""
+    dumped = "".join(_fragment(key, value) for key, value in data.items()) if data else _dump(data)
+    return f"---\n{dumped}---\n{body}"
+
+
+def render_draft(data: dict[str, Any], body: str) -> Draft:
+    return Draft(render_text(data, body), data, body)
+
+
+def _fragment(key: Any, value: Any) -> str:
+    seen = repr((key, value))  # built-in YAML values: equal repr means equal value
+    text = _FRAGMENTS.get(seen)
+    if text is None:
+        text = _dump({key: value})
+        if len(_FRAGMENTS) >= _FRAGMENTS_MAX:
+            del _FRAGMENTS[next(iter(_FRAGMENTS))]
+        _FRAGMENTS[seen] = text
+    return text
+
+
+def _dump(data: Any) -> str:
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def parsed(sha256: str) -> tuple[dict[str, Any], str] | None:
+    """A remembered parse of exactly these bytes; the frontmatter is shared, so never mutate it."""
+    return _PARSED.get(sha256)
+
+
+def remember(sha256: str, frontmatter: dict[str, Any], body: str) -> None:
+    if len(_PARSED) >= _PARSED_MAX:
+        del _PARSED[next(iter(_PARSED))]
+    _PARSED[sha256] = (frontmatter, body)
+
+
+def normalise(fm: dict[str, Any]) -> dict[str, Any]:
+    """A copy with defaults filled, YAML dates as ISO strings and empty timestamps dropped (SPEC §9.13)."""
+    out = {k: plain(v) for k, v in fm.items()}
+    for key in _LIST_FIELDS:
+        if out.get(key) is None:
+            out[key] = []
+    if out.get("variables") is None:
+        out["variables"] = {}
+    if out.get("currentNodeId") is None:
+        out["currentNodeId"] = ""
+    if isinstance(out.get("schemaVersion"), (int, float)):
+        out["schemaVersion"] = str(out["schemaVersion"])
+    if out.get("updatedAt") == "":
+        del out["updatedAt"]
+    if isinstance(out["decisionLog"], list):
+        for item in out["decisionLog"]:
+            if isinstance(item, dict) and item.get("decidedAt") == "":
+                del item["decidedAt"]
+    return out
+
+
+def plain(value: Any) -> Any:
+    """YAML timestamps become ISO strings (naive times are taken as UTC), recursively; a copy."""
+    if type(value) in _SCALARS:
+        return value
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)
+        return value.isoformat().replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
