@@ -13,9 +13,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from .frontmatter import FrontmatterError, split
+from .frontmatter import parse
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _PARSED: dict[str, tuple[dict[str, Any], str]] = {}  # sha256 -> (frontmatter as written, body)
@@ -40,22 +39,8 @@ class Draft(NamedTuple):
 
 
 def parse_text(text: str) -> tuple[dict[str, Any], str]:
-    """Frontmatter + body, with the same messages as core.frontmatter.parse but the C loader."""
-    raw, body = split(text)
-    if raw is None:
-        raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
-    try:
-        data = yaml.load(raw, Loader=_Loader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise FrontmatterError(f"Frontmatter is not valid YAML{where}: {problem}.") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise FrontmatterError("Frontmatter must be a YAML mapping (key: value lines).")
-    return data, body
+    """Frontmatter + body (libyaml's loader, the same messages as every other document)."""
+    return parse(text)
 
 
 def render_text(data: dict[str, Any], body: str) -> str:
