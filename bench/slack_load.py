@@ -60,6 +60,7 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
     freeze_startup_heap()  # as `crewagent serve` does
     conn.send(("port", port))
     loop = asyncio.get_running_loop()
+    profiles: list[_Profile] = []
     try:
         while True:
             command = await loop.run_in_executor(None, conn.recv)
@@ -68,12 +69,68 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
             if command == "memory":
                 conn.send(("memory", _memory_kib(), await bot.work.run(bot.store.count())))
             elif command == "cpu":
-                conn.send(("cpu", time.process_time()))
+                conn.send(("cpu", time.process_time(), _thread_cpu()))
+            elif command == "profile-start":
+                profiles = [_Profile(), _Profile()]
+                profiles[0].start()
+                await bot.work.run(profiles[1].start_async())
+                conn.send(("profiling",))
+            elif isinstance(command, tuple) and command[0] == "profile-stop":
+                profiles[0].stop()
+                await bot.work.run(profiles[1].stop_async())
+                profiles[0].dump(command[1] + ".front.prof")
+                profiles[1].dump(command[1] + ".work.prof")
+                conn.send(("profiled",))
             elif command == "idle":
                 conn.send(("idle", await bot.idle(120)))
     finally:
         await bot.close(grace=5)
         conn.send(("stopped",))
+
+
+class _Profile:
+    """cProfile hooks one thread; the bot runs two loops, so each loop gets its own profile."""
+
+    def __init__(self) -> None:
+        import cProfile
+
+        self.profile = cProfile.Profile()
+
+    def start(self) -> None:
+        self.profile.enable()
+
+    def stop(self) -> None:
+        self.profile.disable()
+
+    async def start_async(self) -> None:
+        self.start()
+
+    async def stop_async(self) -> None:
+        self.stop()
+
+    def dump(self, path: str) -> None:
+        self.profile.dump_stats(path)
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds per thread name (the front door, the work loop, to_thread workers, sqlite writers)."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = names.get(int(task), "other")
+        group = "work loop" if name == "crewagent-work" else "front door" if name == "MainThread" else (
+            "to_thread workers" if name.startswith(("asyncio_", "ThreadPoolExecutor")) else "other threads"
+        )
+        totals[group] = totals.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return totals
 
 
 def _memory_kib() -> dict[str, int]:
@@ -128,10 +185,16 @@ class BotProcess:
     async def idle(self) -> None:
         await self._ask("idle")
 
-    async def cpu(self) -> float:
-        """CPU seconds the bot process has used so far (all its threads)."""
-        _, seconds = await self._ask("cpu")
-        return seconds
+    async def cpu(self) -> tuple[float, dict[str, float]]:
+        """CPU seconds the bot process has used so far (all its threads), and per thread group."""
+        _, seconds, threads = await self._ask("cpu")
+        return seconds, threads
+
+    async def profile_start(self) -> None:
+        await self._ask("profile-start")
+
+    async def profile_stop(self, path: str) -> None:
+        await self._ask(("profile-stop", path))
 
     async def __aexit__(self, *exc: object) -> None:
         try:

@@ -49,6 +49,16 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 STORY_KEY = "1-2-user-authentication"
 """What the user answers when create-story-micro asks which story to prepare."""
 
+CREATE_STORY_ARTIFACTS = [
+    "artifacts/create-story/target.md",
+    "artifacts/create-story/inputs.md",
+    "artifacts/create-story/context.md",
+    f"artifacts/stories/{STORY_KEY}.md",
+    "artifacts/create-story/sprint-status-update.md",
+    "artifacts/create-story/summary.md",
+]
+"""The six artifacts of a completed create-story-micro run, in the order they are written (D§10.1)."""
+
 HELLO_LINEAR_ANSWER = "I want a team weekly-report template, bullet format"
 """What the user answers to hello-linear's two questions (topic + format)."""
 

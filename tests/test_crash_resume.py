@@ -18,17 +18,15 @@ import pytest
 from core.frontmatter import parse
 from core.schemas import validator
 from tests.fakes.llm_server import ScriptedLLM
-from tests.scripts import EXAMPLES, STORY_KEY, create_story_responder, current_node
+from tests.scripts import (
+    CREATE_STORY_ARTIFACTS as ARTIFACTS,
+    EXAMPLES,
+    STORY_KEY,
+    create_story_responder,
+    current_node,
+)
 
 REPO = Path(__file__).resolve().parent.parent
-ARTIFACTS = [
-    "artifacts/create-story/target.md",
-    "artifacts/create-story/inputs.md",
-    "artifacts/create-story/context.md",
-    f"artifacts/stories/{STORY_KEY}.md",
-    "artifacts/create-story/sprint-status-update.md",
-    "artifacts/create-story/summary.md",
-]
 ORDER = [
     "step-01-select-story",
     "step-02-discover-inputs",

@@ -17,21 +17,12 @@ from tests.scripts import (
     engine_harness,
     is_post_completion,
     project_type_answer,
+    CREATE_STORY_ARTIFACTS,
     script_create_story,
     script_hello_branch,
     script_hello_linear,
     system_text,
 )
-
-CREATE_STORY_ARTIFACTS = [
-    "artifacts/create-story/target.md",
-    "artifacts/create-story/inputs.md",
-    "artifacts/create-story/context.md",
-    "artifacts/stories/1-2-user-authentication.md",
-    "artifacts/create-story/sprint-status-update.md",
-    "artifacts/create-story/summary.md",
-]
-
 
 def audit_kinds(path: Path) -> list[str]:
     return [json.loads(line)["kind"] for line in path.read_text().splitlines()]
