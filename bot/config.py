@@ -181,7 +181,7 @@ def load_config(
     cwd = (cwd or Path.cwd()).resolve()
     file_cfg = FileConfig()
     file_base = cwd
-    source = "crewagent.yml"
+    source = "command line"
     if config_path is not None:
         path = _absolute(Path(config_path), cwd)
         file_cfg = read_file_config(path)
