@@ -61,6 +61,7 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
     conn.send(("port", port))
     loop = asyncio.get_running_loop()
     profiles: list[_Profile] = []
+    sampler: _Sampler | None = None
     try:
         while True:
             command = await loop.run_in_executor(None, conn.recv)
@@ -81,11 +82,24 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
                 profiles[0].dump(command[1] + ".front.prof")
                 profiles[1].dump(command[1] + ".work.prof")
                 conn.send(("profiled",))
+            elif command == "sample-start":
+                work_thread = await bot.work.run(_current_thread_id())
+                sampler = _Sampler(work_thread)
+                sampler.start()
+                conn.send(("sampling",))
+            elif command == "sample-stop" and sampler is not None:
+                conn.send(("samples", sampler.stop()))
             elif command == "idle":
                 conn.send(("idle", await bot.idle(120)))
     finally:
         await bot.close(grace=5)
         conn.send(("stopped",))
+
+
+async def _current_thread_id() -> int:
+    import threading
+
+    return threading.get_ident()
 
 
 class _Profile:
@@ -110,6 +124,71 @@ class _Profile:
 
     def dump(self, path: str) -> None:
         self.profile.dump_stats(path)
+
+
+# Where a sampled work-loop stack is spent: the innermost frame matching a rule names the bucket
+# (library frames such as json, pathlib, pydantic or aiohttp count for the code that called them).
+SAMPLE_BUCKETS: list[tuple[str, tuple[str, ...]]] = [
+    ("file writes: temp file + rename, log appends (core/atomic.py)", ("/core/atomic.py",)),
+    ("state file read + parse (core/state*, frontmatter, yaml)", ("/core/state", "/core/frontmatter.py", "/yaml/")),
+    ("model call: openai SDK + httpx2 + aiohttp", ("/openai/", "/httpx2/", "/httpcore2/")),
+    ("Slack Web API calls (slack_sdk + aiohttp)", ("/slack_sdk/", "/bot/slack_io.py")),
+    ("Block Kit rendering", ("/bot/blocks.py", "/bot/widgets.py", "/bot/mrkdwn.py")),
+    ("tools (fs_*), besides their writes", ("/core/tools/",)),
+    ("run records + run index (core/runs.py, core/store.py)", ("/core/runs.py", "/core/store.py")),
+    ("conversation history + audit events", ("/core/history.py", "/core/run_reporter.py", "/core/tool_round.py")),
+    ("session service (core/session)", ("/core/session/",)),
+    ("engine: prompts, pump", ("/core/",)),
+    ("bot: dispatch, lanes, status board, thread store", ("/bot/",)),
+    ("event loop plumbing", ("/asyncio/",)),
+]
+
+
+def _bucket(files: list[str]) -> str:
+    if files and files[0].endswith("selectors.py"):
+        return "idle (waiting in epoll)"
+    for file in files:  # innermost first
+        for name, marks in SAMPLE_BUCKETS:
+            if any(mark in file for mark in marks):
+                return name
+    return "other"
+
+
+class _Sampler:
+    """Samples one thread's stack every `period` s: unlike cProfile it adds no per-call cost, so the
+    proportions are those of the real run (coroutine frames are attributed to the code running)."""
+
+    def __init__(self, thread_id: int, period: float = 0.002) -> None:
+        import threading
+
+        self.thread_id, self.period = thread_id, period
+        self.counts: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    def start(self) -> None:
+        # A sampler needs the GIL, and a busy thread gives it up at its next system call or after the
+        # switch interval (5 ms): samples would pile up on file I/O. A 50 µs interval makes the hand-over
+        # land on an arbitrary bytecode instead, so the counts are proportional to time spent.
+        self._interval = sys.getswitchinterval()
+        sys.setswitchinterval(0.00005)
+        self._thread.start()
+
+    def stop(self) -> dict[str, int]:
+        self._stop.set()
+        self._thread.join()
+        sys.setswitchinterval(self._interval)
+        return self.counts
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            frame = sys._current_frames().get(self.thread_id)
+            files = []
+            while frame is not None:
+                files.append(frame.f_code.co_filename)
+                frame = frame.f_back
+            bucket = _bucket(files)
+            self.counts[bucket] = self.counts.get(bucket, 0) + 1
 
 
 def _thread_cpu() -> dict[str, float]:
@@ -195,6 +274,13 @@ class BotProcess:
 
     async def profile_stop(self, path: str) -> None:
         await self._ask(("profile-stop", path))
+
+    async def sample_start(self) -> None:
+        await self._ask("sample-start")
+
+    async def sample_stop(self) -> dict[str, int]:
+        _, counts = await self._ask("sample-stop")
+        return counts
 
     async def __aexit__(self, *exc: object) -> None:
         try:
@@ -304,10 +390,16 @@ async def ack_latency(
 
 
 async def run_throughput(
-    http: aiohttp.ClientSession, workdir: Path, runs: int, latency: float, profile: str | None = None
+    http: aiohttp.ClientSession,
+    workdir: Path,
+    runs: int,
+    latency: float,
+    profile: str | None = None,
+    sample: bool = False,
 ) -> dict[str, Any]:
     """Wall time for one hello-branch run, then for `runs` at once: the same workload, 7 model calls each."""
     results: dict[str, Any] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="runs-", dir=workdir))  # a fresh home and project per pass
     for label, count in (("one", 1), ("many", runs)):
         responder = hello_branch_responder(preset_branch="greenfield")
         async with FakeSlack() as slack, ScriptedLLM(latency=latency, responder=responder) as llm:
@@ -318,12 +410,16 @@ async def run_throughput(
                 mentions = [app_mention_event("<@UBOT> hello-branch", ts=t) for t in tops]
                 if profile and label == "many":
                     await bot.profile_start()
+                if sample and label == "many":
+                    await bot.sample_start()
                 (bot_cpu, threads_before), own_cpu = await bot.cpu(), time.process_time()
                 started = time.perf_counter()
                 await asyncio.gather(*(timed_delivery(http, bot.url, m) for m in mentions))
                 await wait_until(lambda: completions(slack) >= set(tops), 600, "every run to complete")
                 results[f"{label}_s"] = time.perf_counter() - started
                 bot_cpu_after, threads_after = await bot.cpu()
+                if sample and label == "many":
+                    results["samples"] = await bot.sample_stop()
                 if profile and label == "many":
                     await bot.profile_stop(profile)
                 results[f"{label}_bot_cpu_s"] = bot_cpu_after - bot_cpu
@@ -401,6 +497,18 @@ def _report_runs(runs: dict[str, Any], args: argparse.Namespace, where: str) -> 
         f"in the bot ({threads}) = {runs['many_bot_cpu_s'] / max(calls, 1) * 1000:.1f} ms per model turn; "
         f"fake Slack + model process {runs['many_fakes_cpu_s']:.1f} s"
     )
+    samples: dict[str, int] | None = runs.get("samples")
+    if samples is None:
+        return
+    busy = {name: n for name, n in samples.items() if not name.startswith("idle")}
+    total = sum(samples.values()) or 1
+    per_turn = runs["many_threads_cpu_s"].get("work loop", 0.0) / max(calls, 1) * 1000
+    print(
+        f"  work loop, sampled every 2 ms (separate run; sampling shortens the GIL switch interval): busy {sum(busy.values()) / total:.0%} of the time; "
+        f"its {per_turn:.1f} ms of CPU per model turn goes to:"
+    )
+    for name, n in sorted(busy.items(), key=lambda item: -item[1]):
+        print(f"    {n / max(sum(busy.values()), 1):5.1%}  {name}")
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -423,9 +531,14 @@ async def main(args: argparse.Namespace) -> int:
                 ok = ok and ack["p99_ms"] <= 20
             if "runs" in args.only:
                 for place in places:
-                    runs = await run_throughput(http, workdirs[place], args.runs, args.latency, args.profile)
+                    runs = await run_throughput(http, workdirs[place], args.runs, args.latency)
                     _report_runs(runs, args, place)
                     ok = ok and runs["ratio"] <= 1.2
+                    if args.sample or args.profile:
+                        probed = await run_throughput(
+                            http, workdirs[place], args.runs, args.latency, args.profile, sample=args.sample
+                        )
+                        _report_runs(probed, args, f"{place}, instrumented")
                 if args.profile:
                     print(f"  profiles of the {args.runs}-run phase: {args.profile}.front.prof, {args.profile}.work.prof")
             if "memory" in args.only:
@@ -462,7 +575,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", nargs="+", choices=("ack", "runs", "memory"), default=["ack", "runs", "memory"],
         help="scenarios to run",
     )
-    p.add_argument("--profile", metavar="PREFIX", help="cProfile both bot loops during the concurrent runs")
+    p.add_argument(
+        "--profile", metavar="PREFIX", help="cProfile both bot loops during an extra, instrumented concurrent run"
+    )
+    p.add_argument(
+        "--sample", action="store_true", help="sample the work loop's stack during an extra concurrent run"
+    )
     return p.parse_args(argv)
 
 

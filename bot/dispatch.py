@@ -108,14 +108,18 @@ class Dispatcher:
         return lane.live if lane else None
 
     async def snapshot(self, record: ThreadRecord, run_id: str) -> RunSnapshot | None:
-        try:
-            run = await asyncio.to_thread(self.runs.get, run_id)
-        except CrewError:
-            return None
-        package = self.binding(record).package(run.package_id)
-        if package is None:
-            return None
-        return await asyncio.to_thread(self.runs.snapshot, run, package)
+        """The stored run as it is now (index entry + state file), read in one worker-thread hop."""
+        binding = self.binding(record)
+
+        def read() -> RunSnapshot | None:
+            try:
+                run = self.runs.get(run_id)
+            except CrewError:
+                return None
+            package = binding.package(run.package_id)
+            return self.runs.snapshot(run, package) if package is not None else None
+
+        return await asyncio.to_thread(read)
 
     async def _load(self, key: ThreadKey) -> ThreadRecord | None:
         return self.live_record(key) or await self.store.get(key)

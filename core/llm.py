@@ -9,6 +9,11 @@ runs its TypedDict transform over every message and tool schema, which for a pla
 request changes nothing but costs ~5-8 ms of event-loop CPU per call at twenty messages, more
 than everything else a turn does. Sending, retries, errors and parsing into `ChatCompletion` are
 still the SDK's.
+
+The HTTP transport is the SDK's aiohttp one (`openai.DefaultAioHttpClient`), not its default httpx
+pool: with a few hundred runs waiting on the model at once, the httpx pool re-examines every open
+connection (probing each idle socket) whenever a request starts or ends, which cost more event-loop
+CPU than the rest of a turn together; aiohttp's connector hands out a kept-alive connection in O(1).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import aiohttp
+import httpx2
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
@@ -40,6 +47,7 @@ class LLMSettings(BaseModel):
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0)
     temperature: float | None = None
+    max_connections: int = Field(default=1000, ge=1)  # open model connections at most (one per call in flight)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMSettings:
@@ -84,8 +92,9 @@ class LLMClient:
             )
         self.settings = settings
         self.model: str = settings.model
-        http_client = openai.DefaultAsyncHttpxClient(
-            event_hooks={"request": [_on_request], "response": [_on_response]}
+        http_client = openai.DefaultAioHttpClient(
+            limits=httpx2.Limits(max_connections=settings.max_connections),
+            event_hooks={"request": [_on_request], "response": [_on_response]},
         )
         self._client = AsyncOpenAI(
             api_key=settings.api_key or PLACEHOLDER_API_KEY,
@@ -159,7 +168,7 @@ class LLMClient:
     def _map_error(self, exc: openai.APIError) -> CrewError:
         where = _endpoint_name(self.settings.base_url)
         tries = self.settings.max_retries + 1
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, openai.APITimeoutError) and not _connection_failed(exc):
             return CrewError(
                 "LLM_TIMEOUT",
                 f"The model endpoint ({where}) did not answer within {self.settings.timeout:g} s "
@@ -205,6 +214,18 @@ class LLMClient:
             "LLM_BAD_RESPONSE",
             f"The model endpoint ({where}) sent a response this runtime cannot read. Try again with Retry.",
         )
+
+
+def _connection_failed(exc: BaseException) -> bool:
+    """The aiohttp transport reports a refused or dropped connection as a timeout; its cause says which."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _short_detail(exc: openai.APIStatusError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import state as run_state
@@ -58,6 +59,18 @@ def resolve_agent(package: Package, agent_id: str | None, workflow: Workflow) ->
     return agent
 
 
+@dataclass(frozen=True)
+class StateView:
+    """The part of a RunSnapshot that comes from the state file (the rest is the RunRecord)."""
+
+    node_id: str | None = None  # None once complete
+    node_title: str | None = None
+    node_agent_id: str | None = None
+    steps_done: int = 0
+    artifacts: tuple[str, ...] = ()
+    unreadable: RunError | None = None  # the state file is missing or broken
+
+
 class RunManager:
     def __init__(self, store: RuntimeStore) -> None:
         self.store = store
@@ -103,7 +116,7 @@ class RunManager:
         return record
 
     def get(self, run_id: str) -> RunRecord:
-        record = self.store.read_index().get(run_id.strip())
+        record = self.store.read_record(run_id.strip())
         if record is None:
             raise CrewError("RUN_NOT_FOUND", f"No run with id '{run_id}'. List runs with `crewagent runs list`.")
         return record
@@ -126,39 +139,43 @@ class RunManager:
         record.updated_at = utc_now()
         self.store.save_record(record)
 
-    def snapshot(self, record: RunRecord, package: Package) -> RunSnapshot:
+    def state_view(self, record: RunRecord, package: Package) -> StateView:
+        """What the run's state file says, in snapshot terms (one read of workflow.md)."""
+        graph = (package.workflow(record.workflow_id) or package.default_workflow).graph
+        try:
+            fm = run_state.read_state(self.store.state_dir(record))
+        except CrewError as exc:
+            return StateView(unreadable=RunError(code=exc.code, message=exc.message))
+        node = graph.node(graph.effective_node_id(fm.get("currentNodeId")))
+        complete = run_state.is_complete(fm, graph)
+        return StateView(
+            node_id=None if complete or node is None else node.id,
+            node_title=None if complete or node is None else node.label,
+            node_agent_id=node.agentId if node else None,
+            steps_done=run_state.steps_done(fm, graph),
+            artifacts=tuple(str(a) for a in fm.get("artifacts", [])),
+        )
+
+    def snapshot(self, record: RunRecord, package: Package, view: StateView | None = None) -> RunSnapshot:
+        """The run in user terms. Pass the `view` already read when the state file has not changed since
+        (a surface following a pump's events): then the snapshot costs no file access."""
+        if view is None:
+            view = self.state_view(record, package)
         workflow = package.workflow(record.workflow_id) or package.default_workflow
-        graph = workflow.graph
-        active = package.agent(record.active_agent_id)
-        base = dict(
+        agent_id = view.node_agent_id or record.active_agent_id
+        agent = package.agent(agent_id)
+        return RunSnapshot(
             run_id=record.run_id,
             workflow_id=workflow.id,
             workflow_name=workflow.display_name,
             phase=record.phase,
             paused=record.paused,
-            steps_total=len(graph.nodes),
-            error=record.last_error,
-        )
-        try:
-            fm = run_state.read_state(self.store.state_dir(record))
-        except CrewError as exc:
-            return RunSnapshot(
-                **base,
-                agent_id=record.active_agent_id,
-                agent_name=active.display_name if active else record.active_agent_id,
-                steps_done=0,
-                error=record.last_error or RunError(code=exc.code, message=exc.message),
-            )
-        node = graph.node(graph.effective_node_id(fm.get("currentNodeId")))
-        complete = run_state.is_complete(fm, graph)
-        agent_id = (node.agentId if node else None) or record.active_agent_id
-        agent = package.agent(agent_id)
-        return RunSnapshot(
-            **base,
-            current_node_id=None if complete or node is None else node.id,
-            current_node_title=None if complete or node is None else node.label,
+            current_node_id=view.node_id,
+            current_node_title=view.node_title,
             agent_id=agent_id,
             agent_name=agent.display_name if agent else agent_id,
-            steps_done=run_state.steps_done(fm, graph),
-            artifacts=[str(a) for a in fm.get("artifacts", [])],
+            steps_done=view.steps_done,
+            steps_total=len(workflow.graph.nodes),
+            artifacts=list(view.artifacts),
+            error=record.last_error or view.unreadable,
         )

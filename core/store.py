@@ -63,6 +63,7 @@ class RuntimeStore:
         self._cache: dict[str, dict[str, Any]] = {}
         self._texts: dict[str, str] = {}
         self._cache_signature: tuple[int, int, int] | None = None
+        self._home_str = os.fspath(self.home)
         self._index_file = os.path.join(self.home, INDEX_FILE)
         self._lock_file = os.path.join(self.home, f".{INDEX_FILE}.lock")
 
@@ -79,21 +80,25 @@ class RuntimeStore:
     def project_dir(self, project_id: str) -> Path:
         return self.home / "projects" / project_id
 
+    def _run_path(self, record: RunRecord, *parts: str) -> Path:
+        # One join and one Path: chained `/` on Paths costs ~5 µs a step, and a turn asks for these often.
+        return Path(os.path.join(self._home_str, "projects", record.project_id, "runs", record.run_id, *parts))
+
     def run_dir(self, record: RunRecord) -> Path:
-        return self.project_dir(record.project_id) / "runs" / record.run_id
+        return self._run_path(record)
 
     def state_dir(self, record: RunRecord) -> Path:
-        return self.run_dir(record) / "state"
+        return self._run_path(record, "state")
 
     def execution_log(self, record: RunRecord) -> Path:
-        return self.state_dir(record) / "logs" / "execution.jsonl"
+        return self._run_path(record, "state", "logs", "execution.jsonl")
 
     def tool_results_dir(self, record: RunRecord) -> Path:
-        return self.state_dir(record) / "logs" / "tool-results"
+        return self._run_path(record, "state", "logs", "tool-results")
 
     def conversation_log(self, record: RunRecord) -> Path:
         """Kept beside @state, not inside it, so the model cannot rewrite its own history."""
-        return self.run_dir(record) / CONVERSATION_FILE
+        return self._run_path(record, CONVERSATION_FILE)
 
     # ---- checks ------------------------------------------------------------
 
@@ -188,6 +193,17 @@ class RuntimeStore:
             except ValidationError:
                 continue  # one bad entry must not hide every other run
         return records
+
+    def read_record(self, run_id: str) -> RunRecord | None:
+        """One run by id, validating only that entry (the index may hold thousands of runs)."""
+        with self._locked_index():
+            item = self._raw_index().get(run_id)
+        if item is None:
+            return None
+        try:
+            return RunRecord.model_validate(item)
+        except ValidationError:
+            return None
 
     def save_record(self, record: RunRecord) -> None:
         """Insert or replace one record, atomically. Only the changed record is serialised again."""

@@ -11,9 +11,10 @@ from typing import Literal
 
 from ..engine import PumpResult
 from ..errors import CrewError
-from ..events import AssistantText, EngineEvent, RunPhase, WidgetRequested
+from ..events import AssistantText, EngineEvent, RunPhase, StateUpdated, WidgetRequested
 from ..outputs import Dismissed, ErrorOutput, Notice, Reply, RunProgress, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
+from ..runs import StateView
 from ..runs_model import RunRecord
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
@@ -77,7 +78,13 @@ async def pump(
     user_input: str | None,
     out: Outbox,
 ) -> PumpResult | None:
-    """One engine pump; events become RunProgress / Reply / WidgetRequest outputs as they happen."""
+    """One engine pump; events become RunProgress / Reply / WidgetRequest outputs as they happen.
+
+    The state file is read once when the pump starts reporting and again after each StateUpdated
+    (the engine reports every state write that way); other events only move the run record, which
+    is in memory. Re-reading workflow.md for every event was a large share of a busy bot's CPU.
+    """
+    view: list[StateView] = []
 
     async def on_event(event: EngineEvent) -> None:
         if isinstance(event, AssistantText):
@@ -87,7 +94,9 @@ async def pump(
             session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
             await out.put(WidgetRequest(widget=event.widget, run_id=record.run_id))
         else:
-            await out.put(RunProgress(event=event, snapshot=deps.runs.snapshot(record, package)))
+            if not view or isinstance(event, StateUpdated):
+                view[:] = [deps.runs.state_view(record, package)]
+            await out.put(RunProgress(event=event, snapshot=deps.runs.snapshot(record, package, view[0])))
 
     try:
         result = await deps.engine.pump(record, package, intent=intent, user_input=user_input, on_event=on_event)

@@ -1,0 +1,62 @@
+"""Run lookups and snapshots stay exact when they are made cheap: one index entry validated, state read once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core import state as run_state
+from core.atomic import atomic_write_text
+from core.errors import CrewError
+from core.events import RunPhase
+from core.package.loader import load_package
+from core.runs import RunManager
+from core.store import RuntimeStore
+from tests.scripts import EXAMPLES
+
+
+@pytest.fixture
+def runs() -> RunManager:
+    return RunManager(RuntimeStore())
+
+
+def test_get_finds_one_run_among_broken_and_foreign_entries(runs: RunManager, project: Path) -> None:
+    package = load_package(EXAMPLES / "hello-branch")
+    kept = runs.create(package, None, None, project)
+    path = runs.store.index_path
+    data = json.loads(path.read_text())
+    data["runs"].append({"run_id": "broken"})  # a bad entry elsewhere must not matter
+    path.write_text(json.dumps(data))
+    assert runs.get(kept.run_id).run_id == kept.run_id
+    with pytest.raises(CrewError) as err:
+        runs.get("broken")
+    assert err.value.code == "RUN_NOT_FOUND"
+
+
+def test_a_snapshot_from_a_kept_view_equals_a_fresh_one_until_the_state_changes(
+    runs: RunManager, project: Path
+) -> None:
+    package = load_package(EXAMPLES / "hello-branch")
+    record = runs.create(package, None, None, project)
+    view = runs.state_view(record, package)
+    record.phase = RunPhase.RUNNING  # record fields are always taken from the record itself
+    assert runs.snapshot(record, package, view) == runs.snapshot(record, package)
+
+    state_file = runs.store.state_dir(record) / run_state.STATE_FILE
+    text = state_file.read_text()
+    atomic_write_text(state_file, text.replace("stepsCompleted: []", "stepsCompleted: [step-01-intake]"))
+    moved = runs.snapshot(record, package)
+    assert moved.steps_done == 1
+    assert runs.snapshot(record, package, runs.state_view(record, package)) == moved
+    assert runs.snapshot(record, package, view).steps_done == 0  # a kept view is only as new as its read
+
+
+def test_a_missing_state_file_shows_as_a_snapshot_error(runs: RunManager, project: Path) -> None:
+    package = load_package(EXAMPLES / "hello-branch")
+    record = runs.create(package, None, None, project)
+    (runs.store.state_dir(record) / run_state.STATE_FILE).unlink()
+    snap = runs.snapshot(record, package)
+    assert snap.error is not None and snap.error.code == "STATE_FILE_NOT_FOUND"
+    assert snap.steps_done == 0 and snap.current_node_id is None and snap.agent_id == record.active_agent_id
