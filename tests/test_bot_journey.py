@@ -11,6 +11,7 @@ from core.state import read_state
 from tests.fakes import Reply
 from tests.fakes.slack_events import message_event, new_ts
 from tests.scripts import (
+    CREATE_STORY_ARTIFACTS,
     HELLO_LINEAR_ANSWER,
     STORY_KEY,
     calls,
@@ -27,16 +28,6 @@ from tests.scripts import (
     user_texts,
 )
 from tests.test_bot_support import Mode, bot_harness, message_text
-
-CREATE_STORY_ARTIFACTS = [
-    "artifacts/create-story/target.md",
-    "artifacts/create-story/inputs.md",
-    "artifacts/create-story/context.md",
-    "artifacts/stories/1-2-user-authentication.md",
-    "artifacts/create-story/sprint-status-update.md",
-    "artifacts/create-story/summary.md",
-]
-
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
