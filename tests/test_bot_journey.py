@@ -286,9 +286,7 @@ async def test_form_widget_opens_a_modal_and_validates_the_submission(project: P
 async def test_typed_star_commands_in_a_run_thread(project: Path) -> None:
     async with bot_harness(project, ["multi-workflows"]) as h:
         script_hello_linear(h.llm)
-        top = await h.mention("hello-linear")
-        await h.wait_status(top, "Waiting for your reply")
-        await h.settle()
+        top = await h.start_waiting_run("hello-linear")
 
         mark = h.mark()
         await h.reply(top, "*status")

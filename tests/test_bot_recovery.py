@@ -38,9 +38,7 @@ async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> No
 async def test_a_run_cut_off_by_a_restart_is_resumed_on_start(project: Path) -> None:
     async with bot_harness(project, ["multi-workflows"]) as h:
         script_hello_linear(h.llm)
-        top = await h.mention("hello-linear")
-        await h.wait_status(top, "Waiting for your reply")
-        await h.settle()
+        top = await h.start_waiting_run("hello-linear")
         h.llm.add_delay(1.0)
         await h.reply(top, HELLO_LINEAR_ANSWER)
         await h.wait_status(top, "Running")
@@ -63,9 +61,7 @@ async def test_a_run_cut_off_by_a_restart_is_resumed_on_start(project: Path) -> 
 async def test_without_auto_resume_a_cut_off_run_offers_a_resume_button(project: Path) -> None:
     async with bot_harness(project, ["multi-workflows"]) as h:
         script_hello_linear(h.llm)
-        top = await h.mention("hello-linear")
-        await h.wait_status(top, "Waiting for your reply")
-        await h.settle()
+        top = await h.start_waiting_run("hello-linear")
         h.llm.add_delay(1.0)
         await h.reply(top, HELLO_LINEAR_ANSWER)
         await h.llm.wait_for_requests(2)

@@ -125,6 +125,13 @@ class Harness:
         assert await self.event(event) == 200
         return ts
 
+    async def start_waiting_run(self, command: str) -> str:
+        """Mention with a command that starts a run, and wait until the run asks its question."""
+        top = await self.mention(command)
+        await self.wait_status(top, "Waiting for your reply")
+        await self.settle()
+        return top
+
     async def reply(
         self, thread_ts: str, text: str, *, channel: str = "C1", user: str = "U1", channel_type: str = "channel"
     ) -> str:
