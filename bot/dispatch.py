@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.engine import Engine
 from core.errors import CrewError
 from core.events import RunPhase
 from core.outputs import ErrorOutput, Output
@@ -21,6 +22,7 @@ from core.package.models import Package
 from core.router import parse_global_command
 from core.runs import RunManager
 from core.runs_model import RunSnapshot
+from core.session.service import SessionService
 
 from . import actions as act
 from . import blocks
@@ -61,7 +63,7 @@ class BindingRuntime:
     name: str
     project: Path
     packages: list[Package]
-    service: Any  # core.session.service.SessionService
+    service: SessionService
 
     def package(self, package_id: str | None) -> Package | None:
         return next((p for p in self.packages if p.id == package_id), None)
@@ -78,7 +80,7 @@ class Dispatcher:
         board: StatusBoard,
         access: AccessPolicy,
         bindings: dict[str, BindingRuntime],
-        engine: Any,  # core.engine.Engine
+        engine: Engine,
         runs: RunManager,
         deduper: Deduper,
     ) -> None:
