@@ -42,9 +42,53 @@ EXAMPLES = REPO / "examples"
 # ---- the bot process ------------------------------------------------------------------------------
 
 
-def _bot_main(conn: Connection, env: dict[str, str], project: str, packages: list[str], max_runs: int) -> None:
+def _bot_main(
+    conn: Connection, env: dict[str, str], project: str, packages: list[str], max_runs: int, workers: int
+) -> None:
     os.environ.update(env)
-    asyncio.run(_bot_async(conn, project, packages, max_runs))
+    if workers > 1:
+        asyncio.run(_sharded_async(conn, project, packages, max_runs, workers))
+    else:
+        asyncio.run(_bot_async(conn, project, packages, max_runs))
+
+
+async def _sharded_async(conn: Connection, project: str, packages: list[str], max_runs: int, workers: int) -> None:
+    """`workers: N`: this process is the front door; only CPU figures are offered (summed over the workers)."""
+    from bot.app import freeze_startup_heap
+    from bot.config import load_config
+    from bot.front import ShardedBot
+    from bot.logging import setup_logging
+
+    setup_logging("WARNING")
+    config = load_config(project=project, packages=packages, workers=workers)
+    config.limits.max_concurrent_runs = max_runs
+    config.log_level = "WARNING"
+    bot = ShardedBot(config)
+    port = await bot.start_http("127.0.0.1", 0)
+    freeze_startup_heap()
+    conn.send(("port", port))
+    loop = asyncio.get_running_loop()
+    try:
+        while True:
+            command = await loop.run_in_executor(None, conn.recv)
+            if command == "stop":
+                break
+            if command == "cpu":
+                per_worker = {f"worker {i}": _process_cpu(pid) for i, pid in enumerate(bot.pool.pids()) if pid}
+                front = time.process_time()
+                conn.send(("cpu", front + sum(per_worker.values()), {"front door process": front, **per_worker}))
+            else:
+                conn.send(("unsupported", command))
+    finally:
+        await bot.close()
+        conn.send(("stopped",))
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds (user + system) another process has used, from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int) -> None:
@@ -225,7 +269,14 @@ def _memory_kib() -> dict[str, int]:
 
 class BotProcess:
     def __init__(
-        self, slack: FakeSlack, llm: ScriptedLLM, home: Path, project: Path, packages: list[str], max_runs: int
+        self,
+        slack: FakeSlack,
+        llm: ScriptedLLM,
+        home: Path,
+        project: Path,
+        packages: list[str],
+        max_runs: int,
+        workers: int = 1,
     ) -> None:
         env = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -238,7 +289,8 @@ class BotProcess:
         }
         self.conn, child = mp.get_context("spawn").Pipe()
         self.process = mp.get_context("spawn").Process(
-            target=_bot_main, args=(child, env, str(project), [str(EXAMPLES / p) for p in packages], max_runs)
+            target=_bot_main,
+            args=(child, env, str(project), [str(EXAMPLES / p) for p in packages], max_runs, workers),
         )
         self.url = ""
 
@@ -361,14 +413,16 @@ async def timed_delivery(http: aiohttp.ClientSession, url: str, envelope: dict[s
 
 
 async def ack_latency(
-    http: aiohttp.ClientSession, workdir: Path, threads: int, bursts: int, burst_size: int
+    http: aiohttp.ClientSession, workdir: Path, threads: int, bursts: int, burst_size: int, workers: int = 1
 ) -> dict[str, float]:
     """Open `threads` threads whose runs keep pumping (slow model), then fire bursts of thread replies."""
     responder = hello_branch_responder(preset_branch="greenfield")
     async with FakeSlack() as slack, ScriptedLLM(latency=5.0, responder=responder) as llm:
         project = _project(workdir, "ack")
         home = workdir / "home-ack"
-        async with BotProcess(slack, llm, home, project, ["hello-branch"], max_runs=threads + 10) as bot:
+        async with BotProcess(
+            slack, llm, home, project, ["hello-branch"], max_runs=threads + 10, workers=workers
+        ) as bot:
             tops = [new_ts() for _ in range(threads)]
             for ts in tops:
                 await timed_delivery(http, bot.url, app_mention_event("<@UBOT> hello-branch", ts=ts))
@@ -396,6 +450,7 @@ async def run_throughput(
     latency: float,
     profile: str | None = None,
     sample: bool = False,
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Wall time for one hello-branch run, then for `runs` at once: the same workload, 7 model calls each."""
     results: dict[str, Any] = {}
@@ -405,7 +460,9 @@ async def run_throughput(
         async with FakeSlack() as slack, ScriptedLLM(latency=latency, responder=responder) as llm:
             project = _project(workdir, f"runs-{count}")
             home = workdir / f"home-runs-{count}"
-            async with BotProcess(slack, llm, home, project, ["hello-branch"], max_runs=count + 8) as bot:
+            async with BotProcess(
+                slack, llm, home, project, ["hello-branch"], max_runs=count + 8, workers=workers
+            ) as bot:
                 tops = [new_ts() for _ in range(count)]
                 mentions = [app_mention_event("<@UBOT> hello-branch", ts=t) for t in tops]
                 if profile and label == "many":
@@ -487,7 +544,7 @@ def _report_runs(runs: dict[str, Any], args: argparse.Namespace, where: str) -> 
     count, calls = args.runs, runs["many_llm_calls"]
     threads = ", ".join(f"{name} {spent:.1f} s" for name, spent in sorted(runs["many_threads_cpu_s"].items()))
     print(
-        f"runs with a {args.latency * 1000:.0f} ms model [{where}: CREWAGENT_HOME on {runs['home_fs']}, "
+        f"runs with a {args.latency * 1000:.0f} ms model, {args.workers} worker(s) [{where}: CREWAGENT_HOME on {runs['home_fs']}, "
         f"project on {runs['project_fs']}]: one run {runs['one_s']:.2f} s, "
         f"{count} concurrent runs {runs['many_s']:.2f} s → {runs['ratio']:.2f}× (target ≤ 1.2×); "
         f"model calls {runs['one_llm_calls']} / {calls}"
@@ -521,7 +578,7 @@ async def main(args: argparse.Namespace) -> int:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as http:
             if "ack" in args.only:
-                ack = await ack_latency(http, workdir, args.threads, args.bursts, args.burst_size)
+                ack = await ack_latency(http, workdir, args.threads, args.bursts, args.burst_size, args.workers)
                 print(
                     f"ack latency, {args.threads} active threads, {ack['deliveries']} deliveries in bursts of "
                     f"{args.burst_size}: p50 {ack['p50_ms']:.1f} ms, p99 {ack['p99_ms']:.1f} ms, "
@@ -531,7 +588,7 @@ async def main(args: argparse.Namespace) -> int:
                 ok = ok and ack["p99_ms"] <= 20
             if "runs" in args.only:
                 for place in places:
-                    runs = await run_throughput(http, workdirs[place], args.runs, args.latency)
+                    runs = await run_throughput(http, workdirs[place], args.runs, args.latency, workers=args.workers)
                     _report_runs(runs, args, place)
                     ok = ok and runs["ratio"] <= 1.2
                     if args.sample or args.profile:
@@ -565,6 +622,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle", type=int, default=1000, help="idle sessions for the memory test")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.add_argument(
+        "--workers", type=int, default=1, help="bot worker processes (`workers:` in crewagent.yml); ack and runs tests"
+    )
+    p.add_argument(
         "--storage",
         choices=("disk", "shm", "both"),
         default="disk",
@@ -581,7 +641,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--sample", action="store_true", help="sample the work loop's stack during an extra concurrent run"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.workers > 1 and (args.sample or args.profile or "memory" in args.only):
+        p.error("--sample, --profile and the memory test look inside one bot process; use them with --workers 1")
+    return args
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -40,7 +41,7 @@ from .handlers import Handlers
 from .lanes import ThreadLanes
 from .slack_io import SlackIO
 from .status import StatusBoard
-from .threads import ThreadStore
+from .threads import ThreadKey, ThreadStore
 from .worker import WorkLoop
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,14 @@ class CrewBot:
         log.info("listening for Slack events", extra={"mode": "http", "port": bound, "path": EVENTS_PATH})
         return bound
 
+    async def start_unix(self, path: str) -> None:
+        """Serve HTTP mode on a Unix socket: a worker process behind the sharding front door (front.py)."""
+        await self.prepare()
+        runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        await web.UnixSite(runner, path).start()
+        self._runner = runner
+
     async def start_socket(self) -> None:
         """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too)."""
         await self.prepare()
@@ -213,8 +222,12 @@ def build(
     config: BotConfig,
     *,
     llm_settings: LLMSettings | None = None,
+    owns: Callable[[ThreadKey], bool] | None = None,
 ) -> CrewBot:
-    """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages or model settings."""
+    """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages or model settings.
+
+    `owns` limits the threads this process answers for at start-up (one worker of several, see pool.py).
+    """
     store = RuntimeStore(config.home)
     runs = RunManager(store)
     llm = LLMClient(llm_settings or LLMSettings.from_env(model=config.model))
@@ -269,6 +282,7 @@ def build(
         engine=engine,
         runs=runs,
         deduper=deduper,
+        owns=owns,
     )
     Handlers(dispatcher, deduper, work).register(bolt_app)
     return CrewBot(

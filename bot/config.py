@@ -20,6 +20,7 @@ from core.policy import SystemToolPolicy
 DEFAULT_API_URL = "https://slack.com/api/"
 EXAMPLE_PACKAGES = ("create-story-micro", "hello-branch", "multi-workflows")
 REPO_ROOT = Path(__file__).resolve().parent.parent
+MAX_WORKERS = 32
 
 
 class ConfigError(CrewError):
@@ -98,6 +99,7 @@ class FileConfig(_Strict):
     access: Access = Field(default_factory=Access)
     resume_on_start: bool = True
     log_level: str = "INFO"
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
 
 
 class BotConfig(BaseModel):
@@ -113,6 +115,7 @@ class BotConfig(BaseModel):
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     resume_on_start: bool = True
     log_level: str = "INFO"
+    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)  # processes sharing the threads (see bot/pool.py)
 
     def binding_name(self, channel: str) -> str:
         return channel if channel in self.channels else "default"
@@ -175,6 +178,7 @@ def load_config(
     packages: Sequence[str | Path] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    workers: int | None = None,
 ) -> BotConfig:
     """Merge file, flags and environment; flags win over the file's default binding."""
     env = os.environ if env is None else env
@@ -225,6 +229,8 @@ def load_config(
         for pkg in binding.packages:
             if not pkg.exists():
                 problems.append(f"{source}: packages: {pkg} does not exist")
+    if workers is not None and not 1 <= workers <= MAX_WORKERS:
+        problems.append(f"command line: --workers: must be between 1 and {MAX_WORKERS}, got {workers}")
     if problems:
         raise ConfigError(problems)
 
@@ -240,6 +246,7 @@ def load_config(
         home=Path(home_text).expanduser() if home_text else None,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
+        workers=workers if workers is not None else file_cfg.workers,
     )
 
 
@@ -254,4 +261,5 @@ def describe(config: BotConfig) -> dict[str, Any]:
             for name, b in config.bindings().items()
         },
         "max_concurrent_runs": config.limits.max_concurrent_runs,
+        "workers": config.workers,
     }

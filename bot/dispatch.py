@@ -83,6 +83,7 @@ class Dispatcher:
         engine: Engine,
         runs: RunManager,
         deduper: Deduper,
+        owns: Callable[[ThreadKey], bool] | None = None,
     ) -> None:
         self.config = config
         self.io = io
@@ -94,6 +95,7 @@ class Dispatcher:
         self.engine = engine
         self.runs = runs
         self.deduper = deduper
+        self.owns = owns or (lambda key: True)  # another worker process answers for the other threads
         self.slots = asyncio.Semaphore(config.limits.max_concurrent_runs)
 
     # ---- helpers ----------------------------------------------------------------
@@ -129,9 +131,11 @@ class Dispatcher:
     async def _refuse(self, key: ThreadKey, user: str, text: str) -> None:
         await self.io.ephemeral(key.channel, user, text, thread_ts=key.thread_ts)
 
-    async def _call(self, call: SessionCall, renderer: ThreadRenderer) -> list[Output]:
+    async def _call(
+        self, call: SessionCall, renderer: ThreadRenderer, emit: Callable[[Output], Awaitable[None]] | None = None
+    ) -> list[Output]:
         try:
-            return await call(renderer.emit)
+            return await call(emit or renderer.emit)
         except CrewError as exc:
             return [ErrorOutput(code=exc.code, message=exc.message)]
         except Exception:
@@ -153,7 +157,22 @@ class Dispatcher:
         if lane is not None:
             lane.live = record
         renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, fresh_status=fresh_status)
-        run_before = record.session.run_id
+        run_before = saved_run = record.session.run_id
+
+        def claim_new_run() -> None:
+            run_after = record.session.run_id
+            if run_after and run_after != run_before:
+                record.session.owner = user  # whoever starts a run steers it
+
+        async def emit(output: Output) -> None:
+            nonlocal saved_run
+            await renderer.emit(output)
+            if record.session.run_id != saved_run:
+                # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
+                saved_run = record.session.run_id
+                claim_new_run()
+                await self.store.put(record)
+
         if reaction_ts:
             await self.io.react(record.channel, reaction_ts, WORKING_REACTION)
         try:
@@ -161,16 +180,14 @@ class Dispatcher:
                 if self.slots.locked():
                     await renderer.show_queued()
                 async with self.slots:
-                    outputs = await self._call(call, renderer)
+                    outputs = await self._call(call, renderer, emit)
             else:
-                outputs = await self._call(call, renderer)
+                outputs = await self._call(call, renderer, emit)
             for output in outputs:
                 await renderer.emit(output)
             await renderer.finish()
         finally:
-            run_after = record.session.run_id
-            if run_after and run_after != run_before:
-                record.session.owner = user  # whoever starts a run steers it
+            claim_new_run()
             await self.store.put(record)
             if reaction_ts:
                 await self.io.react(record.channel, reaction_ts, WORKING_REACTION, add=False)
@@ -463,7 +480,7 @@ class Dispatcher:
         count = 0
         for record in await self.store.all():
             run_id = record.session.run_id
-            if run_id not in interrupted:
+            if run_id not in interrupted or not self.owns(record.key):
                 continue
             count += 1
             key = record.key

@@ -49,10 +49,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(_scrub(entry), ensure_ascii=False, default=str)
 
 
-def setup_logging(level: str | int = "INFO") -> None:
+class _Stamp(logging.Filter):
+    """Adds fixed fields (a worker process's index) to every record."""
+
+    def __init__(self, fields: dict[str, Any]) -> None:
+        super().__init__()
+        self.fields = fields
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in self.fields.items():
+            setattr(record, key, value)
+        return True
+
+
+def setup_logging(level: str | int = "INFO", *, fields: dict[str, Any] | None = None) -> None:
     """Route every logger (ours, Bolt's, slack_sdk's, aiohttp's) through one JSON handler on stderr."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    if fields:
+        handler.addFilter(_Stamp(fields))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -61,3 +76,5 @@ def setup_logging(level: str | int = "INFO") -> None:
     # The SDKs log request bodies at DEBUG; keep them quieter than our own logs.
     for noisy in ("slack_sdk", "slack_bolt", "aiohttp.access", "openai", "httpx"):
         logging.getLogger(noisy).setLevel(max(logging.INFO, logging.getLogger().level))
+    # One line per model request says nothing our own run logs don't, and costs CPU on every turn.
+    logging.getLogger("httpx2").setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -16,6 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--package", action="append", default=[], help="package dir or .bmad (repeatable)")
     s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
     s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
+    s.add_argument(
+        "--workers", type=int, help="worker processes sharing the threads, one per CPU core you give the bot (default 1)"
+    )
     s.set_defaults(module="cli.serve_cmd")
 
     v = sub.add_parser("validate", help="check a package directory or .bmad file")

@@ -8,10 +8,13 @@ import logging
 import signal
 import sys
 
-from bot.app import PackageLoadFailed, build, freeze_startup_heap
+from bot.app import CrewBot, PackageLoadFailed, build, freeze_startup_heap, load_packages
 from bot.config import BotConfig, ConfigError, describe, load_config
+from bot.front import ShardedBot
 from bot.logging import setup_logging
+from bot.pool import WorkerFailed
 from core.errors import CrewError
+from core.store import RuntimeStore
 
 EXIT_USAGE = 2
 
@@ -48,9 +51,17 @@ def _print_package_problems(exc: PackageLoadFailed) -> None:
             print(f"      fix: {problem.fix}", file=sys.stderr)
 
 
+def _bot(config: BotConfig) -> CrewBot | ShardedBot:
+    """One process, or (workers > 1) a front door and worker processes; packages are checked here either way."""
+    if config.workers == 1:
+        return build(config)
+    load_packages(config, RuntimeStore(config.home).packages_dir)
+    return ShardedBot(config)
+
+
 async def serve(config: BotConfig, port: int) -> int:
     try:
-        bot = build(config)
+        bot = _bot(config)
     except PackageLoadFailed as exc:
         _print_package_problems(exc)
         return EXIT_USAGE
@@ -63,10 +74,14 @@ async def serve(config: BotConfig, port: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        if config.slack.mode == "socket":
-            await bot.start_socket()
-        else:
-            await bot.start_http("0.0.0.0", port)
+        try:
+            if config.slack.mode == "socket":
+                await bot.start_socket()
+            else:
+                await bot.start_http("0.0.0.0", port)
+        except WorkerFailed as exc:
+            print(f"crewagent could not start: {exc}", file=sys.stderr)
+            return 1
         freeze_startup_heap()
         log.info("crewagent is up", extra=describe(config))
         await stop.wait()
@@ -80,7 +95,9 @@ async def serve(config: BotConfig, port: int) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(config_path=args.config, project=args.project, packages=args.package or ())
+        config = load_config(
+            config_path=args.config, project=args.project, packages=args.package or (), workers=args.workers
+        )
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE

@@ -102,8 +102,9 @@ def test_serve_without_a_model_or_with_bad_config_fails_clearly(
     assert f"{cfg}: acess:" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_serve_reports_package_problems(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+                                        capsys: pytest.CaptureFixture[str], workers: str) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(EXAMPLES / "hello-branch", broken)
     graph = json.loads((broken / "workflow.graph.json").read_text())
@@ -112,7 +113,7 @@ def test_serve_reports_package_problems(project: Path, tmp_path: Path, monkeypat
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
     monkeypatch.setenv("CREWAGENT_MODEL", "m")
-    assert _serve(["--project", str(project), "--package", str(broken)]) == 2
+    assert _serve(["--project", str(project), "--package", str(broken), "--workers", workers]) == 2
     err = capsys.readouterr().err
     assert f"The package {broken} is invalid" in err
     assert "workflow.graph.json" in err and "no-such-node" in err
@@ -142,7 +143,10 @@ async def test_channels_bound_to_other_packages_greet_with_their_agents(project:
             await bot.close()
 
 
-async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(project: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["1", "2"])
+async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(
+    project: Path, tmp_path: Path, workers: str
+) -> None:
     async with FakeSlack() as slack:
         env = {
             **os.environ,
@@ -155,7 +159,7 @@ async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(proj
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cli", "serve", "--project", str(project),
-            "--package", str(EXAMPLES / "hello-branch"),
+            "--package", str(EXAMPLES / "hello-branch"), "--workers", workers,
             cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         try:
@@ -172,3 +176,5 @@ async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(proj
         lines = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
         assert any(entry["msg"] == "crewagent is up" for entry in lines)
         assert BOT_TOKEN not in stderr.decode() and APP_TOKEN not in stderr.decode()
+        serving = {entry["worker"] for entry in lines if entry["msg"] == "worker serving"}
+        assert serving == (set() if workers == "1" else {0, 1})

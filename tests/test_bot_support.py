@@ -118,8 +118,10 @@ class Harness:
         status, text = await deliver_interaction(self.http, self.url, SECRET, payload)
         return status, (json.loads(text) if text.strip().startswith("{") else None)
 
-    async def mention(self, text: str, *, channel: str = "C1", user: str = "U1", thread_ts: str | None = None) -> str:
-        ts = new_ts()
+    async def mention(
+        self, text: str, *, channel: str = "C1", user: str = "U1", thread_ts: str | None = None, ts: str | None = None
+    ) -> str:
+        ts = ts or new_ts()
         self.slack.add_message(channel, f"<@UBOT> {text}", user=user, ts=ts, thread_ts=thread_ts)
         event = app_mention_event(f"<@UBOT> {text}".strip(), channel=channel, ts=ts, thread_ts=thread_ts, user=user)
         assert await self.event(event) == 200
