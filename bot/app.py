@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import aiohttp
@@ -47,6 +47,24 @@ from .worker import WorkLoop
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def events_app(events: Handler, health: Handler) -> web.Application:
+    app = web.Application()
+    app.router.add_post(EVENTS_PATH, events)
+    app.router.add_get("/healthz", health)
+    return app
+
+
+async def serve_web(app: web.Application, site: Callable[[web.AppRunner], web.BaseSite]) -> web.AppRunner:
+    """Start serving `app` on the site `site(runner)` (TCP or Unix socket); the runner stops it later."""
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    await site(runner).start()
+    return runner
 
 
 class CrewBot:
@@ -112,10 +130,7 @@ class CrewBot:
 
     def web_app(self) -> web.Application:
         """POST /slack/events (Bolt verifies the signature and the 5-minute timestamp window), GET /healthz."""
-        app = web.Application()
-        app.router.add_post(EVENTS_PATH, self._handle_http)
-        app.router.add_get("/healthz", self._health)
-        return app
+        return events_app(self._handle_http, self._health)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
@@ -127,11 +142,7 @@ class CrewBot:
     async def start_http(self, host: str = "0.0.0.0", port: int = 3000) -> int:
         """Serve HTTP mode; returns the bound port (pass port=0 for an ephemeral one)."""
         await self.prepare()
-        runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        self._runner = runner
+        self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "port": bound, "path": EVENTS_PATH})
         return bound
@@ -139,10 +150,7 @@ class CrewBot:
     async def start_unix(self, path: str) -> None:
         """Serve HTTP mode on a Unix socket: a worker process behind the sharding front door (front.py)."""
         await self.prepare()
-        runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        await web.UnixSite(runner, path).start()
-        self._runner = runner
+        self._runner = await serve_web(self.web_app(), lambda r: web.UnixSite(r, path))
 
     async def start_socket(self) -> None:
         """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too)."""

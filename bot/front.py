@@ -26,7 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.llm import LLMSettings
 
-from .app import EVENTS_PATH
+from .app import EVENTS_PATH, events_app, serve_web
 from .config import BotConfig
 from .pool import WorkerPool
 from .shards import parse_body, route
@@ -86,10 +86,7 @@ class ShardedBot:
     # ---- HTTP mode ----------------------------------------------------------------
 
     def web_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post(EVENTS_PATH, self._handle_http)
-        app.router.add_get("/healthz", self._health)
-        return app
+        return events_app(self._handle_http, self._health)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -113,10 +110,7 @@ class ShardedBot:
 
     async def start_http(self, host: str = "0.0.0.0", port: int = 3000) -> int:
         await self._start_pool()
-        runner = web.AppRunner(self.web_app(), access_log=None, shutdown_timeout=2.0)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
-        self._runner = runner
+        self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info(
             "listening for Slack events",
@@ -220,8 +214,11 @@ class _WorkerLane:
 
     async def _deliver_event(self, request: _Forward) -> None:
         """Already acked to Slack, so keep trying while the worker restarts (its dedupe drops repeats)."""
+        generation = -1
         for _ in range(EVENT_ATTEMPTS):
-            if await self.pool.ready(self.index, EVENT_PATIENCE):
+            # After a failed send, wait for the worker's next start, not the one that just failed.
+            if await self.pool.ready(self.index, EVENT_PATIENCE, newer_than=generation):
+                generation = self.pool.generation(self.index)
                 answer = await self._send(request)
                 if answer is not None:
                     if answer[0] != 200:

@@ -94,7 +94,9 @@ class WorkerPool:
         self._grace = config.limits.shutdown_grace
         self._dir = tempfile.mkdtemp(prefix="crewagent-workers-")  # mode 0700: only this user reaches the sockets
         self._processes: list[BaseProcess | None] = [None] * self.count
-        self._ready = [asyncio.Event() for _ in range(self.count)]
+        self._serving = [False] * self.count
+        self._generation = [0] * self.count  # bumped each time a worker (re)starts serving
+        self._changed = asyncio.Condition()
         self._watchers: list[asyncio.Task[None]] = []
         self._closing = False
         self.restarts = 0
@@ -114,14 +116,29 @@ class WorkerPool:
             raise
         self._watchers = [asyncio.create_task(self._watch(i), name=f"worker-watch-{i}") for i in range(self.count)]
 
-    async def ready(self, index: int, timeout: float) -> bool:
-        """True once worker `index` serves (at once, unless it is being restarted)."""
+    def generation(self, index: int) -> int:
+        return self._generation[index]
+
+    async def ready(self, index: int, timeout: float, *, newer_than: int = -1) -> bool:
+        """True once worker `index` serves (and has started since generation `newer_than`), within `timeout` s."""
+
+        def serving() -> bool:
+            return self._serving[index] and self._generation[index] > newer_than
+
         try:
             async with asyncio.timeout(timeout):
-                await self._ready[index].wait()
+                async with self._changed:
+                    await self._changed.wait_for(serving)
         except TimeoutError:
             return False
         return True
+
+    async def _set_serving(self, index: int, serving: bool) -> None:
+        async with self._changed:
+            self._serving[index] = serving
+            if serving:
+                self._generation[index] += 1
+            self._changed.notify_all()
 
     async def _spawn(self, index: int) -> None:
         ctx = mp.get_context("spawn")  # a clean interpreter: no inherited event loops, threads or sockets
@@ -143,7 +160,7 @@ class WorkerPool:
             raise WorkerFailed(
                 f"worker {index} did not start (exit code {process.exitcode}); its log lines above say why"
             )
-        self._ready[index].set()
+        await self._set_serving(index, True)
         log.info("worker serving", extra={"worker": index, "pid": process.pid})
 
     async def _watch(self, index: int) -> None:
@@ -155,7 +172,7 @@ class WorkerPool:
                 await _exited(process)
             if self._closing:
                 return
-            self._ready[index].clear()
+            await self._set_serving(index, False)
             log.error(
                 "worker exited; starting it again",
                 extra={"worker": index, "exit_code": process.exitcode if process else None},
