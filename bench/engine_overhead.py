@@ -10,6 +10,10 @@ writing the state, the conversation and audit logs and the run index. Targets (S
 
     BENCH_DIR=/dev/shm python bench/engine_overhead.py [--runs 20] [--check]
 
+Beside wall time it reports CPU time (this thread's, time.thread_time): per turn outside the call,
+and per call inside it (the SDK building the request and reading the answer), since wall time is
+noisy on a shared machine and CPU is what limits how many runs one process can drive.
+
 BENCH_DIR picks the filesystem for the runtime home and the project copies (default: the temp
 dir). Every state write and run-index write is an atomic replace (temp file + rename over the old
 file); the report measures what one costs on that filesystem, since on a disk filesystem it can
@@ -85,29 +89,33 @@ SCENARIOS = [
 
 
 class Clock:
-    """Splits one pump's wall time into per-turn overhead, LLM calls and time inside the tools."""
+    """Splits one pump's wall and CPU time into per-turn overhead, LLM calls and time inside the tools."""
 
     def __init__(self) -> None:
         self.turns: list[float] = []  # overhead per turn
         self.tools: list[float] = []  # of which inside ToolHost.execute
         self.calls: list[float] = []  # each LLMClient.complete
-        self._mark = 0.0
+        self.turn_cpu: list[float] = []  # CPU of each turn's overhead
+        self.call_cpu: list[float] = []  # CPU inside each LLMClient.complete
+        self._mark = self._cpu_mark = 0.0
         self._tool_time = 0.0
-        self._call_started = 0.0
+        self._call_started = self._call_cpu_started = 0.0
 
     def pump_started(self) -> None:
-        self.turns, self.tools, self.calls = [], [], []
-        self._mark, self._tool_time = time.perf_counter(), 0.0
+        self.turns, self.tools, self.calls, self.turn_cpu, self.call_cpu = [], [], [], [], []
+        self._mark, self._cpu_mark, self._tool_time = time.perf_counter(), time.thread_time(), 0.0
 
     def llm_started(self) -> None:
-        self._call_started = time.perf_counter()
+        self._call_started, self._call_cpu_started = time.perf_counter(), time.thread_time()
         self.turns.append(self._call_started - self._mark)
+        self.turn_cpu.append(self._call_cpu_started - self._cpu_mark)
         self.tools.append(self._tool_time)
         self._tool_time = 0.0
 
     def llm_ended(self) -> None:
-        self._mark = time.perf_counter()
+        self._mark, self._cpu_mark = time.perf_counter(), time.thread_time()
         self.calls.append(self._mark - self._call_started)
+        self.call_cpu.append(self._cpu_mark - self._call_cpu_started)
 
     def tool_ran(self, seconds: float) -> None:
         self._tool_time += seconds
@@ -116,6 +124,7 @@ class Clock:
         """The tail after the last answer (recording it, ending the pump) belongs to the last turn."""
         if self.turns:
             self.turns[-1] += time.perf_counter() - self._mark
+            self.turn_cpu[-1] += time.thread_time() - self._cpu_mark
             self.tools[-1] += self._tool_time
 
 
@@ -148,6 +157,8 @@ class Figures:
     turn_ms: list[float] = field(default_factory=list)
     tools_ms: list[float] = field(default_factory=list)
     call_ms: list[float] = field(default_factory=list)
+    turn_cpu_ms: list[float] = field(default_factory=list)
+    call_cpu_ms: list[float] = field(default_factory=list)
     calls_per_run: list[int] = field(default_factory=list)
 
 
@@ -193,6 +204,8 @@ async def run_scenario(scenario: Scenario, runs: int, work: Path, client: LLMCli
             figures.turn_ms += [1000 * t for t in clock.turns]
             figures.tools_ms += [1000 * t for t in clock.tools]
             figures.call_ms += [1000 * t for t in clock.calls]
+            figures.turn_cpu_ms += [1000 * t for t in clock.turn_cpu]
+            figures.call_cpu_ms += [1000 * t for t in clock.call_cpu]
             calls += result.llm_calls
             if result.phase is not RunPhase.WAITING_USER or not answers:
                 break
@@ -267,6 +280,17 @@ def report(results: dict[str, Figures], runs: int, where: Path) -> tuple[float, 
     )
     print("(in tools: median time per turn inside ToolHost.execute, part of the overhead;")
     print(" LLM call: median time of one call, not part of the overhead)")
+    print()
+    print("CPU time (this thread) per turn: overhead, and inside the LLM call (SDK request + response)")
+    print(f"{'example':30} {'turns':>5} {'mean ms':>8} {'median ms':>9} {'call mean ms':>12} {'call median ms':>14}")
+    turn_cpu = [t for fig in results.values() for t in fig.turn_cpu_ms]
+    call_cpu = [t for fig in results.values() for t in fig.call_cpu_ms]
+    rows = [(name, fig.turn_cpu_ms, fig.call_cpu_ms) for name, fig in results.items()] + [("all", turn_cpu, call_cpu)]
+    for name, turns, calls_cpu in rows:
+        print(
+            f"{name:30} {len(turns):>5} {statistics.mean(turns):>8.3f} {statistics.median(turns):>9.3f}"
+            f" {statistics.mean(calls_cpu):>12.3f} {statistics.median(calls_cpu):>14.3f}"
+        )
     return median_all, max(results["create-story-micro"].calls_per_run)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """
     target = os.fspath(path)
     folder, name = os.path.split(target)
-    tmp = os.path.join(folder, f".{name}.tmp.{os.urandom(8).hex()}")
+    tmp = os.path.join(folder, f".{name}.tmp.{random.getrandbits(64):016x}")  # no syscall, unlike urandom
     mode = _existing_mode(target)
     try:
         fd = os.open(tmp, _CREATE_FLAGS, 0o666)
@@ -68,15 +69,51 @@ def append_jsonl(path: str | Path, obj: Any) -> None:
 
 def append_line(path: str | Path, line: bytes) -> None:
     """One `write` on an O_APPEND descriptor: lines from concurrent writers never interleave."""
-    try:
-        fd = os.open(path, _APPEND_FLAGS, 0o666)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
-        fd = os.open(path, _APPEND_FLAGS, 0o666)
+    fd = _open_append(path)
     try:
         os.write(fd, line)
     finally:
         os.close(fd)
+
+
+class AppendLog:
+    """A log file appended to line by line, each line one `write` (as append_line) before returning.
+
+    While held (a pump writing its logs), the descriptor stays open between lines: a turn appends
+    about ten lines, and opening the file for each was most of their cost. Only hold a log that no
+    one replaces meanwhile (a replaced file would keep receiving lines through the old descriptor).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = os.fspath(path)
+        self._held = False
+        self._fd: int | None = None
+
+    def write(self, line: bytes) -> None:
+        if not self._held:
+            append_line(self.path, line)
+            return
+        if self._fd is None:
+            self._fd = _open_append(self.path)
+        os.write(self._fd, line)
+
+    def hold(self) -> None:
+        """Keep the descriptor open from the next line until release()."""
+        self._held = True
+
+    def release(self) -> None:
+        self._held = False
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_append(path: str | Path) -> int:
+    try:
+        return os.open(path, _APPEND_FLAGS, 0o666)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+        return os.open(path, _APPEND_FLAGS, 0o666)
 
 
 def _existing_mode(path: str) -> int | None:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from .errors import CrewError
 from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
 from .llm import LLMClient
+from .llm_wire import MessageJSON, ToolSet
 from .package.models import Agent, Package
 from .policy import SystemToolPolicy, effective_policy
 from .prompts.composer import PromptComposer
@@ -68,18 +69,17 @@ async def converse(
         mode=mode,
         agent_id=persona.id if persona is not None else "chat",
     )
-    specs = host.specs(ctx)
-    system = composer.system_layers(
-        mode=mode, agent=persona, policy=ctx.policy, tool_names=[s["function"]["name"] for s in specs]
-    )
+    specs = ToolSet.of(host.specs(ctx))  # encoded once for every turn of this conversation
+    system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
     out = [dict(m) for m in history]
     out.extend({"role": "user", "content": text} for text in extra_context if text.strip())
     if user_text.strip():
         out.append({"role": "user", "content": wrap_user_input(user_text)})
     budget = budget_tokens - sum(message_tokens(m) for m in system)
     reply = ConversationReply(text="", history=out)
+    encoded = MessageJSON()  # each turn of the tool loop re-sends the earlier messages
     for _ in range(max_turns):
-        answer = await llm.complete(system + fit_messages(out, max(budget, 0)), specs)
+        answer = await llm.complete(system + fit_messages(out, max(budget, 0)), specs, message_json=encoded)
         reply.llm_calls += 1
         message: dict[str, Any] = {"role": "assistant", "content": answer.content}
         if answer.tool_calls:

@@ -3,7 +3,7 @@
 `Engine.pump` drives a run until it needs the user (see core.pump for the loop itself);
 `request_pause` / `request_stop` act between turns; `converse` serves the one-shot conversations
 outside runs (see core.conversation). One Engine serves every run of the process and keeps the
-per-package prompt caches.
+per-package prompt caches and the encoded tool specs.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from .errors import CrewError
 from .events import RunPhase
 from .history import HistoryCache
 from .llm import LLMClient
+from .llm_wire import ToolSet
 from .package.models import Agent, Package
 from .prompts.composer import PromptComposer
 from .pump import Pump, PumpControl
 from .runs import RunManager
 from .runs_model import RunRecord
 from .store import RuntimeStore
+from .tools.base import EffectivePolicy, ToolContext
 from .tools.registry import ToolHost
 
 __all__ = ["Engine", "EngineSettings", "EventSink", "Intent", "PumpResult"]
@@ -45,7 +47,8 @@ class Engine:
         self.tools = tools or ToolHost()
         self._active: dict[str, PumpControl] = {}
         self._composers: dict[tuple[str, str], PromptComposer] = {}
-        self.histories = HistoryCache()
+        self._tool_sets: dict[tuple[str, EffectivePolicy], ToolSet] = {}
+        self.histories = HistoryCache(self.settings.kept_histories)
 
     # ---- control ------------------------------------------------------------
 
@@ -83,6 +86,14 @@ class Engine:
             found = self._composers[key] = PromptComposer(
                 package, step_inline_max_bytes=self.settings.step_inline_max_bytes
             )
+        return found
+
+    def tool_set(self, ctx: ToolContext) -> ToolSet:
+        """The tool specs `ctx` may use, encoded once per mode and policy (they go out with every call)."""
+        key = (ctx.mode, ctx.policy)
+        found = self._tool_sets.get(key)
+        if found is None:
+            found = self._tool_sets[key] = ToolSet.of(self.tools.specs(ctx))
         return found
 
     # ---- entry points -------------------------------------------------------

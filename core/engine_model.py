@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .events import EngineEvent, RunPhase
 from .history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
@@ -24,6 +24,9 @@ class EngineSettings(BaseModel):
     step_inline_max_bytes: int = 16_384
     large_result_bytes: int = LARGE_RESULT_BYTES
     conversation_max_turns: int = 12
+    # Conversations of recently pumped runs kept in memory: a run missing here re-reads its log (and
+    # re-encodes it for the model) at its next pump. Worth raising to the runs pumping at once.
+    kept_histories: int = Field(default=32, ge=0)
     system_policy: SystemToolPolicy = SystemToolPolicy()
 
 

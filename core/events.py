@@ -45,6 +45,7 @@ class StateUpdated(_Event):
     steps_completed: list[str]
     steps_total: int
     artifacts: list[str]
+    complete: bool = False  # the workflow is complete (SPEC §9.4) as of this state
 
 
 class PhaseChanged(_Event):

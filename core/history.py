@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .atomic import append_line, atomic_write_text
+from .atomic import AppendLog, atomic_write_text
+from .llm_wire import MessageJSON
 from .runs_model import utc_now
 
 Message = dict[str, Any]
@@ -154,6 +155,8 @@ class History:
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path
+        self.log = AppendLog(path) if path is not None else None  # a pump holds it open while it runs
+        self.wire_json = MessageJSON()  # the JSON of what the last calls sent, for the next one
         self.entries: list[Message] = []  # stored form, with bookkeeping fields
         self._wire: list[Message] = []
         self._tokens: list[int] = []
@@ -227,8 +230,8 @@ class History:
         """Add one message and hand it to the OS (one appended line) before returning."""
         entry = {"id": self.next_id(), "ts": utc_now(), **message, **meta}
         entry["tokens"] = message_tokens(entry)
-        if self.path is not None:
-            append_line(self.path, (_LOG_JSON.encode(entry) + "\n").encode("utf-8"))
+        if self.log is not None:
+            self.log.write((_LOG_JSON.encode(entry) + "\n").encode("utf-8"))
         self._add(entry)
         return entry
 

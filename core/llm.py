@@ -7,8 +7,11 @@ The request goes out through the client's generic `post` (the SDK's documented w
 endpoint with a body it does not reshape) rather than `chat.completions.create`: `create` first
 runs its TypedDict transform over every message and tool schema, which for a plain-JSON chat
 request changes nothing but costs ~5-8 ms of event-loop CPU per call at twenty messages, more
-than everything else a turn does. Sending, retries, errors and parsing into `ChatCompletion` are
-still the SDK's.
+than everything else a turn does. The body goes as ready JSON bytes (`content=`), built from parts
+encoded once (core.llm_wire), and the answer comes back as the raw response, validated in one
+pass by pydantic (`ChatCompletion.model_validate_json`); only an answer that does not fit the
+schema (servers that omit fields) takes the SDK's lenient `construct`. Sending, retries and
+errors are still the SDK's.
 
 The HTTP transport is the SDK's aiohttp one (`openai.DefaultAioHttpClient`), not its default httpx
 pool: with a few hundred runs waiting on the model at once, the httpx pool re-examines every open
@@ -19,6 +22,7 @@ CPU than the rest of a turn together; aiohttp's connector hands out a kept-alive
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -29,9 +33,10 @@ import httpx2
 import openai
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .errors import CrewError
+from .llm_wire import MessageJSON, ToolSet, request_body
 
 PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
 
@@ -110,27 +115,27 @@ class LLMClient:
     async def complete(
         self,
         messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | ToolSet | None = None,
         *,
         on_retry: RetryListener | None = None,
+        message_json: MessageJSON | None = None,
     ) -> LLMReply:
-        """One completion. Raises CrewError(LLM_*) once the SDK has used up its retries."""
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
-        if tools:
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = "auto"
-        if self.settings.temperature is not None:
-            kwargs["temperature"] = self.settings.temperature
+        """One completion. Raises CrewError(LLM_*) once the SDK has used up its retries.
+
+        When the same specs or messages go out with many calls, `tools` may be a ToolSet and
+        `message_json` the conversation's MessageJSON (core.llm_wire), so they are encoded once.
+        """
+        body = request_body(self.model, messages, tools, self.settings.temperature, message_json)
         token_listener = _retry_listener.set(on_retry)
         token_failure = _last_failure.set([])
         try:
-            response = await self._client.post("/chat/completions", body=kwargs, cast_to=ChatCompletion)
+            raw = await self._client.post("/chat/completions", content=body, cast_to=httpx2.Response)
         except openai.APIError as exc:
             raise self._map_error(exc) from None
         finally:
             _retry_listener.reset(token_listener)
             _last_failure.reset(token_failure)
-        return self._parse(response)
+        return self._parse(_completion(raw.content))
 
     # ---- mapping ----------------------------------------------------------
 
@@ -214,6 +219,22 @@ class LLMClient:
             "LLM_BAD_RESPONSE",
             f"The model endpoint ({where}) sent a response this runtime cannot read. Try again with Retry.",
         )
+
+
+def _completion(content: bytes) -> Any:
+    """The answer as a ChatCompletion; leniently built, like the SDK does, when it misses fields.
+
+    Anything that is not a JSON object comes back as is (and reads as an answer without choices).
+    """
+    try:
+        return ChatCompletion.model_validate_json(content)
+    except ValidationError:
+        pass
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    return ChatCompletion.construct(**data) if isinstance(data, dict) else data
 
 
 def _connection_failed(exc: BaseException) -> bool:

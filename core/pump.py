@@ -32,7 +32,7 @@ from .run_reporter import RunReporter
 from .runaway import RunawayGuard
 from .runs_model import RunError, RunRecord
 from .tool_round import ToolRecorder
-from .tools.base import Confirmation, EffectivePolicy, Mounts, ToolContext
+from .tools.base import Confirmation, Mounts, ToolContext
 from .tools.registry import wire_name
 
 if TYPE_CHECKING:
@@ -72,7 +72,6 @@ class Pump:
     fm: dict[str, Any] = field(default_factory=dict)
     complete: bool = False
     state_version: int = 0  # bumped on every state reload, so the prompt prefix is rebuilt
-    spec_cache: dict[EffectivePolicy, list[Message]] = field(default_factory=dict)
 
     # ---- setup ------------------------------------------------------------------
 
@@ -86,11 +85,20 @@ class Pump:
             if hasattr(self, "history"):
                 self.engine.histories.keep(self.history)  # the next pump of this run need not re-read the log
             return ended.result
+        finally:
+            self._release_logs()
         raise AssertionError("a pump only ends with PumpEnded")  # pragma: no cover
+
+    def _release_logs(self) -> None:
+        if hasattr(self, "audit"):
+            self.audit.log.release()
+        if hasattr(self, "history") and self.history.log is not None:
+            self.history.log.release()
 
     async def _run(self) -> None:
         engine, record = self.engine, self.record
         self.audit = engine.store.audit_sink(record)
+        self.audit.log.hold()  # this pump alone writes the run's logs until it ends: keep them open
         self.reporter = RunReporter(record, engine.runs, self.audit, self.on_event)
         workflow = self.package.workflow(record.workflow_id)
         if workflow is None:
@@ -116,6 +124,8 @@ class Pump:
         self.confirmation = Confirmation(granted=confirms_state_change(self.user_input))
         try:
             self.history = engine.histories.open(engine.store.conversation_log(record))
+            if self.history.log is not None:
+                self.history.log.hold()
             self._reload_state()
         except CrewError as exc:
             await self._fail(exc.code, f"The run state cannot be read: {exc.message}")
@@ -208,10 +218,10 @@ class Pump:
     # ---- one LLM call -------------------------------------------------------------
 
     async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
-        specs = self._specs(ctx)
+        tools = self.engine.tool_set(ctx)
         messages = self.prompt.messages(
             ctx,
-            [s["function"]["name"] for s in specs],
+            tools.names,
             self.fm,
             complete=self.complete,
             state_version=self.state_version,
@@ -224,7 +234,8 @@ class Pump:
         async def on_retry(attempt: int, reason: str) -> None:
             await self.reporter.emit(LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason))
 
-        task = asyncio.create_task(self.engine.llm.complete(messages, specs, on_retry=on_retry))
+        call = self.engine.llm.complete(messages, tools, on_retry=on_retry, message_json=self.history.wire_json)
+        task = asyncio.create_task(call)
         self.control.llm_task = task
         started = time.perf_counter()
         try:
@@ -278,11 +289,6 @@ class Pump:
             confirmation=self.confirmation,
             audit=self.audit,
         )
-
-    def _specs(self, ctx: ToolContext) -> list[Message]:
-        if ctx.policy not in self.spec_cache:
-            self.spec_cache[ctx.policy] = self.engine.tools.specs(ctx)
-        return self.spec_cache[ctx.policy]
 
     # ---- state ----------------------------------------------------------------
 

@@ -63,6 +63,7 @@ class RunReporter:
                 steps_completed=steps,
                 steps_total=len(graph.nodes),
                 artifacts=[str(a) for a in fm.get("artifacts") or []],
+                complete=complete,
             )
         )
 

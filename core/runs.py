@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import state as run_state
 from .atomic import atomic_write_text
 from .errors import CrewError
-from .events import RunPhase
-from .package.models import Agent, Package, Workflow
+from .events import RunPhase, StateUpdated
+from .package.models import Agent, Graph, Package, Workflow
 from .runs_model import RunError, RunRecord, RunSnapshot, utc_now
 from .store import RuntimeStore, project_id_for
 
@@ -69,6 +71,17 @@ class StateView:
     steps_done: int = 0
     artifacts: tuple[str, ...] = ()
     unreadable: RunError | None = None  # the state file is missing or broken
+
+
+def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[Any], complete: bool) -> StateView:
+    node = graph.node(node_id)
+    return StateView(
+        node_id=None if complete or node is None else node.id,
+        node_title=None if complete or node is None else node.label,
+        node_agent_id=node.agentId if node else None,
+        steps_done=run_state.steps_done(fm, graph),
+        artifacts=tuple(str(a) for a in artifacts),
+    )
 
 
 class RunManager:
@@ -146,15 +159,15 @@ class RunManager:
             fm = run_state.read_state(self.store.state_dir(record))
         except CrewError as exc:
             return StateView(unreadable=RunError(code=exc.code, message=exc.message))
-        node = graph.node(graph.effective_node_id(fm.get("currentNodeId")))
-        complete = run_state.is_complete(fm, graph)
-        return StateView(
-            node_id=None if complete or node is None else node.id,
-            node_title=None if complete or node is None else node.label,
-            node_agent_id=node.agentId if node else None,
-            steps_done=run_state.steps_done(fm, graph),
-            artifacts=tuple(str(a) for a in fm.get("artifacts", [])),
-        )
+        node_id = graph.effective_node_id(fm.get("currentNodeId"))
+        return _view(graph, node_id, fm, fm.get("artifacts", []), run_state.is_complete(fm, graph))
+
+    def updated_view(self, record: RunRecord, package: Package, event: StateUpdated) -> StateView:
+        """The view of the state a StateUpdated event reports: the state the engine has just written,
+        so a surface following the pump needs no read of workflow.md."""
+        graph = (package.workflow(record.workflow_id) or package.default_workflow).graph
+        fm = {"stepsCompleted": event.steps_completed}
+        return _view(graph, event.current_node_id, fm, event.artifacts, event.complete)
 
     def snapshot(self, record: RunRecord, package: Package, view: StateView | None = None) -> RunSnapshot:
         """The run in user terms. Pass the `view` already read when the state file has not changed since

@@ -1,9 +1,10 @@
 """The text form of the run state: YAML frontmatter + Markdown body, parsed and rendered fast.
 
 Both directions are on the hot path (every state write renders, every read parses), so this uses
-libyaml's C loader and dumper, remembers parses by the sha256 of the bytes (content-keyed, so
-never stale), and renders a document as one cached fragment per top-level key: the entries of a
-block mapping render independently, so a write re-renders only the keys whose values changed.
+libyaml's C loader and dumper, remembers the latest document of each state file with its parse
+and sha256 (used only while the file holds exactly those bytes, so never stale), and renders a
+document as one cached fragment per top-level key: the entries of a block mapping render
+independently, so a write re-renders only the keys whose values changed.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from .frontmatter import parse
 
 _LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
-_PARSED: dict[str, tuple[dict[str, Any], str]] = {}  # sha256 -> (frontmatter as written, body)
-_PARSED_MAX = 256
+_KNOWN: dict[str, Known] = {}  # state file path -> its latest document, least recently used first
+_KNOWN_MAX = 1024  # state files (runs); about 10 KB each
 _FRAGMENTS: dict[str, str] = {}  # repr((key, value)) -> that entry's YAML lines
 _FRAGMENTS_MAX = 1024
 
@@ -28,6 +29,15 @@ class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[mi
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
+
+
+class Known(NamedTuple):
+    """A state document with its sha256 and parse; the frontmatter is shared, so never mutate it."""
+
+    data: bytes
+    sha256: str
+    frontmatter: dict[str, Any]
+    body: str
 
 
 class Draft(NamedTuple):
@@ -68,15 +78,20 @@ def _dump(data: Any) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
-def parsed(sha256: str) -> tuple[dict[str, Any], str] | None:
-    """A remembered parse of exactly these bytes; the frontmatter is shared, so never mutate it."""
-    return _PARSED.get(sha256)
+def known(path: str, data: bytes) -> Known | None:
+    """What was remembered for `path`, if the file holds exactly `data` (read just now)."""
+    found = _KNOWN.pop(path, None)
+    if found is None or found.data != data:
+        return None
+    _KNOWN[path] = found  # now the most recently used
+    return found
 
 
-def remember(sha256: str, frontmatter: dict[str, Any], body: str) -> None:
-    if len(_PARSED) >= _PARSED_MAX:
-        del _PARSED[next(iter(_PARSED))]
-    _PARSED[sha256] = (frontmatter, body)
+def remember(path: str, doc: Known) -> None:
+    _KNOWN.pop(path, None)
+    if len(_KNOWN) >= _KNOWN_MAX:
+        del _KNOWN[next(iter(_KNOWN))]
+    _KNOWN[path] = doc
 
 
 def normalise(fm: dict[str, Any]) -> dict[str, Any]:

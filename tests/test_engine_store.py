@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core import state as run_state
+from core.atomic import AppendLog
 from core.errors import CrewError
 from core.events import RunPhase
 from core.llm import LLMClient, LLMSettings
@@ -163,3 +164,68 @@ async def test_the_request_carries_the_composed_messages_unchanged() -> None:
     assert reply.content == "done" and [(c.name, c.arguments) for c in reply.tool_calls] == [
         ("fs_list", '{"path": "@project"}')
     ]
+
+
+def test_a_held_log_writes_every_line_at_once_and_closes_on_release(tmp_path: Path) -> None:
+    path = tmp_path / "logs" / "execution.jsonl"  # the folder is made on the first line
+    log = AppendLog(path)
+    fds = lambda: len(os.listdir("/proc/self/fd"))  # noqa: E731
+    before = fds()
+    log.write(b"one\n")  # not held: opened and closed for the line
+    assert fds() == before
+    log.hold()
+    log.write(b"two\n")
+    assert path.read_bytes() == b"one\ntwo\n"  # in the file before write() returned, not buffered
+    assert fds() == before + 1
+    AppendLog(path).write(b"other writer\n")  # another writer's line lands after ours, not over it
+    log.write(b"three\n")
+    log.release()
+    assert fds() == before
+    assert path.read_bytes().splitlines() == [b"one", b"two", b"other writer", b"three"]
+
+
+def test_a_change_by_another_process_is_seen_even_when_the_file_looks_the_same(project: Path) -> None:
+    """ext4 hands a replaced file's inode to the next new file, and two quick writes can share an
+    mtime: the index cache must not trust (inode, mtime, size) alone."""
+    package = load_package(EXAMPLES / "hello-branch")
+    ours, theirs = RunManager(RuntimeStore()), RunManager(RuntimeStore())  # two processes, one home
+    record = ours.create(package, None, None, project)
+    assert ours.get(record.run_id).active_agent_id == "analyst"  # cached with the file's signature
+    index = ours.store.index_path
+    before = os.stat(index)
+    keep = index.with_name("kept-inode")
+    os.link(index, keep)  # hold on to the inode this cache saw
+
+    record.active_agent_id = "pmpmpmp"  # as long as "analyst": the index keeps its size
+    theirs.store.save_record(record)
+    changed = index.read_bytes()
+    assert len(changed) == before.st_size
+    with open(keep, "r+b") as handle:  # the other write, landing on the same inode with the same mtime
+        handle.write(changed)
+    os.utime(keep, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.replace(keep, index)
+    after = os.stat(index)
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+
+    assert ours.get(record.run_id).active_agent_id == "pmpmpmp"
+
+
+def test_the_index_is_read_whole_whatever_its_layout(runs: RunManager, project: Path, tmp_path: Path) -> None:
+    package = load_package(EXAMPLES / "hello-branch")
+    other = tmp_path / "other"
+    other.mkdir()
+    a, b = runs.create(package, None, None, project), runs.create(package, None, None, other)
+    path = runs.store.index_path
+    lines = path.read_text().splitlines()
+    assert len(lines) == 4  # the layout save_record writes: one run per line
+    path.write_text(lines[0] + "\n" + lines[1] + " " + lines[2] + "\n" + lines[3] + "\n")  # a hand edit, still JSON
+    fresh = RunManager(RuntimeStore())
+    assert {r.run_id for r in fresh.list()} == {a.run_id, b.run_id}
+    fresh.update(fresh.get(a.run_id))  # saved again in the usual layout
+    assert len(path.read_text().splitlines()) == 4 and {r.run_id for r in RunManager(RuntimeStore()).list()} == {
+        a.run_id, b.run_id
+    }
+    path.write_text(path.read_text().replace('"run_id"', '"run_id" "', 1))  # one broken line
+    with pytest.raises(CrewError) as err:
+        RunManager(RuntimeStore()).list()
+    assert err.value.code == "RUNS_INDEX_READ_FAILED"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
+from typing import Any
 
 import pytest
 
 from core.errors import CrewError
 from core.llm import LLMClient, LLMSettings
+from core.llm_wire import MessageJSON, ToolSet
 from tests.fakes.llm_server import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -45,3 +48,56 @@ async def test_retries_are_reported_and_many_calls_share_the_pool() -> None:
         finally:
             await client.aclose()
     assert len(replies) == 12 and len(llm.requests) == 14  # 12 calls through 4 connections, none lost
+
+
+async def test_an_answer_missing_optional_fields_is_still_read() -> None:
+    """OpenAI-compatible servers often omit `id`, `created`, `object` or send a null finish_reason."""
+    sparse = {"choices": [{"message": {"role": "assistant", "content": "hello"}, "finish_reason": None}]}
+    async with ScriptedLLM() as llm:
+        llm.add_error(200, body=sparse)
+        llm.add_error(200, body=b"not json at all")
+        client = LLMClient(LLMSettings(model="m", base_url=llm.base_url, max_retries=0))
+        try:
+            reply = await client.complete(MESSAGES)
+            with pytest.raises(CrewError) as err:
+                await client.complete(MESSAGES)
+        finally:
+            await client.aclose()
+    assert reply.content == "hello" and reply.tool_calls == [] and reply.usage is None
+    assert err.value.code == "LLM_BAD_RESPONSE"
+
+
+async def test_a_tool_set_sends_the_same_body_as_its_specs() -> None:
+    function = {"name": "fs_read", "description": "read ✓", "parameters": {"type": "object", "minimum": 1}}
+    specs = [{"type": "function", "function": function}]
+    async with ScriptedLLM(default_reply="ok") as llm:
+        client = LLMClient(LLMSettings(model="m", base_url=llm.base_url))
+        try:
+            await client.complete(MESSAGES, specs)
+            await client.complete(MESSAGES, ToolSet.of(specs))
+            await client.complete(MESSAGES, ToolSet.of([]))
+        finally:
+            await client.aclose()
+    with_tools = {"model": "m", "messages": MESSAGES, "tools": specs, "tool_choice": "auto"}
+    assert llm.requests == [with_tools, with_tools, {"model": "m", "messages": MESSAGES}]
+    assert ToolSet.of(specs).names == ("fs_read",)
+
+
+def test_remembered_message_json_follows_the_message_content() -> None:
+    known = MessageJSON()
+    message: dict[str, Any] = {"role": "user", "content": "a"}
+    assert [json.loads(t) for t in known.encode_all([message])] == [message]
+    message["content"] = "b"  # changed in place: the old JSON must not come back
+    assert [json.loads(t) for t in known.encode_all([message])] == [{"role": "user", "content": "b"}]
+    odd = [{"role": "user", "content": content} for content in (1, True, None, ["x"], "1")]
+    assert [json.loads(t) for t in known.encode_all(odd)] == odd  # never confused with each other
+
+
+def test_remembered_message_json_keeps_what_the_last_request_sent() -> None:
+    known = MessageJSON()
+    history = [{"role": "user", "content": str(n)} for n in range(100)]
+    for end in range(1, 101):  # a conversation growing by one message per call
+        assert [json.loads(t) for t in known.encode_all(history[:end])] == history[:end]
+    assert len(known) <= 100 + MessageJSON.SPARE
+    known.encode_all(history[-3:])  # a shorter request: the rest is forgotten
+    assert len(known) <= 3 + MessageJSON.SPARE

@@ -10,11 +10,11 @@ import pytest
 from core import state as run_state
 from core.atomic import atomic_write_text
 from core.errors import CrewError
-from core.events import RunPhase
+from core.events import EngineEvent, RunPhase, StateUpdated
 from core.package.loader import load_package
 from core.runs import RunManager
 from core.store import RuntimeStore
-from tests.scripts import EXAMPLES
+from tests.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, script_create_story
 
 
 @pytest.fixture
@@ -60,3 +60,21 @@ def test_a_missing_state_file_shows_as_a_snapshot_error(runs: RunManager, projec
     snap = runs.snapshot(record, package)
     assert snap.error is not None and snap.error.code == "STATE_FILE_NOT_FOUND"
     assert snap.steps_done == 0 and snap.current_node_id is None and snap.agent_id == record.active_agent_id
+
+
+async def test_the_view_a_state_update_reports_equals_reading_the_state_file(project: Path) -> None:
+    """A surface following a pump builds its view from each StateUpdated instead of reading workflow.md."""
+    compared: list[StateUpdated] = []
+    async with engine_harness(project) as h:
+        script_create_story(h.llm)
+        package = h.load("create-story-micro")
+        record = h.create(package, agent="sm")
+
+        async def on_event(event: EngineEvent) -> None:
+            if isinstance(event, StateUpdated):  # emitted right after the write it reports
+                assert h.runs.updated_view(record, package, event) == h.runs.state_view(record, package)
+                compared.append(event)
+
+        results = await drive(h.engine, record, package, [STORY_KEY], on_event=on_event)
+    assert results[-1].phase is RunPhase.COMPLETED
+    assert len(compared) >= 6 and compared[-1].complete and not compared[0].complete

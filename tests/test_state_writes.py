@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -538,3 +539,18 @@ async def test_a_state_written_whole_by_the_model_is_read_back_as_written(run: R
     assert outcome.result["ok"] is True
     assert run.state_file.read_text() == text
     assert run.state()["note"] == "from the model"
+
+
+async def test_a_state_changed_by_another_writer_is_read_as_it_now_is(run: Run) -> None:
+    """The runtime remembers the document it last wrote; any other bytes in the file are parsed again."""
+    await run.patch({"variables": {"kind": "green"}})
+    written = run.state_file.read_bytes()
+    assert run.state()["variables"] == {"kind": "green"}
+    other = written.replace(b"kind: green", b"kind: brown")  # same size, same file name: only the bytes differ
+    assert len(other) == len(written)
+    run.state_file.write_bytes(other)
+    assert run.state()["variables"] == {"kind": "brown"}
+    outcome = await run.patch({"stepsCompleted": {"append": ["s1"]}}, ifMatchSha256=hashlib.sha256(other).hexdigest())
+    assert outcome.result["ok"] is True and outcome.result["sha256Before"] == hashlib.sha256(other).hexdigest()
+    run.state_file.write_bytes(written)  # back to the bytes the runtime wrote first
+    assert run.state()["variables"] == {"kind": "green"} and run.state()["stepsCompleted"] == []

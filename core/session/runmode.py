@@ -80,9 +80,10 @@ async def pump(
 ) -> PumpResult | None:
     """One engine pump; events become RunProgress / Reply / WidgetRequest outputs as they happen.
 
-    The state file is read once when the pump starts reporting and again after each StateUpdated
-    (the engine reports every state write that way); other events only move the run record, which
-    is in memory. Re-reading workflow.md for every event was a large share of a busy bot's CPU.
+    The state file is read once when the pump starts reporting; after that every state write
+    reaches us as a StateUpdated event that carries what was written, and other events only move
+    the run record, which is in memory. Re-reading workflow.md for every event was a large share
+    of a busy bot's CPU.
     """
     view: list[StateView] = []
 
@@ -94,7 +95,9 @@ async def pump(
             session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
             await out.put(WidgetRequest(widget=event.widget, run_id=record.run_id))
         else:
-            if not view or isinstance(event, StateUpdated):
+            if isinstance(event, StateUpdated):
+                view[:] = [deps.runs.updated_view(record, package, event)]
+            elif not view:
                 view[:] = [deps.runs.state_view(record, package)]
             await out.put(RunProgress(event=event, snapshot=deps.runs.snapshot(record, package, view[0])))
 
