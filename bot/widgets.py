@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, Block
-
 from . import actions as act
 from .actions import ButtonValue
-from .blocks import SlackMessage, button, choices, context, reply, section
+from .blocks import BlockJSON, SlackMessage, actions_block, button, choices, context, reply, section
 from .forms import FormMode
 from .mrkdwn import to_mrkdwn
 
@@ -63,14 +61,14 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
     message = str(widget.get("message") or "Please answer:")
     messages = reply(message)
     base = ButtonValue(s=key, r=run_id, w=widget_id)
-    controls: list[Block] = []
+    controls: list[BlockJSON] = []
 
     if kind == "confirmation":
         confirm = "Confirm" if widget_id == CONFIRM_WIDGET else "Yes"
         cancel = "Cancel" if widget_id == CONFIRM_WIDGET else "No"
         controls.append(
-            ActionsBlock(
-                elements=[
+            actions_block(
+                [
                     button(confirm, act.action_id(act.WIDGET, "yes"), base.model_copy(update={"c": True}), "primary"),
                     button(cancel, act.action_id(act.WIDGET, "no"), base.model_copy(update={"c": False})),
                 ]
@@ -100,8 +98,8 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
         if plan.strip():
             messages += reply(plan)
         controls.append(
-            ActionsBlock(
-                elements=[
+            actions_block(
+                [
                     button("Approve", act.action_id(act.WIDGET, "approve"), approve, "primary"),
                     button("Request changes", act.action_id(act.FORM, "changes"), changes),
                 ]
@@ -111,7 +109,7 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
         mode = form_mode(widget) or "form"
         label = {"form": "Open form", "feedback": "Give feedback", "multi_select": "Choose…"}[mode]
         opener = button(label, act.action_id(act.FORM, 0), base.model_copy(update={"x": mode}), "primary")
-        controls.append(ActionsBlock(elements=[opener]))
+        controls.append(actions_block([opener]))
     else:
         controls.append(context("Reply in this thread to answer."))
 

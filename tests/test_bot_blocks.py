@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from slack_sdk.errors import SlackObjectFormationError
 
 from bot import blocks
 from bot.actions import ButtonValue
@@ -112,6 +114,26 @@ def test_status_controls_follow_the_phase() -> None:
     text = _check([blocks.status(failed, key=KEY)])[0]["blocks"][0]["text"]["text"]
     assert "The model endpoint failed." in text and "2/6" in text
     assert "Queued" in _check([blocks.status(_snapshot(), key=KEY, queued=True)])[0]["text"]
+
+
+def test_status_redraws_keep_each_runs_own_buttons() -> None:
+    first = _check([blocks.status(_snapshot(), key=KEY, working=True)])[0]
+    again = _check([blocks.status(_snapshot(steps_done=3), key=KEY, working=True)])[0]
+    other = _check([blocks.status(_snapshot(run_id="r2"), key="T1:C1:1700000000.000200", working=True)])[0]
+    assert "3/6" in again["blocks"][0]["text"]["text"] and "2/6" in first["blocks"][0]["text"]["text"]
+    assert [ButtonValue.decode(b["value"]).r for b in _buttons([first, again])] == ["r1"] * 4
+    assert {(v.r, v.s) for v in (ButtonValue.decode(b["value"]) for b in _buttons([other]))} == {
+        ("r2", "T1:C1:1700000000.000200")
+    }
+    assert first["blocks"][-1] == other["blocks"][-1]  # the same hint under every running status
+
+
+def test_a_block_over_a_slack_limit_fails_where_it_is_built() -> None:
+    pause = blocks.button("Pause", "crew:control:pause", ButtonValue(s=KEY, r="r1", x="pause"))
+    with pytest.raises(SlackObjectFormationError):
+        blocks.actions_block([pause], block_id="b" * 256)
+    with pytest.raises(SlackObjectFormationError):
+        blocks.actions_block([blocks.button("Go", "a" * 256, ButtonValue(s=KEY))])
 
 
 def test_completion_lists_artifacts_with_upload_buttons() -> None:

@@ -187,8 +187,9 @@ class ScriptedLLM(LoopbackServer):
         )
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
         try:
-            body = await request.json()
+            body = json.loads(raw)
         except ValueError:
             return _error_response(400, "request body is not valid JSON", "invalid_request_error")
         if not isinstance(body, dict):
@@ -217,7 +218,7 @@ class ScriptedLLM(LoopbackServer):
         if isinstance(step, ErrorReply):
             return self._render_error(step)
         if isinstance(step, Reply):
-            return web.json_response(self._render_reply(step, body))
+            return web.json_response(self._render_reply(step, body, request_bytes=len(raw)))
         raise TypeError(f"responder returned unsupported value {step!r}")
 
     async def _sleep(self, seconds: float) -> None:
@@ -261,7 +262,7 @@ class ScriptedLLM(LoopbackServer):
         message = step.body if isinstance(step.body, str) else f"scripted {step.status} error"
         return _error_response(step.status, message, kind, headers=headers)
 
-    def _render_reply(self, reply: Reply, request_body: dict[str, Any]) -> dict[str, Any]:
+    def _render_reply(self, reply: Reply, request_body: dict[str, Any], *, request_bytes: int) -> dict[str, Any]:
         tool_calls = [
             {
                 "id": f"call_{next(self._call_ids)}",
@@ -277,7 +278,7 @@ class ScriptedLLM(LoopbackServer):
         if tool_calls:
             message["tool_calls"] = tool_calls
         finish_reason = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
-        usage = dict(reply.usage) if reply.usage is not None else _estimate_usage(request_body, message)
+        usage = dict(reply.usage) if reply.usage is not None else _estimate_usage(request_bytes, message)
         return {
             "id": f"chatcmpl-fake-{next(self._completion_ids)}",
             "object": "chat.completion",
@@ -289,9 +290,10 @@ class ScriptedLLM(LoopbackServer):
         }
 
 
-def _estimate_usage(request_body: dict[str, Any], message: dict[str, Any]) -> dict[str, int]:
-    """~4 chars per token: enough for code that budgets or reports tokens."""
-    prompt = max(1, len(json.dumps(request_body.get("messages", []))) // 4)
+def _estimate_usage(request_bytes: int, message: dict[str, Any]) -> dict[str, int]:
+    """~4 chars per token: enough for code that budgets or reports tokens. The prompt is sized from
+    the request as received (tool definitions count, as they do for a real model), not re-encoded."""
+    prompt = max(1, request_bytes // 4)
     completion = max(1, len(json.dumps([message.get("content"), message.get("tool_calls")])) // 4)
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
