@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import resource
 import signal
 import sys
 
@@ -93,6 +94,20 @@ async def serve(config: BotConfig, port: int) -> int:
     return 0
 
 
+def raise_open_file_limit() -> None:
+    """Every pumping run holds a model connection and its two log files open; allow what the system allows.
+
+    The common default soft limit (1024) is reached near 300 runs at once; worker processes inherit the new one.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):
+            log.warning("could not raise the open-file limit", extra={"soft": soft, "hard": hard})
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(
@@ -108,4 +123,5 @@ def run(args: argparse.Namespace) -> int:
     if not config.model:
         print(NO_MODEL, file=sys.stderr)
         return EXIT_USAGE
+    raise_open_file_limit()
     return asyncio.run(serve(config, args.port))

@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -178,3 +179,16 @@ async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(
         assert BOT_TOKEN not in stderr.decode() and APP_TOKEN not in stderr.decode()
         serving = {entry["worker"] for entry in lines if entry["msg"] == "worker serving"}
         assert serving == (set() if workers == "1" else {0, 1})
+
+
+def test_serve_raises_the_open_file_limit_for_many_runs() -> None:
+    script = (
+        "import resource\n"
+        "from cli.serve_cmd import raise_open_file_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "raise_open_file_limit()\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 256 or hard == 256)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "True", done.stderr
