@@ -39,6 +39,7 @@ EVENT_ATTEMPTS = 3
 DRAIN_TIMEOUT = 10.0  # seconds shutdown waits for queued events to reach their workers
 MAX_QUEUED = 10_000  # requests waiting for one worker; beyond that Slack is told to retry later
 WORKER_TIMEOUT = aiohttp.ClientTimeout(total=30)
+UNAVAILABLE = (503, b"", "text/plain")  # Slack retries an event later; a click shows an error
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"
 
@@ -62,26 +63,29 @@ class ShardedBot:
 
     # ---- forwarding ---------------------------------------------------------------
 
-    async def forward(self, body: bytes, content_type: str, retry: dict[str, str]) -> tuple[int, bytes, str]:
+    async def forward(
+        self, body: bytes, content_type: str, retry: dict[str, str], payload: dict[str, Any] | None = None
+    ) -> tuple[int, bytes, str]:
         """Hand one Slack request to its worker; (status, body, content type) to answer Slack with.
 
         Events need nothing from the worker but a 200, so they are acked here at once and
         delivered in the background (in arrival order, and again if the worker restarts).
         Everything else (clicks, modal submissions, url_verification) waits for the worker's ack.
         """
-        payload = parse_body(body, content_type)
+        if payload is None:
+            payload = parse_body(body, content_type)
         lane = self._lanes[route(payload, self.pool.count)]
         request = _Forward(body, content_type, retry)
         if payload is not None and payload.get("type") == "event_callback":
-            return (200, b"", "text/plain") if lane.put(request) else (503, b"", "text/plain")
+            return (200, b"", "text/plain") if lane.put(request) else UNAVAILABLE
         request.answer = asyncio.get_running_loop().create_future()
         if not lane.put(request):
-            return 503, b"", "text/plain"
+            return UNAVAILABLE
         try:
             return await asyncio.wait_for(asyncio.shield(request.answer), ACK_BUDGET)
         except TimeoutError:
             request.answer.cancel()  # too late for Slack's ack: the worker never sees it
-            return 503, b"", "text/plain"
+            return UNAVAILABLE
 
     # ---- HTTP mode ----------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class ShardedBot:
             await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             return
         retry = {"X-Slack-Retry-Num": str(req.retry_attempt)} if req.retry_attempt else {}
-        status, answer, answer_type = await self.forward(body, content_type, retry)
+        status, answer, answer_type = await self.forward(body, content_type, retry, req.payload)
         if status != 200:
             return  # no ack: Slack redelivers the envelope
         payload: dict[str, Any] | None = None
@@ -206,7 +210,7 @@ class _WorkerLane:
                 elif not request.answer.done():
                     answer = await self._send(request) if await self.pool.ready(self.index, ACK_BUDGET) else None
                     if not request.answer.done():
-                        request.answer.set_result(answer or (503, b"", "text/plain"))
+                        request.answer.set_result(answer or UNAVAILABLE)
             except Exception:
                 log.exception("forwarding failed", extra={"worker": self.index})
             finally:
