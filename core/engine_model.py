@@ -21,6 +21,8 @@ class EngineSettings(BaseModel):
     max_turns_per_pump: int = 400  # absolute ceiling per user input
     repeated_failure_limit: int = 3  # identical failing calls before the nudge
     history_budget_tokens: int = DEFAULT_BUDGET_TOKENS
+    # Re-send every earlier node's turns (the behaviour before node-scoped context); benchmarks only.
+    full_history: bool = False
     step_inline_max_bytes: int = 16_384
     large_result_bytes: int = LARGE_RESULT_BYTES
     conversation_max_turns: int = 12

@@ -16,11 +16,15 @@ from typing import Any
 
 from .atomic import AppendLog, atomic_write_text
 from .llm_wire import MessageJSON
+from .prompts.wrappers import unwrap_user_input
 from .runs_model import utc_now
 
 Message = dict[str, Any]
 
 DEFAULT_BUDGET_TOKENS = 100_000
+POST_COMPLETION_WINDOW_TOKENS = 16_000  # post-completion chat keeps at most this much of its own turns
+POST_COMPLETION_SCOPE = "post"
+ANSWER_MAX_CHARS = 4_000
 LARGE_RESULT_BYTES = 50_000
 LARGE_RESULT_PREVIEW_CHARS = 500
 SHRUNK_PREVIEW_CHARS = 300
@@ -164,6 +168,7 @@ class History:
         self._orphans = 0  # tool results not after their assistant call (only from a damaged log)
         self._in_round = False  # the last message was a tool call or one of its results
         self._next_id = 1
+        self.answers: list[dict[str, str]] = []  # what the user said inside the workflow, with the node
 
     @classmethod
     def load(cls, path: Path) -> History:
@@ -201,6 +206,13 @@ class History:
         else:
             self._in_round = role == "assistant" and bool(entry.get("tool_calls"))
         self._next_id = len(self.entries) + 1
+        if entry.get("part") == "user_input":
+            node = _scope_of(entry)
+            if node is not None and node != POST_COMPLETION_SCOPE:
+                answer = unwrap_user_input(str(entry.get("content") or ""))
+                if len(answer) > ANSWER_MAX_CHARS:
+                    answer = answer[:ANSWER_MAX_CHARS] + "…"
+                self.answers.append({"node": node, "answer": answer})
 
     def _rewrite(self) -> None:
         if self.path is not None:
@@ -241,6 +253,33 @@ class History:
             return list(self._wire)
         return fit_messages(self._wire, budget_tokens, self._tokens)
 
+    def scoped_wire(self, scope: str, budget_tokens: int) -> list[Message]:
+        """Only the trailing turns of `scope` (a node id, or "post" after completion).
+
+        A finished node's turns leave the prompt: what later nodes need is in the state summary
+        (answers, decisions, artifacts, variables) and the files. The log itself keeps everything.
+        Messages without a scope (runtime notes, tool results) belong to the turn they follow.
+        """
+        start = len(self.entries)
+        head = start
+        for index in range(len(self.entries) - 1, -1, -1):
+            entry = self.entries[index]
+            if entry.get("role") == "tool":
+                continue
+            owner = _scope_of(entry)
+            if owner is not None and owner != scope:
+                break
+            head = index
+        start = head
+        while start < len(self.entries) and self.entries[start].get("role") == "tool":
+            start += 1  # results whose call was left out would be rejected
+        if scope == POST_COMPLETION_SCOPE:
+            budget_tokens = min(budget_tokens, POST_COMPLETION_WINDOW_TOKENS)
+        window, tokens = self._wire[start:], self._tokens[start:]
+        if sum(tokens) <= budget_tokens and not self._orphans:
+            return list(window)
+        return fit_messages(window, budget_tokens, tokens)
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -276,6 +315,12 @@ class HistoryCache:
         self._kept[history.path] = (_signature(history.path), history)
         while len(self._kept) > self.size:
             del self._kept[next(iter(self._kept))]
+
+
+def _scope_of(entry: Message) -> str | None:
+    """The node (or "post") a message was sent in; logs written before scopes existed used nodeId."""
+    scope = entry.get("scope", entry.get("nodeId"))
+    return str(scope) if scope else None
 
 
 def _signature(path: Path) -> tuple[int, int, int] | None:

@@ -22,6 +22,7 @@ from . import state as run_state
 from .errors import CrewError
 from .events import AssistantText, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
+from .history import POST_COMPLETION_SCOPE
 from .llm import LLMReply
 from .package.models import Package, Workflow
 from .policy import effective_policy
@@ -120,6 +121,7 @@ class Pump:
             intent=self.intent,
             data_context=record.extra.get("data_context") or (),
             budget_tokens=engine.settings.history_budget_tokens,
+            full_history=engine.settings.full_history,
         )
         self.confirmation = Confirmation(granted=confirms_state_change(self.user_input))
         try:
@@ -142,7 +144,10 @@ class Pump:
         if self.user_input is not None and self.user_input.strip():
             node = None if self.complete else self._node_id()
             self.history.append(
-                {"role": "user", "content": wrap_user_input(self.user_input, node)}, part="user_input", nodeId=node
+                {"role": "user", "content": wrap_user_input(self.user_input, node)},
+                part="user_input",
+                nodeId=node,
+                scope=self._scope(),
             )
         record.last_error = None
         await self.reporter.phase(RunPhase.RUNNING)
@@ -190,7 +195,7 @@ class Pump:
                 )
             if verdict == "nudge":
                 text = self.composer.loop_nudge(guard.tool, guard.repeats, *guard.error_parts())
-                self.history.append({"role": "user", "content": text}, part="runtime_note")
+                self.history.append({"role": "user", "content": text}, part="runtime_note", scope=self._scope())
             closing_turn = self.complete and not was_complete  # SPEC §9.5: one more turn for the closing reply
             if self.control.pause:
                 await self._wait_user(paused=True, reason="Paused")
@@ -227,6 +232,7 @@ class Pump:
             state_version=self.state_version,
             history=self.history,
             closing_turn=closing_turn,
+            scope=self._scope(),
         )
         turn = self.llm_calls + 1
         self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
@@ -248,7 +254,9 @@ class Pump:
         except CrewError as exc:
             self.audit({"kind": "llm.error", "turn": turn, "code": exc.code, "message": exc.message})
             self.history.append(
-                {"role": "assistant", "content": f"LLM_ERROR {exc.code}: {exc.message}"}, part="error"
+                {"role": "assistant", "content": f"LLM_ERROR {exc.code}: {exc.message}"},
+                part="error",
+                scope=self._scope(),
             )
             await self._fail(exc.code, exc.message)
         finally:
@@ -262,7 +270,9 @@ class Pump:
                 for c in reply.tool_calls
             ]
         message.update(reply.extra)
-        self.history.append(message, part="assistant", agentId=ctx.agent_id, nodeId=self._node_id())
+        self.history.append(
+            message, part="assistant", agentId=ctx.agent_id, nodeId=self._node_id(), scope=self._scope()
+        )
         self.audit(
             {
                 "kind": "llm.response",
@@ -297,6 +307,10 @@ class Pump:
         self.fm = written if written is not None else run_state.read_state(self.state_dir)
         self.complete = run_state.is_complete(self.fm, self.graph)
         self.state_version += 1
+
+    def _scope(self) -> str:
+        """Which turns a message belongs to: the active node's, or the post-completion chat's."""
+        return POST_COMPLETION_SCOPE if self.complete else self._node_id()
 
     def _node_id(self) -> str:
         return self.graph.effective_node_id(self.fm.get("currentNodeId"))

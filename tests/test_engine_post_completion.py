@@ -100,7 +100,8 @@ async def test_reopening_the_workflow_returns_to_the_normal_profile(project: Pat
         yes = widget_submit_text("workflow_state_change_confirm", "confirmation", {"confirmed": True})
         result = await h.engine.pump(record, package, user_input=yes, on_event=h.record_event)
 
-        assert results(h.llm.requests[-1])[0]["ok"] is True
+        rewound = [e for e in h.kinds("tool_executed") if e.tool == "workflow_rewind"]
+        assert [e.ok for e in rewound] == [True]
         assert result.phase is RunPhase.WAITING_USER  # no longer complete
         after = h.llm.requests[-1]
         assert not is_post_completion(after)

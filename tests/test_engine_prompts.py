@@ -40,8 +40,8 @@ async def test_normal_run_profile_layers(project: Path) -> None:
         assert heads[:6] == [
             ("system", "You are running a CrewAgent v1.1 micro-file workflow inside a runtime that executes your tool calls."),
             ("system", "Tool policy:"),
-            ("system", "You are Bob (Scrum Master)."),
             ("system", "MODE"),
+            ("system", "You are Bob (Scrum Master)."),
             ("user", "RUN_DIRECTIVE"),
             ("user", "NODE_BRIEF"),
         ]
@@ -179,7 +179,7 @@ def test_system_prompt_replaces_the_persona(tmp_path: Path) -> None:
     layers = PromptComposer(package).system_layers(
         mode="run", agent=package.agent("analyst"), policy=effective_policy(SystemToolPolicy(), None), tool_names=[]
     )
-    assert layers[2]["content"] == "You are the compiled analyst prompt."
+    assert layers[3]["content"] == "You are the compiled analyst prompt."
 
 
 # ---- history -----------------------------------------------------------------------------
@@ -312,7 +312,8 @@ async def test_large_tool_results_are_kept_in_state_with_a_pointer(project: Path
 
 
 async def test_history_budget_applies_to_real_runs(project: Path) -> None:
-    async with engine_harness(project, settings=EngineSettings(history_budget_tokens=6000)) as h:
+    settings = EngineSettings(history_budget_tokens=6000, full_history=True)  # enough history to overflow
+    async with engine_harness(project, settings=settings) as h:
         script_create_story(h.llm)
         package = h.load("create-story-micro")
         results = await drive(h.engine, h.create(package, agent="sm"), package, [STORY_KEY])

@@ -1,9 +1,14 @@
 """PromptComposer: the layered messages sent on every LLM call (D§5, SPEC §9.7).
 
-System layers (base rules, tool policy, persona, mode banner) and the run anchors (RUN_DIRECTIVE,
+System layers (base rules, tool policy, mode banner, persona) and the run anchors (RUN_DIRECTIVE,
 NODE_BRIEF with the step file inlined and a STATE_SUMMARY) are rebuilt from the current state on
 every call and never persisted, so the model is re-anchored whenever the node or agent changes.
 The Post-Completion profile drops every trace of an active step.
+
+The order is chosen for prompt caching: providers reuse the longest byte-identical prefix of a
+request, so what never changes in a run comes first (base rules, tool policy, mode; the tool specs
+travel beside the messages), then the persona (changes only when another agent takes a node), then
+the run directive whose per-node lines sit at its end, then the NODE_BRIEF.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from ..tools.base import EffectivePolicy
 TEMPLATES = Path(__file__).parent / "templates"
 STEP_INLINE_MAX_BYTES = 16_384
 SUMMARY_VALUE_MAX_CHARS = 300
+DECISIONS_SHOWN = 20  # the latest decisions in the summary; the state document has them all
 
 Mode = Literal["run", "agent", "chat", "script"]
 Intent = Literal["start", "continue", "resume"]
@@ -113,13 +119,21 @@ def _shorten(value: Any) -> Any:
     return value
 
 
-def state_summary(fm: dict[str, Any], graph: Graph) -> str:
+def state_summary(fm: dict[str, Any], graph: Graph, answers: Sequence[dict[str, str]] = ()) -> str:
+    """The compact memory of the run: earlier nodes' turns are not resent, so what they produced is here.
+
+    The user's answers stay verbatim (with the node that asked); decisions, artifacts and
+    variables come from the state document, which stays authoritative.
+    """
+    decisions = fm.get("decisionLog") or []
     summary = {
         "currentNodeId": graph.effective_node_id(fm.get("currentNodeId")),
         "stepsCompleted": list(fm.get("stepsCompleted") or []),
         "variables": _shorten(dict(fm.get("variables") or {})),
-        "decisionLogCount": len(fm.get("decisionLog") or []),
+        "decisionLogCount": len(decisions),
+        "decisions": _shorten(list(decisions)[-DECISIONS_SHOWN:]),
         "artifacts": list(fm.get("artifacts") or []),
+        "userAnswers": list(answers),
     }
     return "STATE_SUMMARY\n" + json.dumps(summary, ensure_ascii=False, default=str)
 
@@ -157,10 +171,13 @@ class PromptComposer:
         if cached is not None:
             return list(cached)
         base = "base-rules-run" if mode == "run" else "base-rules-conversation"
-        layers = [_system(render(base)), _system(render_tool_policy(policy, tool_names, mode))]
+        layers = [
+            _system(render(base)),
+            _system(render_tool_policy(policy, tool_names, mode)),
+            _system(render("mode-banner", mode=mode)),
+        ]
         if agent is not None and mode != "chat":
             layers.append(_system(self.persona(agent)))
-        layers.append(_system(render("mode-banner", mode=mode)))
         self._layers[key] = layers
         return list(layers)
 
@@ -181,20 +198,22 @@ class PromptComposer:
         intent: Intent,
         complete: bool,
         data_context: Sequence[str] = (),
+        answers: Sequence[dict[str, str]] = (),
     ) -> list[Message]:
-        """RUN_DIRECTIVE (+ NODE_BRIEF unless complete) and any DataContext, from the current state."""
+        """Any DataContext (fixed for the run), RUN_DIRECTIVE, and NODE_BRIEF unless complete."""
         graph = workflow.graph
         agent_id = effective_agent_id(graph, fm, active_agent_id)
         common = dict(workflow=workflow.id, graph=f"@pkg/{workflow.graph_path}", agent_id=agent_id)
+        anchors = [_user(self.redact(text)) for text in data_context]
         if complete:
-            anchors = [_user(render("run-directive-post", **common))]
+            anchors.append(_user(render("run-directive-post", **common)))
         else:
             node_id = graph.effective_node_id(fm.get("currentNodeId"))
-            anchors = [
+            summary = self.redact(state_summary(fm, graph, answers))
+            anchors += [
                 _user(render("run-directive", intent=intent, current_node_id=node_id, **common)),
-                _user(self.node_brief(workflow, node_id) + "\n\n" + self.redact(state_summary(fm, graph))),
+                _user(self.node_brief(workflow, node_id) + "\n\n" + summary),
             ]
-        anchors.extend(_user(self.redact(text)) for text in data_context)
         return anchors
 
     def node_brief(self, workflow: Workflow, node_id: str) -> str:

@@ -2,7 +2,9 @@
 
 System layers + run anchors (the "prefix") depend only on the agent, its tool policy and the run
 state, so they and their token estimate are rebuilt only when one of those changed; the history
-keeps its own per-message estimates. A turn therefore costs the same in a long run as in a new one.
+keeps its own per-message estimates. Only the current node's turns follow the prefix: a finished
+node is remembered by the state summary (and its files), so a call costs about the same at the
+fortieth node as at the first.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ class RunPrompt:
         intent: Intent,
         data_context: Sequence[str],
         budget_tokens: int,
+        full_history: bool = False,
     ) -> None:
         self.composer, self.package, self.workflow = composer, package, workflow
         self.active_agent_id = active_agent_id
         self.intent = intent
         self.data_context = data_context
         self.budget_tokens = budget_tokens
+        self.full_history = full_history
         self._key: tuple[Any, ...] | None = None
         self._prefix: list[Message] = []
         self._prefix_tokens = 0
@@ -50,13 +54,14 @@ class RunPrompt:
         state_version: int,
         history: History,
         closing_turn: bool,
+        scope: str,
     ) -> list[Message]:
         """Prefix + as much history as the budget allows (+ the closing note on the closing turn).
 
         `state_version` must change whenever `fm` does. Raises CrewError AGENT_NOT_FOUND when the
         node's agent is not in the package: a node never runs without its persona and policy (D§5.2).
         """
-        key = (ctx.agent_id, ctx.policy, tuple(tool_names), state_version)
+        key = (ctx.agent_id, ctx.policy, tuple(tool_names), state_version, len(history.answers))
         if key != self._key:
             agent = self.package.agent(ctx.agent_id)
             if agent is None:
@@ -74,10 +79,13 @@ class RunPrompt:
                 intent=self.intent,
                 complete=complete,
                 data_context=self.data_context,
+                answers=history.answers,
             )
             self._prefix = system + anchors
             self._prefix_tokens = sum(message_tokens(m) for m in self._prefix)
             self._key = key
         notes = [self.composer.closing_note()] if closing_turn else []
         budget = self.budget_tokens - self._prefix_tokens - sum(message_tokens(m) for m in notes)
-        return self._prefix + history.wire(max(budget, 0)) + notes
+        budget = max(budget, 0)
+        turns = history.wire(budget) if self.full_history else history.scoped_wire(scope, budget)
+        return self._prefix + turns + notes
