@@ -23,6 +23,8 @@ class EngineSettings(BaseModel):
     history_budget_tokens: int = DEFAULT_BUDGET_TOKENS
     # Re-send every earlier node's turns (the behaviour before node-scoped context); benchmarks only.
     full_history: bool = False
+    # Tokens (prompt + completion) a run may use; a call that would go past it pauses the run first.
+    run_token_budget: int | None = Field(default=None, ge=1)
     step_inline_max_bytes: int = 16_384
     large_result_bytes: int = LARGE_RESULT_BYTES
     conversation_max_turns: int = 12

@@ -158,6 +158,10 @@ class LLMClient:
                 "completion_tokens": response.usage.completion_tokens or 0,
                 "total_tokens": response.usage.total_tokens or 0,
             }
+            details = getattr(response.usage, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) if details is not None else None
+            if cached:
+                usage["cached_tokens"] = cached
         extra: dict[str, Any] = {}
         reasoning = (message.model_extra or {}).get("reasoning_content")
         if reasoning:

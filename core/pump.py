@@ -22,7 +22,7 @@ from . import state as run_state
 from .errors import CrewError
 from .events import AssistantText, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
-from .history import POST_COMPLETION_SCOPE
+from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from .llm import LLMReply
 from .package.models import Package, Workflow
 from .policy import effective_policy
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 Message = dict[str, Any]
+REPLY_ALLOWANCE_TOKENS = 1_000  # what a reply may add to a call, for the token budget check
 
 
 @dataclass
@@ -235,6 +236,8 @@ class Pump:
             scope=self._scope(),
         )
         turn = self.llm_calls + 1
+        prompt_estimate = sum(message_tokens(m) for m in messages) + estimate_tokens(tools.json)
+        await self._check_token_budget(prompt_estimate)
         self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
 
         async def on_retry(attempt: int, reason: str) -> None:
@@ -263,6 +266,7 @@ class Pump:
             self.llm_seconds += time.perf_counter() - started
             self.control.llm_task = None
         self.llm_calls += 1
+        self.record.usage.add(reply.usage, prompt_estimate)
         message: Message = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [
@@ -283,6 +287,21 @@ class Pump:
             }
         )
         return reply
+
+    async def _check_token_budget(self, prompt_estimate: int) -> None:
+        """Pause before a call that would take the run past its token budget (resumable with a higher one)."""
+        budget = self.record.token_budget or self.engine.settings.run_token_budget
+        if budget is None:
+            return
+        used = self.record.usage.total_tokens
+        needed = prompt_estimate + REPLY_ALLOWANCE_TOKENS
+        if used + needed <= budget:
+            return
+        message = (
+            f"Paused before the next model call: this run has used {used:,} of its {budget:,}-token budget "
+            f"and the call would need about {needed:,} more. Raise the run's token budget to continue."
+        )
+        await self._wait_user(paused=True, reason=message, error=RunError(code="RUN_TOKEN_BUDGET", message=message))
 
     # ---- tools ----------------------------------------------------------------
 

@@ -191,4 +191,5 @@ class RunManager:
             steps_total=len(workflow.graph.nodes),
             artifacts=list(view.artifacts),
             error=record.last_error or view.unreadable,
+            usage=record.usage,
         )

@@ -30,6 +30,39 @@ class RunError(BaseModel):
     message: str
 
 
+class RunUsage(BaseModel):
+    """Model usage summed over a run's calls, as the endpoint reported it (estimated where it did not)."""
+
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # only from endpoints that report prompt caching
+    estimated_calls: int = 0  # calls whose endpoint reported no usage: their tokens are our estimate
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, reported: dict[str, int] | None, estimated_prompt_tokens: int) -> None:
+        self.llm_calls += 1
+        if reported is None:
+            self.estimated_calls += 1
+            self.prompt_tokens += estimated_prompt_tokens
+            return
+        self.prompt_tokens += reported.get("prompt_tokens", 0)
+        self.completion_tokens += reported.get("completion_tokens", 0)
+        self.cached_prompt_tokens += reported.get("cached_tokens", 0)
+
+    def line(self) -> str:
+        """`12 model calls · 48,210 tokens`, the same words on every surface."""
+        calls = f"{self.llm_calls} model call{'s' if self.llm_calls != 1 else ''}"
+        approx = "~" if self.estimated_calls else ""
+        text = f"{calls} · {approx}{self.total_tokens:,} tokens"
+        if self.cached_prompt_tokens:
+            text += f" ({self.cached_prompt_tokens:,} cached)"
+        return text
+
+
 class RunRecord(BaseModel):
     """One line of the run index. Paths here are server-side; never show `project_root` to a user."""
 
@@ -46,6 +79,8 @@ class RunRecord(BaseModel):
     updated_at: str = Field(default_factory=utc_now)
     last_error: RunError | None = None
     extra: dict[str, Any] = {}
+    usage: RunUsage = Field(default_factory=RunUsage)
+    token_budget: int | None = None  # this run's own token budget; None = the engine's setting
 
 
 class RunSnapshot(BaseModel):
@@ -64,3 +99,4 @@ class RunSnapshot(BaseModel):
     steps_total: int
     artifacts: list[str] = []  # project-relative
     error: RunError | None = None
+    usage: RunUsage = Field(default_factory=RunUsage)

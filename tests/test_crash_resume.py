@@ -112,3 +112,48 @@ async def test_kill_9_then_resume_finishes_without_redoing_nodes(
     for rel in ARTIFACTS:
         assert (project / rel).is_file()
     assert re.fullmatch(r"[0-9a-f-]{36}", run_id)
+
+
+@pytest.mark.parametrize("hang_at_call", [3, 6])
+async def test_resume_after_kill_9_sends_the_prompt_an_uninterrupted_run_would(
+    tmp_path: Path, project: Path, hang_at_call: int
+) -> None:
+    """The model call in flight when the process dies is asked again with the same messages."""
+    home = tmp_path / "home"
+    script = create_story_responder()
+    hanging = asyncio.Event()
+    release = asyncio.Event()
+
+    async def respond(body: dict[str, object]) -> object:
+        if len(llm.requests) == hang_at_call and not hanging.is_set():
+            hanging.set()
+            await release.wait()  # the process is killed while it waits for this answer
+        return script(body)
+
+    async with ScriptedLLM(responder=respond) as llm:
+        env = _env(llm, home)
+        proc = await _crewagent(
+            env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            stdin=f"{STORY_KEY}\n".encode(),
+        )
+        try:
+            await asyncio.wait_for(hanging.wait(), 30)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            await asyncio.wait_for(proc.wait(), 10)
+        interrupted = llm.requests[hang_at_call - 1]
+        release.set()
+
+        (state_file,) = _state_files(home)
+        run_id = state_file.parent.parent.name
+        proc = await _crewagent(env, "run", "--resume", run_id)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()
+        resumed = llm.requests[hang_at_call]
+
+    def normal(body: dict[str, object]) -> list[object]:  # the directive names the pump's intent
+        return [re.sub(r"- intent: \w+", "- intent: *", str(m)) for m in body["messages"]]  # type: ignore[union-attr]
+
+    assert normal(resumed) == normal(interrupted)
+    assert resumed["tools"] == interrupted["tools"]
+    assert "Run complete" in out.decode()
