@@ -246,6 +246,7 @@ def build(
         EngineSettings(
             max_turns_without_progress=config.limits.max_turns_without_progress,
             max_turns_per_pump=config.limits.max_turns_per_input,
+            run_token_budget=config.limits.run_token_budget,
             system_policy=config.tool_policy,
             # Every run that may pump at once keeps its history in memory (~100 KB each) between turns.
             kept_histories=max(32, config.limits.max_concurrent_runs),

@@ -266,7 +266,7 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
         shown = ", ".join(f"`{escape(a)}`" for a in snapshot.artifacts[:10])
         more = f" and {len(snapshot.artifacts) - 10} more" if len(snapshot.artifacts) > 10 else ""
         lines.append(f"Artifacts: {shown}{more}")
-    if snapshot.phase == RunPhase.FAILED and snapshot.error:
+    if snapshot.error and (snapshot.phase == RunPhase.FAILED or snapshot.error.code == "RUN_TOKEN_BUDGET"):
         lines.append(f"Reason: {to_mrkdwn(snapshot.error.message)}")
     blocks = [section("\n".join(lines))]
     names = controls_for(snapshot, queued=queued)
@@ -295,10 +295,18 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
     else:
         lines.append("No artifacts were recorded.")
         blocks.append(section("\n".join(lines)))
+    blocks += usage_blocks(snapshot)
     blocks.append(
         context("You can keep chatting in this thread; changes to the finished run ask for confirmation first.")
     )
     return SlackMessage(text=f"{snapshot.workflow_name} completed", blocks=blocks)
+
+
+def usage_blocks(snapshot: RunSnapshot) -> list[BlockJSON]:
+    """"N model calls · T tokens" under a completed run (nothing when the run made no call)."""
+    if not snapshot.usage.llm_calls:
+        return []
+    return [context(snapshot.usage.line())]
 
 
 def resume_offer(*, key: str, run_id: str) -> SlackMessage:

@@ -47,6 +47,7 @@ class Limits(_Strict):
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
     status_edits_per_second: float = Field(default=3.0, gt=0)  # all status edits together (Slack rate limits)
     shutdown_grace: float = Field(default=20.0, ge=0)  # seconds in-flight turns get on SIGTERM
+    run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
 
 
 class Access(_Strict):

@@ -35,7 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--project", help="project checkout (default: current dir)")
     r.add_argument("--workflow", help="workflow id (multi-workflow packages)")
     r.add_argument("--agent", help="agent id for the persona")
-    r.add_argument("--resume", metavar="RUN_ID", help="continue a saved run")
+    r.add_argument("--resume", metavar="RUN_ID", help="continue a saved run (a unique start of its id is enough)")
+    r.add_argument(
+        "--token-budget",
+        type=int,
+        metavar="TOKENS",
+        help="pause the run before it uses more model tokens than this (default: CREWAGENT_RUN_TOKEN_BUDGET, "
+        "else no limit)",
+    )
     r.set_defaults(module="cli.run_cmd")
 
     rs = sub.add_parser("runs", help="inspect runs")

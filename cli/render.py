@@ -106,6 +106,8 @@ def render_snapshot(snapshot: RunSnapshot) -> list[str]:
         lines.append(f"Node:      {snapshot.current_node_title} [{snapshot.current_node_id}]")
     if snapshot.error:
         lines.append(f"Error:     {snapshot.error.code}: {snapshot.error.message}")
+    if snapshot.usage.llm_calls:
+        lines.append(f"Usage:     {snapshot.usage.line()}")
     lines.append("Artifacts: " + ("none" if not snapshot.artifacts else ""))
     lines += [f"  - {a}" for a in snapshot.artifacts]
     return lines

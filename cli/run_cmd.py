@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 
-from core.engine import Engine, PumpResult
+from core.engine import Engine, EngineSettings, PumpResult
 from core.errors import CrewError
 from core.events import RunPhase
 from core.llm import LLMClient, LLMSettings
@@ -66,10 +67,23 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             package = load_package(args.path, cache_dir=store.packages_dir)
             record = runs.create(package, args.workflow, args.agent, Path(args.project or "."))
             intent = "start"
-        engine = Engine(store, runs, llm)
+        if args.token_budget is not None:
+            record.token_budget = args.token_budget
+            runs.update(record)
+        engine = Engine(store, runs, llm, engine_settings())
         return await _drive(engine, record, package, intent, read_line, write)
     finally:
         await llm.aclose()
+
+
+def engine_settings() -> EngineSettings:
+    """The terminal's engine settings: CREWAGENT_RUN_TOKEN_BUDGET caps every run's tokens."""
+    raw = os.environ.get("CREWAGENT_RUN_TOKEN_BUDGET", "").strip().replace("_", "")
+    if not raw:
+        return EngineSettings()
+    if not raw.isdigit() or int(raw) < 1:
+        raise CrewError("USAGE", f"CREWAGENT_RUN_TOKEN_BUDGET must be a positive whole number of tokens, not {raw!r}.")
+    return EngineSettings(run_token_budget=int(raw))
 
 
 def _load_saved_package(record: RunRecord, store: RuntimeStore) -> Package:
@@ -101,19 +115,19 @@ async def _drive(
         result = await engine.pump(record, package, intent=intent, user_input=user_input, on_event=printer)  # type: ignore[arg-type]
         intent = "continue"
         if result.phase is RunPhase.COMPLETED:
-            write("\nRun complete.")
+            write(f"\nRun complete. {record.usage.line()}.")
             _print_artifacts(write, engine.runs.snapshot(record, package).artifacts)
             return 0
         if result.phase is RunPhase.FAILED:
             write(f"Fix the cause, then retry with: {resume_hint(record.run_id)}")
             return EXIT_FAILED
         if result.paused or interrupted.is_set():
-            _print_stopped(write, record.run_id, result)
+            _print_stopped(write, record, result)
             return EXIT_INTERRUPTED if interrupted.is_set() else 0
         try:
             user_input = _answer(result, read_line, write)
         except KeyboardInterrupt:
-            _print_stopped(write, record.run_id, None)
+            _print_stopped(write, record, None)
             return EXIT_INTERRUPTED
         if user_input is None:
             write(f"\nNo more input. The run waits for you; continue with: {resume_hint(record.run_id)}")
@@ -150,9 +164,17 @@ def _install_stop_handler(engine: Engine, run_id: str) -> asyncio.Event:
     return interrupted
 
 
-def _print_stopped(write: Write, run_id: str, result: PumpResult | None) -> None:
-    why = (result.error.message if result and result.error else None) or "Stopped"
-    write(f"\n{why}. Run {run_id} is saved and can continue later: {resume_hint(run_id)}")
+def _print_stopped(write: Write, record: RunRecord, result: PumpResult | None) -> None:
+    run_id = record.run_id
+    error = result.error if result else None
+    if error is not None and error.code == "RUN_TOKEN_BUDGET":
+        write(f"\n{error.message}")
+        write(f"Used so far: {record.usage.line()}.")
+        higher = 2 * (record.token_budget or record.usage.total_tokens or 1)
+        write(f"Continue with a higher budget: {resume_hint(run_id)} --token-budget {higher}")
+        return
+    why = (error.message if error else None) or "Stopped"
+    write(f"\n{why.rstrip('.')}. Run {run_id} is saved and can continue later: {resume_hint(run_id)}")
 
 
 def _print_artifacts(write: Write, artifacts: list[str]) -> None:

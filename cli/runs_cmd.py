@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from core.errors import CrewError
+from core.events import RunPhase
+from core.history import History
 from core.package.loader import load_package
 from core.package.models import Package
 from core.runs import RunManager
@@ -61,18 +63,21 @@ def _list(runs: RunManager, project: str | None, write: Write) -> int:
         write("No runs yet. Start one with: crewagent run PACKAGE --project DIR")
         return 0
     packages = _Packages(runs.store)
-    rows = [("RUN ID", "WORKFLOW", "PHASE", "CURRENT NODE", "STEPS", "ARTIFACTS", "UPDATED")]
+    rows = [("RUN ID", "PROJECT", "WORKFLOW", "PHASE", "CURRENT NODE", "STEPS", "ARTIFACTS", "CALLS", "TOKENS", "UPDATED")]
     for record in records:
         snap = _snapshot(runs, packages, record)
         phase = record.phase.value + (" (paused)" if record.paused else "")
         rows.append(
             (
                 record.run_id,
+                Path(record.project_root).name,
                 record.workflow_id,
                 phase,
                 (snap.current_node_id or "-") if snap else "?",
                 f"{snap.steps_done}/{snap.steps_total}" if snap else "?",
                 str(len(snap.artifacts)) if snap else "?",
+                str(record.usage.llm_calls),
+                f"{record.usage.total_tokens:,}",
                 record.updated_at[:19].replace("T", " "),
             )
         )
@@ -96,6 +101,14 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
     write(f"Project:   {record.project_root}")
     write(f"Created:   {record.created_at}")
     write(f"Updated:   {record.updated_at}")
-    if record.phase.value != "completed":
+    if snap is None or not record.usage.llm_calls:
+        write(f"Usage:     {record.usage.line()}")
+    if record.token_budget:
+        write(f"Budget:    {record.token_budget:,} tokens")
+    if record.phase is RunPhase.WAITING_USER:
+        question = History.peek(runs.store.conversation_log(record)).pending_question()
+        if question:
+            write("Question:  " + question.strip().replace("\n", "\n           "))
+    if record.phase is not RunPhase.COMPLETED:
         write(f"Continue:  crewagent run --resume {record.run_id}")
     return 0

@@ -174,6 +174,20 @@ class History:
     def load(cls, path: Path) -> History:
         """Read the log; skip a torn last line; close tool calls whose results never got written."""
         history = cls(path)
+        if history._read(path):
+            history._rewrite()
+        history._close_dangling_calls()
+        return history
+
+    @classmethod
+    def peek(cls, path: Path) -> History:
+        """The log as it is, for looking only: nothing is repaired or written (another process may pump it)."""
+        history = cls(None)
+        history._read(path)
+        return history
+
+    def _read(self, path: Path) -> bool:
+        """Add the log's messages; True when a torn line was skipped."""
         try:
             raw_lines = path.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
@@ -188,11 +202,8 @@ class History:
                 torn = True
                 continue
             if isinstance(entry, dict) and entry.get("role") in ("system", "user", "assistant", "tool"):
-                history._add(entry)
-        if torn:
-            history._rewrite()
-        history._close_dangling_calls()
-        return history
+                self._add(entry)
+        return torn
 
     def _add(self, entry: Message) -> None:
         tokens = int(entry.get("tokens") or message_tokens(entry))
@@ -282,6 +293,25 @@ class History:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    def pending_question(self) -> str | None:
+        """What the model last asked the user: a ui_ask_user message, or its closing text."""
+        for entry in reversed(self.entries):
+            if entry.get("role") != "assistant":
+                continue
+            for call in reversed(entry.get("tool_calls") or []):
+                function = call.get("function") or {}
+                if function.get("name") in ("ui_ask_user", "ui.ask_user"):
+                    try:
+                        arguments = json.loads(function.get("arguments") or "{}")
+                    except ValueError:
+                        return None
+                    message = arguments.get("message") if isinstance(arguments, dict) else None
+                    return str(message) if message else None
+            if entry.get("tool_calls"):
+                return None
+            return str(entry["content"]) if entry.get("content") else None
+        return None
 
     def last_assistant_text(self) -> str | None:
         for entry in reversed(self.entries):

@@ -129,10 +129,20 @@ class RunManager:
         return record
 
     def get(self, run_id: str) -> RunRecord:
-        record = self.store.read_record(run_id.strip())
-        if record is None:
-            raise CrewError("RUN_NOT_FOUND", f"No run with id '{run_id}'. List runs with `crewagent runs list`.")
-        return record
+        """The run with this id, or with the only id that starts with it (ids are long to type)."""
+        wanted = run_id.strip()
+        record = self.store.read_record(wanted) if wanted else None
+        if record is not None:
+            return record
+        matches = [r for key, r in self.store.read_index().items() if wanted and key.startswith(wanted)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            ids = ", ".join(sorted(r.run_id for r in matches)[:5])
+            raise CrewError(
+                "RUN_AMBIGUOUS", f"'{wanted}' starts {len(matches)} run ids ({ids}); give more of the id."
+            )
+        raise CrewError("RUN_NOT_FOUND", f"No run with id '{run_id}'. List runs with `crewagent runs list`.")
 
     def list(self, project_root: str | Path | None = None) -> list[RunRecord]:
         """Newest first; optionally only the runs of one project."""

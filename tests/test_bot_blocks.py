@@ -14,7 +14,7 @@ from bot.mrkdwn import split_text, to_mrkdwn
 from bot.widgets import answer_for, widget_messages
 from core.events import RunPhase
 from core.outputs import AgentCard, MenuEntry
-from core.runs_model import RunError, RunSnapshot
+from core.runs_model import RunError, RunSnapshot, RunUsage
 
 KEY = "T1:C1:1700000000.000100"
 
@@ -141,6 +141,23 @@ def test_completion_lists_artifacts_with_upload_buttons() -> None:
     payload = _check([blocks.completion(snap, key=KEY)])[0]
     buttons = [b["accessory"] for b in payload["blocks"] if b.get("accessory")]
     assert [ButtonValue.decode(b["value"]).f for b in buttons] == ["artifacts/a.md", "artifacts/b.md"]
+
+
+def test_completion_says_how_many_model_calls_and_tokens_the_run_took() -> None:
+    usage = RunUsage(llm_calls=9, prompt_tokens=41_000, completion_tokens=2_345)
+    snap = _snapshot(phase=RunPhase.COMPLETED, artifacts=["artifacts/a.md"], usage=usage)
+    payload = _check([blocks.completion(snap, key=KEY)])[0]
+    texts = [e["text"] for b in payload["blocks"] if b["type"] == "context" for e in b["elements"]]
+    assert "9 model calls · 43,345 tokens" in texts
+    silent = _check([blocks.completion(_snapshot(phase=RunPhase.COMPLETED), key=KEY)])[0]
+    assert "model call" not in str(silent)
+
+
+def test_a_token_budget_pause_shows_its_reason() -> None:
+    reason = "Paused before the next model call: this run has used 9,000 of its 10,000-token budget."
+    snap = _snapshot(phase=RunPhase.WAITING_USER, paused=True, error=RunError(code="RUN_TOKEN_BUDGET", message=reason))
+    payload = _check([blocks.status(snap, key=KEY)])[0]
+    assert "10,000-token budget" in str(payload) and "Resume" in str(payload)
 
 
 def test_widgets_render_and_map_clicks_to_answers() -> None:

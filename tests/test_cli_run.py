@@ -97,18 +97,29 @@ async def test_end_of_input_leaves_the_run_resumable(project: Path, model_env: N
         code, out, err = await cli(["runs", "list"], "", monkeypatch, capsys)
         assert code == 0
         header, row = out.splitlines()
-        assert header.split() == ["RUN", "ID", "WORKFLOW", "PHASE", "CURRENT", "NODE", "STEPS", "ARTIFACTS", "UPDATED"]
-        assert row.split()[:6] == [run_id, "create-story-micro", "waiting-user", "step-01-select-story", "0/6", "0"]
+        assert header.split() == ["RUN", "ID", "PROJECT", "WORKFLOW", "PHASE", "CURRENT", "NODE", "STEPS",
+                                  "ARTIFACTS", "CALLS", "TOKENS", "UPDATED"]
+        assert row.split()[:9] == [run_id, project.name, "create-story-micro", "waiting-user",
+                                   "step-01-select-story", "0/6", "0", "2", f"{saved_tokens(run_id):,}"]
 
         code, out, err = await cli(["run", "--resume", run_id], STORY_KEY + "\n", monkeypatch, capsys)
         assert code == 0, err
         assert f"Resuming run {run_id}" in out and "Run complete." in out
 
+        calls = RunManager(RuntimeStore()).get(run_id).usage.llm_calls
+        assert calls == len(llm.requests)
+        assert f"Run complete. {calls} model calls · {saved_tokens(run_id):,} tokens." in out
+
         code, out, _ = await cli(["runs", "show", run_id], "", monkeypatch, capsys)
         assert "Phase:     completed" in out and "Progress:  6/6 steps" in out
+        assert f"Usage:     {calls} model calls · {saved_tokens(run_id):,} tokens" in out
         assert "  - artifacts/create-story/summary.md" in out
         code, out, _ = await cli(["runs", "list", "--project", str(project / "artifacts")], "", monkeypatch, capsys)
         assert "No runs yet" in out
+
+
+def saved_tokens(run_id: str) -> int:
+    return RunManager(RuntimeStore()).get(run_id).usage.total_tokens
 
 
 async def test_missing_model_is_a_clear_error(project: Path, monkeypatch: pytest.MonkeyPatch,
