@@ -1,14 +1,20 @@
-"""`crewagent chat [PACKAGE] --project DIR`: the Agent-First session in a terminal.
+"""`crewagent chat [PACKAGE] [--project DIR]`: the Agent-First session in a terminal.
 
 The same SessionService as the Slack bot, on the "ide" surface: agents and menus are numbered
 lists, questions from the workflow are answered by typing, `*quit` or end of input leaves.
+`*stop`, `*pause` and `*status` typed while a run works act between its turns, as in Slack; Ctrl-C
+stops the run the same way and ends the chat with the command that resumes it. Without --project
+the chat works in a scratch folder under the runtime home, never in the current directory.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.engine import Engine
@@ -18,25 +24,34 @@ from core.llm import LLMClient, LLMSettings
 from core.outputs import Output
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
+from core.router import parse_global_command
 from core.runs import RunManager
+from core.runs_model import RunRecord
 from core.session.model import Session
 from core.session.service import SessionService
 from core.store import RuntimeStore
 
+from .line_feed import LineFeed, Prompt, stdout_prompt
 from .render import (
     EventPrinter,
     InputClosed,
     ReadLine,
     Write,
+    agents_line,
     ask_widget,
     render_snapshot,
     stdin_read_line,
     stdout_write,
 )
+from .run_cmd import engine_settings, resume_hint
 
 EXIT_SETUP = 2
+EXIT_WAITING = 3  # input ended while the run still waits for an answer
+EXIT_INTERRUPTED = 130
 DEFAULT_PACKAGE = Path("examples") / "create-story-micro"
+SCRATCH_PROJECT = "scratch"
 QUIT_WORDS = {"*quit", "*exit", "/quit", "/exit"}
+RUN_CONTROLS = ("stop", "pause", "status")  # typed while a run works, these act at once
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +77,7 @@ def default_package() -> Path | None:
     return None
 
 
-async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write) -> int:
+async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prompt: Prompt = stdout_prompt) -> int:
     """The whole terminal session; raises CrewError/PackageInvalid for setup problems."""
     path = Path(args.path) if args.path else default_package()
     if path is None:
@@ -70,38 +85,185 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write) -> i
     if not path.exists():
         raise CrewError("PACKAGE_NOT_FOUND", f"there is no package at {path}.")
     store = RuntimeStore()
-    project = store.check_project(Path(args.project or "."))
     llm = LLMClient(LLMSettings.from_env())  # fails early when no model is configured
     try:
+        if args.project:
+            project = store.check_project(Path(args.project))
+        else:
+            project = scratch_project(store)
+            write(
+                f"No --project given: working in the scratch project {project} (artifacts are written there). "
+                "Pass --project DIR to work on a checkout."
+            )
         package = load_package(path, cache_dir=store.packages_dir)
         runs = RunManager(store)
-        service = SessionService([package], project, Engine(store, runs, llm), runs, surface="ide")
-        return await _loop(service, package, read_line, write)
+        engine = Engine(store, runs, llm, engine_settings())
+        service = SessionService([package], project, engine, runs, surface="ide")
+        return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
     finally:
         await llm.aclose()
 
 
-async def _loop(service: SessionService, package: Package, read_line: ReadLine, write: Write) -> int:
-    session = Session(id="terminal")
-    screen = Screen(package, write)
-    write(f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave.")
-    await service.open(session, "", screen.show)
-    while True:
-        pending = session.pending_widget
-        if pending is not None:
-            try:
-                value = ask_widget(pending.payload, read_line, write)
-            except InputClosed:
+def scratch_project(store: RuntimeStore) -> Path:
+    """Where a chat without --project writes: one folder kept beside the runtime's own data."""
+    folder = store.home / SCRATCH_PROJECT
+    folder.mkdir(parents=True, exist_ok=True)
+    return store.check_project(folder)
+
+
+class Terminal:
+    """The chat loop: one input at a time, with `*stop` / `*pause` / `*status` and Ctrl-C taken while a run works."""
+
+    def __init__(self, service: SessionService, package: Package, feed: LineFeed, write: Write) -> None:
+        self.service, self.feed, self.write = service, feed, write
+        self.engine = service.deps.engine
+        self.runs = service.deps.runs
+        self.session = Session(id="terminal")
+        self.screen = Screen(package, write)
+        self.interrupted = asyncio.Event()
+        self._working: asyncio.Future[object] | None = None
+        self._stopping = False
+        self._handles_ctrl_c = False
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self._on_ctrl_c)
+            self._handles_ctrl_c = True
+        except (RuntimeError, ValueError, NotImplementedError):
+            self._handles_ctrl_c = False  # not the main thread: Ctrl-C stays a KeyboardInterrupt
+        try:
+            return await self._loop()
+        except KeyboardInterrupt:
+            return self._stopped()
+        finally:
+            if self._handles_ctrl_c:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    @contextmanager
+    def _ctrl_c_raises(self) -> Iterator[None]:
+        """A widget question reads synchronously: there Ctrl-C must interrupt the read itself."""
+        if not self._handles_ctrl_c:
+            yield
+            return
+        loop = asyncio.get_running_loop()
+        loop.remove_signal_handler(signal.SIGINT)  # back to KeyboardInterrupt
+        try:
+            yield
+        finally:
+            loop.add_signal_handler(signal.SIGINT, self._on_ctrl_c)
+
+    async def _loop(self) -> int:
+        session, show = self.session, self.screen.show
+        package = self.screen.package
+        self.write(f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave; Ctrl-C stops a working run.")
+        await self._work(self.service.open(session, "", show))
+        while not self.interrupted.is_set():
+            pending = session.pending_widget
+            if pending is not None:
+                try:
+                    with self._ctrl_c_raises():
+                        value = ask_widget(pending.payload, self.feed.next_blocking, self.write)
+                except InputClosed:
+                    return self._input_ended()
+                await self._work(self.service.handle_widget_submit(session, pending.widget_id, value, show))
+                continue
+            self.feed.prompt(f"\n{_prompt(session)}> ")
+            line = await self._unless_interrupted(self.feed.next())
+            if self.interrupted.is_set():
                 break
-            await service.handle_widget_submit(session, pending.widget_id, value, screen.show)
-            continue
-        line = read_line(f"\n{_prompt(session)}> ")
-        if line is None or line.strip().lower() in QUIT_WORDS:
-            break
-        if line.strip():
-            await service.handle_text(session, line, screen.show)
-    write("Bye.")
-    return 0
+            if line is None:
+                return self._input_ended()
+            if line.strip().lower() in QUIT_WORDS:
+                self.write("Bye.")
+                return 0
+            if line.strip():
+                await self._work(self.service.handle_text(session, line, show))
+        return self._stopped()
+
+    async def _work(self, handler: Awaitable[object]) -> None:
+        """Run one handler; lines typed meanwhile are read at once: run controls act now, the rest wait."""
+        task = self._working = asyncio.ensure_future(handler)
+        try:
+            while not task.done():
+                reader = asyncio.ensure_future(self.feed.fresh())
+                await asyncio.wait({task, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if not reader.done():
+                    reader.cancel()
+                    break
+                line = reader.result()
+                if line is not None and self._controls_the_run(line):
+                    await self.service.handle_text(self.session, line, self.screen.show)
+                else:
+                    self.feed.hold(line)
+            await task
+        except asyncio.CancelledError:
+            if not self.interrupted.is_set():
+                raise
+        finally:
+            self._working = None
+
+    def _controls_the_run(self, line: str) -> bool:
+        run_id = self.session.run_id
+        working = run_id is not None and self.engine.is_pumping(run_id)
+        return working and parse_global_command(line) in RUN_CONTROLS
+
+    async def _unless_interrupted(self, reading: Awaitable[str | None]) -> str | None:
+        read = asyncio.ensure_future(reading)
+        stop = asyncio.ensure_future(self.interrupted.wait())
+        await asyncio.wait({read, stop}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (read, stop):
+            if not task.done():
+                task.cancel()
+        return read.result() if read.done() and not read.cancelled() else None
+
+    def _on_ctrl_c(self) -> None:
+        """First Ctrl-C: a working run stops between turns (it stays resumable); then the chat ends."""
+        self.interrupted.set()
+        run_id = self.session.run_id
+        if run_id and self.engine.is_pumping(run_id) and not self._stopping:
+            self._stopping = True
+            self.engine.request_stop(run_id)
+        elif self._working is not None and not self._working.done():
+            self._working.cancel()
+
+    def _stopped(self) -> int:
+        record = self._bound_run()
+        if record is None:
+            self.write("\nStopped.")
+            return EXIT_INTERRUPTED
+        if record.phase is RunPhase.RUNNING:  # the pump was cut off mid-turn: say where it stands
+            record.phase, record.paused = RunPhase.WAITING_USER, True
+            self.runs.update(record)
+        if record.phase is RunPhase.COMPLETED:
+            self.write(f"\nStopped. Run {record.run_id} is complete.")
+        else:
+            state = "paused" if record.paused else record.phase.value
+            self.write(
+                f"\nStopped. Run {record.run_id} is saved ({state}); continue it with: {resume_hint(record.run_id)} "
+                "(or *resume in crewagent chat)."
+            )
+        return EXIT_INTERRUPTED
+
+    def _input_ended(self) -> int:
+        record = self._bound_run()
+        if record is not None and record.phase is not RunPhase.COMPLETED:
+            self.write(
+                f"\nInput ended while run {record.run_id} waits for you; it is not done. "
+                f"Continue it with: {resume_hint(record.run_id)}"
+            )
+            return EXIT_WAITING
+        self.write("Bye.")
+        return 0
+
+    def _bound_run(self) -> RunRecord | None:
+        run_id = self.session.run_id
+        if run_id is None:
+            return None
+        try:
+            return self.runs.get(run_id)
+        except CrewError:
+            return None
 
 
 def _prompt(session: Session) -> str:
@@ -116,6 +278,7 @@ class Screen:
     """Renders session outputs as plain text lines; run events go through the shared EventPrinter."""
 
     def __init__(self, package: Package, write: Write) -> None:
+        self.package = package
         self.write = write
         self.events = EventPrinter(package, write)
         self.announced: set[str] = set()  # runs whose completion was printed (post-completion chat repeats it)
@@ -139,10 +302,12 @@ class Screen:
             w(f"\n{who}:\n{output.text.strip()}")
         elif output.kind == "run_started":
             snap = output.snapshot
-            w(f"\nRun {snap.run_id}: {snap.workflow_name} ({snap.steps_total} steps) as {snap.agent_name}.")
+            w(f"\nRun {snap.run_id}: {snap.workflow_name} ({snap.steps_total} steps) with {agents_line(snap)}.")
         elif output.kind == "run_progress":
-            self.events.show(output.event)
             event = output.event
+            failed = isinstance(event, PhaseChanged) and event.phase is RunPhase.FAILED
+            if not failed:  # a failure is told once, by the error output that follows it
+                self.events.show(event)
             done = isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)

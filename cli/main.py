@@ -5,15 +5,26 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+
+DISTRIBUTION = "crewagent-slack"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crewagent", description="Run .bmad v1.1 agent workflows.")
+    p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("serve", help="run the Slack bot")
     s.add_argument("--project", help="project checkout the workflows work on (default: current dir)")
-    s.add_argument("--package", action="append", default=[], help="package dir or .bmad (repeatable)")
+    s.add_argument(
+        "--package",
+        action="append",
+        default=[],
+        help="package dir or .bmad (repeatable). Without it (and without packages in --config) serve offers the "
+        "example packages found in ./examples or in the source checkout crewagent runs from; an installed copy "
+        "started elsewhere has none and stops, asking for --package",
+    )
     s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
     s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
     s.add_argument(
@@ -55,9 +66,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("chat", help="talk to a package's agents in the terminal (Agent-First)")
     c.add_argument("path", nargs="?", help="package dir or .bmad")
-    c.add_argument("--project", help="project checkout (default: current dir)")
+    c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
     c.set_defaults(module="cli.chat_cmd")
     return p
+
+
+def installed_version() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "(not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,13 +93,21 @@ class EventPrinter:
                 self.write(f"\n⚠ {event.reason}")
 
 
+def agents_line(snapshot: RunSnapshot) -> str:
+    """The run's own agent, and the current step's when another agent runs it (a persona switch)."""
+    started = snapshot.run_agent_name or snapshot.agent_name
+    if snapshot.run_agent_id is None or snapshot.run_agent_id == snapshot.agent_id or not snapshot.current_node_id:
+        return started
+    return f"{started}; this step: {snapshot.agent_name}"
+
+
 def render_snapshot(snapshot: RunSnapshot) -> list[str]:
     phase = snapshot.phase.value + (" (paused)" if snapshot.paused else "")
     lines = [
         f"Run:       {snapshot.run_id}",
         f"Workflow:  {snapshot.workflow_name} ({snapshot.workflow_id})",
         f"Phase:     {phase}",
-        f"Agent:     {snapshot.agent_name}",
+        f"Agent:     {agents_line(snapshot)}",
         f"Progress:  {snapshot.steps_done}/{snapshot.steps_total} steps",
     ]
     if snapshot.current_node_id:

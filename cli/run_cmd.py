@@ -23,10 +23,20 @@ from core.runs import RunManager
 from core.runs_model import RunRecord
 from core.store import RuntimeStore
 
-from .render import EventPrinter, InputClosed, ReadLine, Write, ask_widget, stdin_read_line, stdout_write
+from .render import (
+    EventPrinter,
+    InputClosed,
+    ReadLine,
+    Write,
+    agents_line,
+    ask_widget,
+    stdin_read_line,
+    stdout_write,
+)
 
 EXIT_FAILED = 1
 EXIT_SETUP = 2
+EXIT_WAITING = 3  # input ended while the run still waits for an answer
 EXIT_INTERRUPTED = 130
 
 
@@ -106,7 +116,7 @@ async def _drive(
     verb = "Resuming" if intent == "resume" else "Starting"
     write(
         f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
-        f"as {snapshot.agent_name}. Ctrl-C stops between turns."
+        f"with {agents_line(snapshot)}. Ctrl-C stops between turns."
     )
     printer = EventPrinter(package, write, steps_done=snapshot.steps_done)
     interrupted = _install_stop_handler(engine, record.run_id)
@@ -130,8 +140,11 @@ async def _drive(
             _print_stopped(write, record, None)
             return EXIT_INTERRUPTED
         if user_input is None:
-            write(f"\nNo more input. The run waits for you; continue with: {resume_hint(record.run_id)}")
-            return 0
+            write(
+                f"\nInput ended while run {record.run_id} waits for you; it is not done. "
+                f"Continue it with: {resume_hint(record.run_id)}"
+            )
+            return EXIT_WAITING
 
 
 def _answer(result: PumpResult, read_line: ReadLine, write: Write) -> str | None:

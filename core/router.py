@@ -32,7 +32,7 @@ GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status"]
 
 BUILTIN_ACTIONS = {"menu.show": "ShowMenu", "agent.dismiss": "DismissAgent", "run.resume": "ResumeRun"}
 FUZZY_THRESHOLD = 30
-_GLOBAL_COMMANDS = ("menu", "pause", "stop", "resume", "dismiss", "status")
+GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss")
 
 
 class DataRef(BaseModel):
@@ -94,7 +94,7 @@ def parse_global_command(text: str) -> GlobalCommand | None:
     if not first or first[0][:1] not in ("*", "/"):
         return None
     name = first[0][1:].lower()
-    return name if name in _GLOBAL_COMMANDS else None  # type: ignore[return-value]
+    return name if name in GLOBAL_COMMANDS else None  # type: ignore[return-value]
 
 
 # ---------------------------------------------------------------- candidates

@@ -187,6 +187,7 @@ class RunManager:
         workflow = package.workflow(record.workflow_id) or package.default_workflow
         agent_id = view.node_agent_id or record.active_agent_id
         agent = package.agent(agent_id)
+        starter = package.agent(record.active_agent_id)
         return RunSnapshot(
             run_id=record.run_id,
             workflow_id=workflow.id,
@@ -197,6 +198,8 @@ class RunManager:
             current_node_title=view.node_title,
             agent_id=agent_id,
             agent_name=agent.display_name if agent else agent_id,
+            run_agent_id=record.active_agent_id,
+            run_agent_name=starter.display_name if starter else record.active_agent_id,
             steps_done=view.steps_done,
             steps_total=len(workflow.graph.nodes),
             artifacts=list(view.artifacts),

@@ -93,8 +93,10 @@ class RunSnapshot(BaseModel):
     paused: bool = False
     current_node_id: str | None = None  # None once completed
     current_node_title: str | None = None
-    agent_id: str
+    agent_id: str  # the current node's agent (the run's own agent when the node names none)
     agent_name: str
+    run_agent_id: str | None = None  # the agent the run was started with
+    run_agent_name: str | None = None
     steps_done: int
     steps_total: int
     artifacts: list[str] = []  # project-relative

@@ -41,9 +41,10 @@ async def test_chat_picks_agent_and_menu_by_number_and_completes(project: Path, 
         script_create_story(llm)
         point_at(llm, monkeypatch)
         out: list[str] = []
-        prompts, read_line = feeder(["1", "1", STORY_KEY, "*quit", "never read"])
+        _, read_line = feeder(["1", "1", STORY_KEY, "*quit", "never used"])
+        prompts: list[str] = []
         args = argparse.Namespace(path=str(EXAMPLES / "create-story-micro"), project=str(project))
-        code = await chat_cmd.chat(args, read_line, out.append)
+        code = await chat_cmd.chat(args, read_line, out.append, prompts.append)
     text = "\n".join(out)
     assert code == 0
     assert "1. 🏃 Bob (Scrum Master) [sm]" in text
@@ -52,7 +53,8 @@ async def test_chat_picks_agent_and_menu_by_number_and_completes(project: Path, 
     assert "✔ Run complete. Artifacts:" in text and text.count("✔ Run complete") == 1
     assert f"  - artifacts/stories/{STORY_KEY}.md" in text
     assert (project / "artifacts" / "stories" / f"{STORY_KEY}.md").is_file()
-    assert out[-1] == "Bye." and len(prompts) == 4  # "*quit" ended it; the rest was never read
+    assert out[-1] == "Bye." and len(prompts) == 4  # "*quit" ended it; the rest was never used
+    assert prompts[-1] == "\nrun> " and "never used" not in text
     assert str(project) not in text
 
 

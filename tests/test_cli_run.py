@@ -90,9 +90,10 @@ async def test_end_of_input_leaves_the_run_resumable(project: Path, model_env: N
         code, out, _ = await cli(
             ["run", str(EXAMPLES / "create-story-micro"), "--project", str(project)], "", monkeypatch, capsys
         )
-        assert code == 0
+        assert code == 3  # the run is not done
         run_id = RunManager(RuntimeStore()).list()[0].run_id
-        assert f"crewagent run --resume {run_id}" in out
+        assert f"Input ended while run {run_id} waits for you; it is not done." in out
+        assert f"Continue it with: crewagent run --resume {run_id}" in out
 
         code, out, err = await cli(["runs", "list"], "", monkeypatch, capsys)
         assert code == 0

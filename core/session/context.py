@@ -105,6 +105,22 @@ class Deps:
     def mounts(self, package: Package) -> Mounts:
         return Mounts(project=self.project_root, pkg=package.root, state=None)
 
+    # ---- what to do next, in the surface's words (a terminal has no mentions or buttons) ----
+
+    @property
+    def pick_again(self) -> str:
+        if self.surface == "web":
+            return "Mention me again to pick an agent."
+        return "Type an agent's number or name to pick one."
+
+    @property
+    def retry_hint(self) -> str:
+        return "type *resume (or press Retry) to try again" if self.surface == "web" else "type *resume to try again"
+
+    @property
+    def resume_later(self) -> str:
+        return "mention me again and type *resume to continue it" if self.surface == "web" else "type *resume to continue it"
+
     def bound(self, session: Session) -> tuple[Package, Agent]:
         """The session's package and agent; a clear error if the surface lost them (e.g. after a reload)."""
         package = self.catalog.package(session.package_id)

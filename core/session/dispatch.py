@@ -54,7 +54,7 @@ async def _dispatch(
         await out.put(ErrorOutput(code=cmd.error_code or "UNKNOWN", message=message))
     elif kind == "DismissAgent":
         runmode.leave(session)
-        await out.put(Dismissed(text=f"{agent.metadata.name} is dismissed. Mention me again to pick an agent."))
+        await out.put(Dismissed(text=f"{agent.metadata.name} is dismissed. {deps.pick_again}"))
     elif kind == "ResumeRun":
         await resume_latest(deps, session, package, out)
     elif kind == "StartWorkflow":

@@ -113,7 +113,7 @@ async def pump(
         await out.put(
             ErrorOutput(
                 code=result.error.code,
-                message=f"{result.error.message} The run is saved: type *resume (or press Retry) to try again.",
+                message=f"{result.error.message} The run is saved: {deps.retry_hint}.",
             )
         )
     return result
@@ -182,7 +182,7 @@ async def control_run(deps: Deps, session: Session, package: Package, action: Ru
         leave(session)
         await out.put(
             Dismissed(
-                text=f"Left the run '{name}'. It is saved: mention me again and type *resume to continue it."
+                text=f"Left the run '{name}'. It is saved: {deps.resume_later}."
             )
         )
 

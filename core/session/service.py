@@ -9,6 +9,7 @@ it) and returns the outputs it produced, which were also passed to `emit` as the
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
@@ -18,7 +19,7 @@ from ..errors import CrewError
 from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..prompts.wrappers import widget_submit_text
-from ..router import GlobalCommand, parse_global_command, resolve
+from ..router import GLOBAL_COMMANDS, GlobalCommand, parse_global_command, resolve
 from ..runs import RunManager
 from . import runmode
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
@@ -31,6 +32,20 @@ log = logging.getLogger(__name__)
 Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss"]
 CHAT_WORDS = {"chat", "*chat", "/chat", "plain chat"}
 STALE_WIDGET = "This question was already answered."
+
+
+COMMAND_LIKE = re.compile(r"\*[A-Za-z][\w-]*")  # `*frobnicate`, not Slack's bold `*yes*`
+
+
+def looks_like_command(text: str) -> bool:
+    words = text.strip().split(maxsplit=1)
+    return bool(words) and COMMAND_LIKE.fullmatch(words[0]) is not None
+
+
+def unknown_command(text: str) -> str:
+    word = text.strip().split(maxsplit=1)[0]
+    commands = ", ".join(f"*{name}" for name in GLOBAL_COMMANDS)
+    return f"I don't know the command {word}. Commands: {commands}."
 
 
 class SessionService:
@@ -114,6 +129,17 @@ class SessionService:
         command = parse_global_command(raw)
         if command is not None:
             await self._global(session, command, out)
+            return
+        if looks_like_command(raw) and self._unique_trigger_owner(raw) is None:
+            await out.put(Notice(text=f"{unknown_command(raw)} Or pick an agent by number or name.", level="warning"))
+            await self._show_agents(session, out, lead="")
+            return
+        if raw.isdigit() and self.catalog.by_number(raw) is None:
+            count = len(self.catalog.choices)
+            await out.put(
+                Notice(text=f"There is no agent number {raw}; pick 1 to {count}, or type a name.", level="warning")
+            )
+            await self._show_agents(session, out, lead="")
             return
         named = self.catalog.find(raw) or self.catalog.by_number(raw)
         if named is not None:
@@ -207,12 +233,17 @@ class SessionService:
 
     async def _run_text(self, session: Session, text: str, out: Outbox) -> None:
         package, agent = self.deps.bound(session)
-        if session.menu_open:
+        starred = looks_like_command(text)
+        if session.menu_open or starred:
             session.menu_open = False
             cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
             if cmd.confidence == "exact" and cmd.item_index is not None:
                 await dispatch(self.deps, session, package, agent, cmd, text, out)
                 return
+        if starred:  # a mistyped command is not an answer for the model
+            hint = "To send it to the run as an answer, type it without the leading *."
+            await out.put(Notice(text=f"{unknown_command(text)} {hint}", level="warning"))
+            return
         await runmode.continue_run(self.deps, session, package, text, out)
 
     def _package(self, session: Session) -> Package:
@@ -236,7 +267,7 @@ class SessionService:
                 return
             who = "the plain chat" if session.mode == "chat" else (session.agent_id or "the agent")
             runmode.leave(session)
-            await out.put(Dismissed(text=f"Left {who}. Mention me again to pick an agent."))
+            await out.put(Dismissed(text=f"Left {who}. {self.deps.pick_again}"))
         elif command == "menu":
             if session.mode == "agent":
                 _, agent = self.deps.bound(session)
