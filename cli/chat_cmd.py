@@ -308,6 +308,8 @@ class Screen:
             failed = isinstance(event, PhaseChanged) and event.phase is RunPhase.FAILED
             if not failed:  # a failure is told once, by the error output that follows it
                 self.events.show(event)
+            if isinstance(event, PhaseChanged) and event.paused and not event.error_code:
+                w(f"\n⏸ {event.reason or 'Paused'}: the run is saved. Type *resume to continue.")
             done = isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)

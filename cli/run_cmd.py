@@ -133,7 +133,9 @@ async def _drive(
             return EXIT_FAILED
         if result.paused or interrupted.is_set():
             _print_stopped(write, record, result)
-            return EXIT_INTERRUPTED if interrupted.is_set() else 0
+            if interrupted.is_set():
+                return EXIT_INTERRUPTED
+            return EXIT_WAITING if result.error is not None and result.error.code == "RUN_TOKEN_BUDGET" else 0
         try:
             user_input = _answer(result, read_line, write)
         except KeyboardInterrupt:
