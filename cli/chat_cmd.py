@@ -156,7 +156,9 @@ class Terminal:
     async def _loop(self) -> int:
         session, show = self.session, self.screen.show
         package = self.screen.package
-        self.write(f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave; Ctrl-C stops a working run.")
+        self.write(
+            f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave; Ctrl-C stops a working run."
+        )
         await self._work(self.service.open(session, "", show))
         while not self.interrupted.is_set():
             pending = session.pending_widget

@@ -63,7 +63,9 @@ def _list(runs: RunManager, project: str | None, write: Write) -> int:
         write("No runs yet. Start one with: crewagent run PACKAGE --project DIR")
         return 0
     packages = _Packages(runs.store)
-    rows = [("RUN ID", "PROJECT", "WORKFLOW", "PHASE", "CURRENT NODE", "STEPS", "ARTIFACTS", "CALLS", "TOKENS", "UPDATED")]
+    rows = [
+        ("RUN ID", "PROJECT", "WORKFLOW", "PHASE", "CURRENT NODE", "STEPS", "ARTIFACTS", "CALLS", "TOKENS", "UPDATED")
+    ]
     for record in records:
         snap = _snapshot(runs, packages, record)
         phase = record.phase.value + (" (paused)" if record.paused else "")

@@ -23,7 +23,7 @@ Message = dict[str, Any]
 
 DEFAULT_BUDGET_TOKENS = 100_000
 POST_COMPLETION_WINDOW_TOKENS = 16_000  # post-completion chat keeps at most this much of its own turns
-POST_COMPLETION_SCOPE = "post"
+POST_COMPLETION_SCOPE = "(post-completion)"  # never a node id: ids have no parentheses
 ANSWER_MAX_CHARS = 4_000
 LARGE_RESULT_BYTES = 50_000
 LARGE_RESULT_PREVIEW_CHARS = 500
@@ -265,7 +265,7 @@ class History:
         return fit_messages(self._wire, budget_tokens, self._tokens)
 
     def scoped_wire(self, scope: str, budget_tokens: int) -> list[Message]:
-        """Only the trailing turns of `scope` (a node id, or "post" after completion).
+        """Only the trailing turns of `scope` (a node id, or POST_COMPLETION_SCOPE after completion).
 
         A finished node's turns leave the prompt: what later nodes need is in the state summary
         (answers, decisions, artifacts, variables) and the files. The log itself keeps everything.
@@ -348,7 +348,7 @@ class HistoryCache:
 
 
 def _scope_of(entry: Message) -> str | None:
-    """The node (or "post") a message was sent in; logs written before scopes existed used nodeId."""
+    """The node (or POST_COMPLETION_SCOPE) a message was sent in; older logs only have nodeId."""
     scope = entry.get("scope", entry.get("nodeId"))
     return str(scope) if scope else None
 

@@ -24,6 +24,7 @@ from .events import AssistantText, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
 from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from .llm import LLMReply
+from .llm_wire import ToolSet
 from .package.models import Package, Workflow
 from .policy import effective_policy
 from .prompts.composer import effective_agent_id
@@ -236,8 +237,7 @@ class Pump:
             scope=self._scope(),
         )
         turn = self.llm_calls + 1
-        prompt_estimate = sum(message_tokens(m) for m in messages) + estimate_tokens(tools.json)
-        await self._check_token_budget(prompt_estimate)
+        await self._check_token_budget(messages, tools)
         self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
 
         async def on_retry(attempt: int, reason: str) -> None:
@@ -266,7 +266,7 @@ class Pump:
             self.llm_seconds += time.perf_counter() - started
             self.control.llm_task = None
         self.llm_calls += 1
-        self.record.usage.add(reply.usage, prompt_estimate)
+        self.record.usage.add(reply.usage, 0 if reply.usage is not None else _prompt_estimate(messages, tools))
         message: Message = {"role": "assistant", "content": reply.content}
         if reply.tool_calls:
             message["tool_calls"] = [
@@ -288,13 +288,13 @@ class Pump:
         )
         return reply
 
-    async def _check_token_budget(self, prompt_estimate: int) -> None:
+    async def _check_token_budget(self, messages: list[Message], tools: ToolSet) -> None:
         """Pause before a call that would take the run past its token budget (resumable with a higher one)."""
         budget = self.record.token_budget or self.engine.settings.run_token_budget
         if budget is None:
             return
         used = self.record.usage.total_tokens
-        needed = prompt_estimate + REPLY_ALLOWANCE_TOKENS
+        needed = _prompt_estimate(messages, tools) + REPLY_ALLOWANCE_TOKENS
         if used + needed <= budget:
             return
         message = (
@@ -389,3 +389,8 @@ class Pump:
         error = RunError(code=code, message=message)
         await self.reporter.phase(RunPhase.FAILED, reason=message, error=error)
         raise PumpEnded(self._result(RunPhase.FAILED, error=error))
+
+
+def _prompt_estimate(messages: list[Message], tools: ToolSet) -> int:
+    """Our estimate of a request's prompt tokens, for the budget and for endpoints that report no usage."""
+    return sum(message_tokens(m) for m in messages) + estimate_tokens(tools.json)

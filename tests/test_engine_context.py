@@ -8,7 +8,7 @@ from pathlib import Path
 from core.engine import EngineSettings
 from core.events import RunPhase
 from core.package.loader import load_package
-from core.runs_model import RunRecord
+from core.runs_model import RunRecord, RunUsage
 from tests.linear_package import (
     CODENAME_ANSWER,
     CODENAME_QUESTION,
@@ -122,3 +122,11 @@ def test_old_run_records_load_without_usage() -> None:
            "workflow_id": "w", "active_agent_id": "a", "phase": "completed"}
     record = RunRecord.model_validate(old)
     assert record.usage.llm_calls == 0 and record.token_budget is None
+
+
+def test_calls_without_reported_usage_are_estimated_and_say_so() -> None:
+    usage = RunUsage()
+    usage.add({"prompt_tokens": 1_000, "completion_tokens": 50, "total_tokens": 1_050}, 999)
+    usage.add(None, 800)
+    assert (usage.llm_calls, usage.prompt_tokens, usage.estimated_calls) == (2, 1_800, 1)
+    assert usage.line() == "2 model calls · ~1,850 tokens"

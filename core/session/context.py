@@ -119,7 +119,9 @@ class Deps:
 
     @property
     def resume_later(self) -> str:
-        return "mention me again and type *resume to continue it" if self.surface == "web" else "type *resume to continue it"
+        if self.surface == "web":
+            return "mention me again and type *resume to continue it"
+        return "type *resume to continue it"
 
     def bound(self, session: Session) -> tuple[Package, Agent]:
         """The session's package and agent; a clear error if the surface lost them (e.g. after a reload)."""
