@@ -40,7 +40,7 @@ def test_config_file_binds_channels_relative_to_the_file(tmp_path: Path, project
         f"    project: {project}\n"
         "    packages: [mw]\n"
         "model: gpt-test\n"
-        "limits: {max_concurrent_runs: 3}\n"
+        "limits: {max_concurrent_runs: 3, run_token_budget: 500000}\n"
         "tool_policy: {max_read_bytes: 1000}\n"
         "access: {admins: [UADMIN]}\n"
     )
@@ -48,6 +48,7 @@ def test_config_file_binds_channels_relative_to_the_file(tmp_path: Path, project
     assert config.binding("C2").packages == [(tmp_path / "conf" / "mw").resolve()]
     assert config.binding_name("C7") == "default" and config.binding_name("C2") == "C2"
     assert config.model == "gpt-test" and config.limits.max_concurrent_runs == 3
+    assert config.limits.run_token_budget == 500_000
     assert config.tool_policy.max_read_bytes == 1000 and config.access.admins == ["UADMIN"]
     assert config.slack.mode is None
 
