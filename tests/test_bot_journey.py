@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,7 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         for path in CREATE_STORY_ARTIFACTS:
             assert path in message_text(done)
             assert (project / path).is_file()
+        assert re.search(r"9 model calls · [\d,]+ tokens", message_text(done)), "usage on the completion"
         final = await h.wait_status(top, "Completed")
         assert "6/6" in message_text(final)
         assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 1
