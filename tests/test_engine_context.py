@@ -8,6 +8,7 @@ from pathlib import Path
 from core.engine import EngineSettings
 from core.events import RunPhase
 from core.package.loader import load_package
+from core.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
 from core.runs_model import RunRecord, RunUsage
 from tests.linear_package import (
     CODENAME_ANSWER,
@@ -130,3 +131,22 @@ def test_calls_without_reported_usage_are_estimated_and_say_so() -> None:
     usage.add(None, 800)
     assert (usage.llm_calls, usage.prompt_tokens, usage.estimated_calls) == (2, 1_800, 1)
     assert usage.line() == "2 model calls · ~1,850 tokens"
+
+
+def test_post_completion_chat_keeps_a_bounded_window_of_its_own_turns(tmp_path: Path) -> None:
+    history = History(tmp_path / "conversation.jsonl")
+    history.append({"role": "user", "content": "USER_INPUT\n- forNodeId: end-99\nfinish"}, part="user_input",
+                   nodeId="end-99", scope="end-99")
+    history.append({"role": "assistant", "content": "done"}, part="assistant", scope="end-99")
+    for n in range(60):
+        history.append({"role": "user", "content": f"USER_INPUT\nquestion {n} " + "x" * 2_000}, part="user_input",
+                       scope=POST_COMPLETION_SCOPE)
+        history.append({"role": "assistant", "content": f"answer {n} " + "y" * 2_000}, part="assistant",
+                       scope=POST_COMPLETION_SCOPE)
+
+    window = history.scoped_wire(POST_COMPLETION_SCOPE, 100_000)
+    assert sum(message_tokens(m) for m in window) <= POST_COMPLETION_WINDOW_TOKENS + 100
+    assert window[-1]["content"].startswith("answer 59")
+    assert not any(m["content"] in ("done",) or "forNodeId" in m["content"] for m in window)
+    assert history.answers == [{"node": "end-99", "answer": "finish"}]  # post-completion chat is not an answer
+    assert len(History.peek(tmp_path / "conversation.jsonl")) == 122  # the log keeps everything
