@@ -318,6 +318,8 @@ class Screen:
                 w("\n✔ Run complete. Artifacts:")
                 for rel in output.snapshot.artifacts:
                     w(f"  - {rel}")
+                if output.snapshot.usage.llm_calls:
+                    w(f"  ({output.snapshot.usage.line()})")
         elif output.kind == "run_status":
             for line in render_snapshot(output.snapshot):
                 w(line)

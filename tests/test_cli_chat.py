@@ -52,6 +52,7 @@ async def test_chat_picks_agent_and_menu_by_number_and_completes(project: Path, 
     assert "Which story should I prepare?" in text
     assert "✔ Run complete. Artifacts:" in text and text.count("✔ Run complete") == 1
     assert f"  - artifacts/stories/{STORY_KEY}.md" in text
+    assert "  (9 model calls · " in text and " tokens)" in text
     assert (project / "artifacts" / "stories" / f"{STORY_KEY}.md").is_file()
     assert out[-1] == "Bye." and len(prompts) == 4  # "*quit" ended it; the rest was never used
     assert prompts[-1] == "\nrun> " and "never used" not in text
