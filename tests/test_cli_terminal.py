@@ -28,6 +28,7 @@ from tests.scripts import (
     STORY_KEY,
     create_story_responder,
     current_node,
+    hello_branch_responder,
     hello_linear_responder,
     user_inputs,
 )
@@ -371,3 +372,18 @@ async def test_run_token_budget_pauses_and_a_higher_one_finishes(tmp_path: Path,
             code, out = await cli.finish()
         assert code == 0 and "Run complete." in out
         assert f"model calls · {saved_run(home).usage.total_tokens:,} tokens." in out
+
+
+async def test_ctrl_c_while_a_question_widget_waits(project: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with ScriptedLLM(responder=hello_branch_responder()) as llm:
+        async with crewagent(model_env(llm, home), "chat", str(EXAMPLES / "hello-branch"),
+                             "--project", str(project)) as cli:
+            await cli.type("1\n1\n")
+            await cli.until("Is this a new system (greenfield)")
+            await cli.until("2. Brownfield")
+            cli.proc.send_signal(signal.SIGINT)
+            code, out = await cli.finish()
+    record = saved_run(home)
+    assert code == 130
+    assert f"Stopped. Run {record.run_id} is saved (waiting-user); continue it with:" in out
