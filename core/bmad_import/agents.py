@@ -1,0 +1,175 @@
+"""BMAD `*.agent.yaml` files turned into `agents.json` entries, menus resolved to imported workflows.
+
+A menu item that names a step-file workflow runs exactly that workflow (its id, or the package path
+of its `workflow.md`); an item that names a classic `workflow.yaml` / XML workflow stays in the menu,
+marked unavailable, and the runtime refuses it with the reason.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .config_map import substitute
+from .references import PACKAGE_PREFIX, Resolver, package_alias
+from .report import AgentReport, ImportReport, MenuItemReport
+from .source import BmadSource
+
+AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
+PERSONA_KEYS = ("role", "identity", "communication_style", "principles")
+METADATA_KEYS = ("name", "title", "icon", "module")
+UNAVAILABLE_NOTE = " (unavailable here: classic BMAD workflow)"
+_CODE = re.compile(r"^\s*\[([A-Za-z0-9-]{1,8})\]")
+_V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
+
+
+@dataclass
+class ImportedAgent:
+    doc: dict[str, Any]
+    assets: set[str]  # `_bmad/`-relative files its menu and texts reference
+
+
+def agent_id(rel: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._:-]+", "-", posixpath.basename(rel).removesuffix(".agent.yaml")).strip("-")
+
+
+def convert_agent(
+    source: BmadSource,
+    rel: str,
+    *,
+    workflows: dict[str, tuple[str, str]],  # workflow file -> (id, package workflow.md path)
+    generated: set[str],
+    values: dict[str, str],
+    report: ImportReport,
+) -> ImportedAgent | None:
+    try:
+        raw = yaml.safe_load(source.read(rel))
+    except yaml.YAMLError as exc:
+        report.leave_out(rel, f"not valid YAML ({str(exc).splitlines()[0]})")
+        return None
+    agent = raw.get("agent") if isinstance(raw, dict) else None
+    if not isinstance(agent, dict) or not isinstance(agent.get("metadata"), dict) or not isinstance(agent.get("persona"), dict):
+        report.leave_out(rel, "no `agent:` mapping with metadata and persona")
+        return None
+    aid = agent_id(rel)
+    meta, persona = agent["metadata"], agent["persona"]
+    resolver = Resolver(source, generated, rel, {})
+    assets: set[str] = set()
+
+    def text(value: Any) -> str:
+        rewritten = resolver.rewrite(str(value))
+        assets.update(r.rel for r in resolver.refs(str(value)) if r.kind == "file")
+        return substitute(rewritten, values).strip()
+
+    name = str(meta.get("name") or aid)
+    entry = AgentReport(id=aid, name=name, source=rel)
+    metadata: dict[str, Any] = {k: str(meta[k]) for k in METADATA_KEYS if meta.get(k)}
+    metadata.setdefault("name", aid)
+    metadata.setdefault("title", name)
+    metadata.setdefault("icon", "🤖")
+    if meta.get("capabilities"):
+        metadata["description"] = str(meta["capabilities"])
+    if meta.get("id"):
+        metadata["sourceId"] = str(meta["id"])
+    for key in meta:
+        if key not in (*METADATA_KEYS, "capabilities", "id", "hasSidecar"):
+            report.leave_out(f"{rel}: metadata.{key}", "no place for it in agents.json metadata")
+    if meta.get("hasSidecar"):
+        sidecar = f"_memory/{aid}-sidecar/"
+        files = sorted(f for f in source.aliases if f.startswith(sidecar)) or sorted(
+            f for f in source.files if f.startswith(sidecar))
+        assets.update(files)
+        entry.notes.append(f"sidecar memory carried read-only to `{PACKAGE_PREFIX}{sidecar}` ({len(files)} files); "
+                           "items that update it write nothing there (the package is read-only)")
+    doc_persona: dict[str, Any] = {}
+    for key in PERSONA_KEYS:
+        value = persona.get(key)
+        if isinstance(value, list):
+            doc_persona[key] = [text(v) for v in value if str(v).strip()] or ["(none given)"]
+        else:
+            doc_persona[key] = text(value) if value else "(not given in the BMAD agent)"
+            if not value:
+                report.warnings.append(f"{rel}: persona.{key} is empty; a placeholder was written")
+    doc: dict[str, Any] = {"id": aid, "metadata": metadata, "persona": doc_persona}
+    critical = [text(a) for a in agent.get("critical_actions") or [] if str(a).strip()]
+    if critical:
+        doc["critical_actions"] = critical
+    prompts = [
+        {"id": str(p["id"]), "content": text(p["content"]), **({"description": str(p["description"])} if p.get("description") else {})}
+        for p in agent.get("prompts") or [] if isinstance(p, dict) and p.get("id") and p.get("content")
+    ]
+    if prompts:
+        doc["prompts"] = prompts
+    menu = []
+    for item in agent.get("menu") or []:
+        if not isinstance(item, dict) or not item.get("description"):
+            report.leave_out(f"{rel}: menu item {item!r:.60}", "a menu item needs a description")
+            continue
+        converted, line = _menu_item(item, resolver, workflows, text)
+        assets.update(converted.pop("_assets", set()))
+        menu.append(converted)
+        entry.menu.append(line)
+    doc["menu"] = menu
+    for key in agent:
+        if key not in AGENT_KEYS:
+            report.leave_out(f"{rel}: agent.{key}", "not part of a v1.1 agent")
+    report.agents.append(entry)
+    return ImportedAgent(doc, assets)
+
+
+def _menu_item(item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text) -> tuple[dict[str, Any], MenuItemReport]:
+    out: dict[str, Any] = {}
+    assets: set[str] = set()
+    description = str(item["description"])
+    code = _item_code(item)
+    status, target, reason = "action", "", ""
+    for key, value in item.items():
+        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
+            ref = resolver.resolve(value)
+            if ref is not None and ref.rel in workflows:
+                wid, template = workflows[ref.rel]
+                out[key] = template if key == "exec" else wid
+                status, target = "workflow", wid
+            elif ref is not None and ref.kind == "classic":
+                out[key] = value
+                status, target = "unavailable", value
+                reason = "classic BMAD workflow (workflow.yaml / XML); only step-file workflows are imported"
+            elif ref is not None and ref.kind in ("file", "generated"):
+                out[key] = package_alias(ref.rel)
+                assets.add(ref.rel)
+                status, target = "action", package_alias(ref.rel)
+            else:
+                out[key] = value
+                status, target = "unavailable", value
+                reason = "the file it names is not in the BMAD tree"
+        elif key in ("data", "tmpl") and isinstance(value, str):
+            ref = resolver.resolve(value)
+            if ref is not None and ref.kind in ("file", "generated"):
+                out[key] = package_alias(ref.rel)
+                if ref.kind == "file":
+                    assets.add(ref.rel)
+            else:
+                out[key] = value
+        elif key == "action" and isinstance(value, str):
+            out[key] = value if value.startswith("#") else text(value)
+            if status == "action":
+                target = value if value.startswith("#") else "inline"
+                status = "prompt" if value.startswith("#") else "action"
+        else:
+            out[key] = value
+    if status == "unavailable":
+        out["description"] = description.rstrip() + UNAVAILABLE_NOTE
+    out["_assets"] = assets
+    return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason)
+
+
+def _item_code(item: dict[str, Any]) -> str:
+    m = _CODE.match(str(item.get("description", "")))
+    if m:
+        return m.group(1)
+    m = _V6_CODE.match(str(item.get("trigger") or item.get("cmd") or ""))
+    return m.group(1) if m else str(item.get("trigger") or item.get("cmd") or "?")

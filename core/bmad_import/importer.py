@@ -1,0 +1,238 @@
+"""`import_bmad`: read a BMAD tree and produce every file of one v1.1 package plus the report.
+
+The result lives in memory (paths -> contents) so the writer can validate it before anything
+reaches the destination.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .agents import ImportedAgent, convert_agent
+from .config_map import ConfigMap, build_config, substitute
+from .references import PACKAGE_PREFIX, Resolver, package_alias
+from .report import ConfigLine, ImportReport
+from .source import BmadSource, SourceError, is_classic, open_source
+from .step_files import workflow_files
+from .step_workflows import WorkflowBuilder, WorkflowPlan, workflow_identity
+
+TEXT_SUFFIXES = (".md", ".csv", ".yaml", ".yml", ".xml", ".json", ".txt")
+_SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
+
+
+class BmadImportError(Exception):
+    """The import cannot start or cannot produce a valid package; the message says why."""
+
+
+@dataclass
+class ImportResult:
+    name: str
+    files: dict[str, str | bytes]  # package-relative path -> content
+    report: ImportReport
+
+
+def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: str | None = None) -> ImportResult:
+    try:
+        source = open_source(path)
+    except SourceError as exc:
+        raise BmadImportError(str(exc)) from None
+    config = build_config(source, overrides or {})
+    package_name = name or _default_name(source)
+    report = ImportReport(source=path.name or str(path), layout=source.layout, package=package_name,
+                          version=_version(source))
+    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
+    for key in config.unknown_overrides:
+        report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
+    generated = {f"{m}/config.yaml" for m in source.modules} | {
+        "_config/agent-manifest.csv", "_config/workflow-manifest.csv", "_config/task-manifest.csv"}
+
+    plans, builder = _plan_workflows(source, generated, report)
+    if not plans:
+        raise BmadImportError(f"{report.source}: no step-file workflows (workflow.md + step files) found")
+    templates = {p.entry: (p.id, p.template_path) for p in plans}
+    agents: list[ImportedAgent] = []
+    for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
+        imported = convert_agent(source, rel, workflows=templates, generated=generated,
+                                 values=config.substitutions(), report=report)
+        if imported is not None:
+            agents.append(imported)
+    for rel in source.compiled_agents():
+        report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
+    if not agents:
+        raise BmadImportError(f"{report.source}: no `*.agent.yaml` agents found; a package needs at least one agent")
+
+    files: dict[str, str | bytes] = {}
+    for plan in plans:
+        files.update(workflow_files(plan, builder, config, source))
+        report.workflows.append(plan.report)
+    carried = _carry(source, plans, agents, generated, config, report)
+    files.update(carried)
+    files.update(_generated_files(source, config, plans, agents, report))
+    files["agents.json"] = json.dumps({"schemaVersion": "1.1", "agents": [a.doc for a in agents]},
+                                      indent=2, ensure_ascii=False) + "\n"
+    files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
+                                    ensure_ascii=False) + "\n"
+    _report_refused(source, plans, report)
+    files["IMPORT-REPORT.md"] = report.markdown()
+    return ImportResult(package_name, files, report)
+
+
+def _plan_workflows(source: BmadSource, generated: set[str], report: ImportReport) -> tuple[list[WorkflowPlan], WorkflowBuilder]:
+    entries: dict[str, str] = {}
+    for rel in source.workflow_files():
+        wid = workflow_identity(source, rel)[0]
+        if wid in entries.values():
+            module = rel.split("/", 1)[0]
+            report.warnings.append(f"workflow id '{wid}' is used twice; `{rel}` becomes '{module}-{wid}'")
+            wid = f"{module}-{wid}"
+        entries[rel] = wid
+    builder = WorkflowBuilder(source, generated, entries, {})
+    builder.first_steps = {step: wid for rel, wid in entries.items() if (step := builder.first_step(rel))}
+    claimed: set[str] = set()
+    plans = []
+    for rel in entries:
+        plan = builder.build(rel)
+        shared = [n.rel for n in plan.nodes[1:] if n.rel in claimed]
+        if shared:
+            report.leave_out(rel, "its step files also belong to another workflow: " + ", ".join(shared))
+            continue
+        claimed.update(n.rel for n in plan.nodes)
+        plans.append(plan)
+    return plans, builder
+
+
+def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedAgent], generated: set[str],
+           config: ConfigMap, report: ImportReport) -> dict[str, str | bytes]:
+    """Templates, data, tasks and sidecars the imported texts use, with their references rewritten."""
+    nodes = {n.rel for p in plans for n in p.nodes}
+    entries = {p.entry for p in plans}
+    wanted: set[str] = set()
+    for plan in plans:
+        wanted |= plan.assets
+        folder = posixpath.dirname(plan.entry) + "/"
+        wanted |= {f for f in source.files if f.startswith(folder) and not is_classic(f)
+                   and not posixpath.basename(f).startswith("step")}
+    for agent in agents:
+        wanted |= agent.assets
+    wanted -= nodes | entries | generated
+    queue, done = sorted(wanted), set()
+    files: dict[str, str | bytes] = {}
+    values = config.substitutions()
+    while queue:
+        rel = queue.pop(0)
+        if rel in done or rel in nodes or rel in generated or not source.exists(rel):
+            continue
+        done.add(rel)
+        data = source.path(rel).read_bytes()
+        if rel.endswith(TEXT_SUFFIXES):
+            try:
+                text = data.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                files[PACKAGE_PREFIX + rel] = data
+                continue
+            resolver = Resolver(source, generated, rel, {})
+            for ref in resolver.refs(text):
+                if ref.kind == "file" and ref.rel not in done and not is_classic(ref.rel):
+                    queue.append(ref.rel)
+                elif ref.kind == "classic" and not rel.endswith(".csv"):
+                    report.leave_out(f"{ref.rel} (named by {rel})", "classic BMAD workflow; not imported")
+            files[PACKAGE_PREFIX + rel] = substitute(resolver.rewrite(text), values)
+        else:
+            files[PACKAGE_PREFIX + rel] = data
+    report.carried = sorted(done)
+    return files
+
+
+def _generated_files(source: BmadSource, config: ConfigMap, plans: list[WorkflowPlan], agents: list[ImportedAgent],
+                     report: ImportReport) -> dict[str, str | bytes]:
+    files: dict[str, str | bytes] = {}
+    for module in source.modules:
+        files[f"{PACKAGE_PREFIX}{module}/config.yaml"] = config.config_yaml(module)
+    files[f"{PACKAGE_PREFIX}_config/agent-manifest.csv"] = _csv(
+        ["name", "displayName", "title", "icon", "role", "identity", "communicationStyle", "principles", "module", "path"],
+        [[a.doc["id"], a.doc["metadata"]["name"], a.doc["metadata"]["title"], a.doc["metadata"]["icon"],
+          a.doc["persona"]["role"], a.doc["persona"]["identity"], a.doc["persona"]["communication_style"],
+          _flat(a.doc["persona"]["principles"]), a.doc["metadata"].get("module", ""), "agents.json"] for a in agents])
+    files[f"{PACKAGE_PREFIX}_config/workflow-manifest.csv"] = _csv(
+        ["name", "description", "module", "path"],
+        [[p.id, p.description, p.entry.split("/", 1)[0], f"@pkg/{p.template_path}"] for p in plans])
+    tasks = sorted(f for f in report.carried if "/tasks/" in f"/{f}")
+    files[f"{PACKAGE_PREFIX}_config/task-manifest.csv"] = _csv(
+        ["name", "module", "path"], [[posixpath.basename(t).rsplit(".", 1)[0], t.split("/", 1)[0], package_alias(t)]
+                                     for t in tasks])
+    report.generated = sorted(files)
+    return files
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([[" ".join(str(c).split()) for c in row] for row in rows])
+    return buf.getvalue()
+
+
+def _flat(principles: str | list[str]) -> str:
+    return " ".join(principles) if isinstance(principles, list) else principles
+
+
+def _manifest(name: str, version: str, plans: list[WorkflowPlan], agents: list[ImportedAgent]) -> dict:
+    menu_targets = [item.get("workflow") or item.get("exec") for a in agents for item in a.doc["menu"]]
+    ids = [p.id for p in plans]
+    default = next((p for t in menu_targets for p in plans if t in (p.id, p.template_path)), plans[0])
+    ordered = [default] + [p for p in plans if p is not default]
+    return {
+        "schemaVersion": "1.1",
+        "name": name,
+        "version": version,
+        "description": f"Imported from BMAD by crewagent import bmad: {len(agents)} agents, {len(ids)} workflows.",
+        "entry": {"workflow": default.template_path, "graph": default.graph_path, "agents": "agents.json"},
+        "workflows": [
+            {"id": p.id, "displayName": p.display_name, **({"description": p.description} if p.description else {}),
+             "workflow": p.template_path, "graph": p.graph_path, "tags": ["bmad", p.entry.split("/", 1)[0]]}
+            for p in ordered
+        ],
+    }
+
+
+def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: ImportReport) -> None:
+    for plan in plans:
+        for rel, node in sorted(plan.refused.items()):
+            plan.report.notes.append(f"`{rel}` (named first by `{node}`) is a classic BMAD workflow: not available")
+            report.leave_out(f"{rel} (called from {plan.id})", "classic BMAD workflow (XML / workflow.yaml); "
+                             "the steps that offer it say it is not available")
+        for rel, node in sorted(plan.missing.items()):
+            report.warnings.append(f"{plan.id}: `{node}` names `{rel}`, which is not in the BMAD tree; left as written")
+    for rel in source.classic_workflows():
+        report.leave_out(rel, "classic BMAD workflow (workflow.yaml / XML runner); only step-file workflows "
+                         "(workflow.md + step files) are imported")
+
+
+def _mapped(c) -> str:
+    if c.kind == "path":
+        return f"`{c.text}` (mount path)"
+    if c.kind == "value":
+        return f"`{c.text}` (value)"
+    return "left as `{" + c.key + "}` (no default; set it with --set " + c.key + "=...)"
+
+
+def _default_name(source: BmadSource) -> str:
+    modules = [m for m in source.modules if m != "core"] or source.modules
+    return "-".join(modules)
+
+
+def _version(source: BmadSource) -> str:
+    for candidate in (source.root.parent / "package.json", source.root / "package.json"):
+        try:
+            version = json.loads(candidate.read_text(encoding="utf-8")).get("version")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(version, str) and _SEMVER.match(version):
+            return version
+    return "1.0.0"

@@ -1,0 +1,93 @@
+"""File references inside BMAD texts: find them, resolve them, and rewrite them to package paths.
+
+BMAD files point at each other in several ways: `{project-root}/_bmad/bmm/...`, `./step-02.md`,
+`../templates/x.md`, `{installed_path}/template.md`, `{workflow_path}/...` (a frontmatter value),
+or a frontmatter key used in the body (`{nextStepFile}`). Everything carried into the package keeps
+its `_bmad/`-relative path, so a resolved reference becomes `@pkg/_bmad/<path>`.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .source import BmadSource, is_classic
+
+PACKAGE_PREFIX = "_bmad/"
+_TOKEN = re.compile(r"(?<![\w./{}@*-])[\w.{}@-]+(?:/[\w.{}@-]+)*\.(?:md|csv|yaml|yml|xml|json|txt)(?![\w-])")
+_VAR = re.compile(r"\{([A-Za-z0-9_-]+)\}")
+_PROJECT_BMAD = ("{project-root}/_bmad/", "_bmad/")
+Kind = Literal["file", "generated", "classic", "missing"]
+
+
+@dataclass(frozen=True)
+class Ref:
+    token: str  # as written
+    rel: str  # `_bmad/`-relative path
+    kind: Kind
+
+
+def package_alias(rel: str) -> str:
+    return f"@pkg/{PACKAGE_PREFIX}{rel}"
+
+
+class Resolver:
+    """Resolves references written in one file (`base`, `_bmad/`-relative) with its variables."""
+
+    def __init__(self, source: BmadSource, generated: set[str], base: str, variables: dict[str, str]) -> None:
+        self.source = source
+        self.generated = generated
+        self.base_dir = posixpath.dirname(base)
+        self.variables = variables
+
+    def expand(self, token: str) -> str:
+        for _ in range(4):
+            new = _VAR.sub(lambda m: self.variables.get(m.group(1), m.group(0)), token)
+            if new == token:
+                break
+            token = new
+        return token
+
+    def resolve(self, token: str) -> Ref | None:
+        """None for anything that is not a reference to a BMAD file (project paths, plain words)."""
+        text = self.expand(token.strip().strip("`'\""))
+        explicit = text.startswith(("./", "../", *_PROJECT_BMAD)) or "/" in text
+        rel: str | None = None
+        for prefix in _PROJECT_BMAD:
+            if text.startswith(prefix):
+                rel = posixpath.normpath(text[len(prefix):])
+                break
+        if rel is None:
+            if text.startswith(("{", "@", "/")) or "{" in text:
+                return None
+            rel = posixpath.normpath(posixpath.join(self.base_dir, text))
+        if rel.startswith("..") or "{" in rel:
+            return None
+        if is_classic(rel) and (explicit or self.source.exists(rel)):
+            return Ref(token, rel, "classic")
+        if self.source.exists(rel):
+            return Ref(token, rel, "file")
+        if rel in self.generated:
+            return Ref(token, rel, "generated")
+        return Ref(token, rel, "missing") if explicit else None
+
+    def refs(self, text: str) -> list[Ref]:
+        out: list[Ref] = []
+        for match in _TOKEN.finditer(text):
+            ref = self.resolve(match.group(0))
+            if ref is not None:
+                out.append(ref)
+        return out
+
+    def rewrite(self, text: str, keep: set[str] | None = None) -> str:
+        """Every resolvable reference becomes its `@pkg/_bmad/...` alias; the rest stays as written."""
+
+        def swap(match: re.Match[str]) -> str:
+            ref = self.resolve(match.group(0))
+            if ref is None or ref.kind not in ("file", "generated") or (keep is not None and ref.rel not in keep):
+                return match.group(0)
+            return package_alias(ref.rel)
+
+        return _TOKEN.sub(swap, text)

@@ -1,0 +1,148 @@
+"""The import report: what was imported, how each thing was mapped, and everything left out.
+
+Every decision the importer makes that a team would want to know about lands here, so nothing is
+dropped silently. Rendered as `IMPORT-REPORT.md` in the package and printed by the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+MenuStatus = Literal["workflow", "action", "prompt", "unavailable"]
+
+
+class MenuItemReport(BaseModel):
+    code: str
+    description: str
+    status: MenuStatus
+    target: str  # the workflow id, the action, or the original reference when unavailable
+    reason: str = ""
+
+
+class AgentReport(BaseModel):
+    id: str
+    name: str
+    source: str
+    menu: list[MenuItemReport] = []
+    notes: list[str] = []
+
+
+class WorkflowReport(BaseModel):
+    id: str
+    source: str
+    nodes: int
+    steps: int
+    decisions: list[str] = []
+    calls: list[str] = []  # "node -> workflow"
+    resume_nodes: list[str] = []
+    notes: list[str] = []
+
+
+class LeftOut(BaseModel):
+    item: str
+    reason: str
+
+
+class ConfigLine(BaseModel):
+    key: str
+    mapped_to: str
+    origin: str
+
+
+class ImportReport(BaseModel):
+    source: str
+    layout: str
+    package: str
+    version: str
+    config: list[ConfigLine] = []
+    agents: list[AgentReport] = []
+    workflows: list[WorkflowReport] = []
+    carried: list[str] = []
+    generated: list[str] = []
+    left_out: list[LeftOut] = []
+    warnings: list[str] = []
+
+    def leave_out(self, item: str, reason: str) -> None:
+        if not any(x.item == item and x.reason == reason for x in self.left_out):
+            self.left_out.append(LeftOut(item=item, reason=reason))
+
+    @property
+    def menu_items(self) -> int:
+        return sum(len(a.menu) for a in self.agents)
+
+    @property
+    def unavailable_items(self) -> list[tuple[AgentReport, MenuItemReport]]:
+        return [(a, m) for a in self.agents for m in a.menu if m.status == "unavailable"]
+
+    def summary(self) -> str:
+        unavailable = len(self.unavailable_items)
+        return (
+            f"{self.package} {self.version}: {len(self.agents)} agents, {self.menu_items} menu items "
+            f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried, "
+            f"{len(self.left_out)} items left out"
+        )
+
+    def markdown(self) -> str:
+        out = [
+            f"# Import report: {self.package} {self.version}",
+            "",
+            f"Imported from a BMAD {'source tree' if self.layout == 'source' else 'installation'} "
+            f"(`{self.source}`) by `crewagent import bmad`.",
+            "",
+            self.summary() + ".",
+            "",
+            "## Configuration",
+            "",
+            "| key | mapped to | from |",
+            "| --- | --- | --- |",
+        ]
+        out += [f"| `{c.key}` | {c.mapped_to} | {c.origin} |" for c in self.config]
+        out += ["", "## Agents", ""]
+        for agent in self.agents:
+            out += [f"### {agent.name} (`{agent.id}`, from `{agent.source}`)", ""]
+            for m in agent.menu:
+                reason = f": {m.reason}" if m.reason else ""
+                out.append(f"- [{m.code}] {_one_line(m.description)} — {_status(m)} `{m.target}`{reason}")
+            out += [f"- note: {n}" for n in agent.notes]
+            out.append("")
+        out += ["## Workflows", ""]
+        for wf in self.workflows:
+            out += [f"### `{wf.id}` (from `{wf.source}`)", "",
+                    f"- {wf.steps} step files, {wf.nodes} graph nodes (with the end node and sub-workflow calls)"]
+            if wf.decisions:
+                out.append("- decision nodes: " + ", ".join(f"`{d}`" for d in wf.decisions))
+            if wf.resume_nodes:
+                out.append("- continuation (resume a started document): " + ", ".join(f"`{r}`" for r in wf.resume_nodes))
+            if wf.calls:
+                out.append("- sub-workflow calls: " + ", ".join(f"`{c}`" for c in wf.calls))
+            out += [f"- {n}" for n in wf.notes]
+            out.append("")
+        out += ["## Left out", ""]
+        out += [f"- `{x.item}`: {x.reason}" for x in self.left_out] or ["- nothing"]
+        if self.warnings:
+            out += ["", "## Warnings", ""] + [f"- {w}" for w in self.warnings]
+        out += ["", "## Files", "", f"Carried from the BMAD tree ({len(self.carried)}), under `_bmad/`:", ""]
+        out += [f"- `{c}`" for c in self.carried]
+        out += ["", f"Generated ({len(self.generated)}):", ""] + [f"- `{g}`" for g in self.generated]
+        return "\n".join(out) + "\n"
+
+    def console(self) -> str:
+        """The short form the CLI prints: summary, unavailable items, left-out items, warnings."""
+        lines = [self.summary()]
+        for agent, item in self.unavailable_items:
+            lines.append(f"  unavailable: {agent.name} [{item.code}] -> {item.target}: {item.reason}")
+        for x in self.left_out:
+            lines.append(f"  left out: {x.item}: {x.reason}")
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _status(item: MenuItemReport) -> str:
+    return {"workflow": "runs workflow", "action": "inline action", "prompt": "runs prompt",
+            "unavailable": "UNAVAILABLE"}[item.status]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,129 @@
+"""Where the BMAD files are: a source tree (`src/`) or an installed `_bmad/` folder.
+
+Both layouts are addressed the same way, by paths relative to the `_bmad/` root an installation
+would have (`bmm/workflows/...`, `core/tasks/...`), because that is how BMAD files refer to each
+other (`{project-root}/_bmad/bmm/...`). The few files an installer would generate or move (agent
+sidecars, `_config/*.csv`, `<module>/config.yaml`) are mapped here too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+Layout = Literal["source", "installed"]
+CLASSIC_WORKFLOW_NAMES = ("workflow.yaml", "workflow.yml", "instructions.xml", "workflow.xml")
+SKIPPED_DIRS = {"node_modules", ".git", "__pycache__"}
+
+
+class SourceError(Exception):
+    """The path is not a BMAD tree; the message says what was expected."""
+
+
+@dataclass
+class BmadSource:
+    """A BMAD tree on disk; every `rel` below is relative to the `_bmad/` root."""
+
+    root: Path
+    layout: Layout
+    modules: list[str]
+    files: set[str] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)  # install path -> path in this tree (sidecars)
+
+    def path(self, rel: str) -> Path:
+        return self.root / self.aliases.get(rel, rel)
+
+    def exists(self, rel: str) -> bool:
+        return rel in self.files or rel in self.aliases
+
+    def read(self, rel: str) -> str:
+        return self.path(rel).read_text(encoding="utf-8-sig")
+
+    def agent_files(self) -> list[str]:
+        return sorted(f for f in self.files if f.endswith(".agent.yaml"))
+
+    def compiled_agents(self) -> list[str]:
+        """Installed agents compiled to markdown: reported, since only `*.agent.yaml` is imported."""
+        return sorted(f for f in self.files if "/agents/" in f"/{f}" and f.endswith(".md")
+                      and not _in_sidecar(f) and f.count("/") == 2 and f.split("/")[1] == "agents")
+
+    def workflow_files(self) -> list[str]:
+        """Step-file workflow entry files: `workflow.md` or `workflow-*.md` outside step folders."""
+        return sorted(
+            f for f in self.files
+            if (name := f.rsplit("/", 1)[-1]).endswith(".md") and (name == "workflow.md" or name.startswith("workflow-"))
+            and not any(part.startswith("step") for part in f.split("/")[:-1])
+        )
+
+    def classic_workflows(self) -> list[str]:
+        return sorted(f for f in self.files if f.rsplit("/", 1)[-1] in ("workflow.yaml", "workflow.yml")
+                      or (f.rsplit("/", 1)[-1] == "workflow.xml" and "/workflows/" in f"/{f}"))
+
+    def module_config(self, module: str) -> tuple[str, dict]:
+        """(`module.yaml` or `config.yaml` rel path, its mapping), empty when neither exists."""
+        for name in ("module.yaml", "config.yaml"):
+            rel = f"{module}/{name}"
+            if rel in self.files:
+                try:
+                    data = yaml.safe_load(self.read(rel))
+                except yaml.YAMLError:
+                    data = None
+                return rel, data if isinstance(data, dict) else {}
+        return "", {}
+
+
+def is_classic(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1].lower()
+    return name in CLASSIC_WORKFLOW_NAMES
+
+
+def _in_sidecar(rel: str) -> bool:
+    return any(part.endswith("-sidecar") for part in rel.split("/"))
+
+
+def open_source(path: Path) -> BmadSource:
+    """Find the BMAD root under `path`: `src/`, an installed `_bmad/`, or a folder holding `_bmad/`."""
+    path = path.resolve()
+    if not path.is_dir():
+        raise SourceError(f"{path.name}: no such directory")
+    if (path / "_bmad").is_dir():
+        path = path / "_bmad"
+    elif (path / "src").is_dir() and not _module_dirs(path) and _module_dirs(path / "src"):
+        path = path / "src"
+    modules = _module_dirs(path)
+    if not modules:
+        raise SourceError(
+            f"{path.name}: no BMAD modules found (expected folders such as core/ or bmm/ with a module.yaml, "
+            "a config.yaml, agents/ or workflows/)"
+        )
+    layout: Layout = "installed" if any((path / m / "config.yaml").is_file() for m in modules) else "source"
+    source = BmadSource(path, layout, modules)
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and not file.is_symlink() and not (set(file.relative_to(path).parts) & SKIPPED_DIRS):
+            source.files.add(file.relative_to(path).as_posix())
+    if layout == "source":
+        _alias_sidecars(source)
+    return source
+
+
+def _module_dirs(path: Path) -> list[str]:
+    if not path.is_dir():
+        return []
+    return sorted(
+        d.name for d in path.iterdir()
+        if d.is_dir() and not d.name.startswith((".", "_"))
+        and any((d / marker).exists() for marker in ("module.yaml", "config.yaml", "agents", "workflows"))
+    )
+
+
+def _alias_sidecars(source: BmadSource) -> None:
+    """An installer copies `<agent dir>/<name>-sidecar/` to `_memory/<name>-sidecar/`; so does the import."""
+    for rel in list(source.files):
+        parts = rel.split("/")
+        for i, part in enumerate(parts[:-1]):
+            if part.endswith("-sidecar"):
+                source.aliases["/".join(["_memory", *parts[i:]])] = rel
+                break

@@ -1,0 +1,340 @@
+"""BMAD step-file workflows (`workflow*.md` + `steps*/step-*.md`) turned into v1.1 graphs.
+
+One graph node per file: the workflow file itself is the entry node (it loads the configuration and
+routes to the first step), every step file reached from it is a node, and an `end` node is added.
+Edges come from the files' own references (`nextStepFile`, `continueStepFile`, `./step-02.md` in
+the body); file order is only the fallback for a step that names no successor. A continuation file
+(`step-01b-continue`) resumes a started document, so it may go to any later step. A step that offers
+another step-file workflow (Party Mode, "run workflow X") gets a `subworkflow` node that runs it and
+comes back; classic `workflow.xml` / `workflow.yaml` targets are refused and reported.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from core.frontmatter import FrontmatterError
+from core.frontmatter import parse as parse_frontmatter
+
+from .references import PACKAGE_PREFIX, Ref, Resolver
+from .report import WorkflowReport
+from .source import BmadSource
+
+V11_KEYS = ("schemaVersion", "nodeId", "type", "title", "agentId", "inputs", "outputs", "setsVariables", "transitions")
+_CONTINUATION = re.compile(r"continue|resume", re.I)
+_STEP_NUMBER = re.compile(r"^step-(?:[a-z]-)?\d+[a-z]?-")
+_KEY_LABELS = {"nextStep": "next", "nextStepFile": "next", "continueStepFile": "resume", "altStepFile": "alternative",
+               "skipToStepFile": "skip ahead"}
+
+
+@dataclass
+class Edge:
+    to: str
+    label: str
+    default: bool = False
+    condition: str | None = None
+
+    def graph(self, src: str) -> dict[str, Any]:
+        doc: dict[str, Any] = {"from": src, "to": self.to, "label": self.label, "isDefault": self.default}
+        if self.condition:
+            doc["conditionText"] = self.condition
+        return doc
+
+
+@dataclass
+class Node:
+    id: str
+    rel: str  # `_bmad/`-relative source file; generated nodes use their package path with `gen:` prefix
+    type: str = "step"
+    title: str = ""
+    frontmatter: dict[str, Any] = field(default_factory=dict)
+    body: str = ""
+    edges: list[Edge] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)  # workflow ids this step offers to run
+    refused: list[str] = field(default_factory=list)  # classic targets this step names
+    mentions: list[str] = field(default_factory=list)  # step files named in the text, in order
+
+    @property
+    def package_path(self) -> str:
+        return self.rel[4:] if self.rel.startswith("gen:") else PACKAGE_PREFIX + self.rel
+
+
+@dataclass
+class WorkflowPlan:
+    id: str
+    entry: str  # `_bmad/`-relative workflow file
+    display_name: str
+    description: str
+    nodes: list[Node]
+    report: WorkflowReport
+    assets: set[str]  # `_bmad/`-relative files its nodes reference
+    refused: dict[str, str]  # classic target -> first node naming it
+    missing: dict[str, str]  # missing target -> node
+
+    @property
+    def template_path(self) -> str:
+        return f"workflows/{self.id}/workflow.md"
+
+    @property
+    def graph_path(self) -> str:
+        return f"workflows/{self.id}/workflow.graph.json"
+
+    def graph(self) -> dict[str, Any]:
+        return {
+            "schemaVersion": "1.1",
+            "entryNodeId": self.nodes[0].id,
+            "nodes": [{"id": n.id, "type": n.type, "file": n.package_path, **({"title": n.title} if n.title else {})}
+                      for n in self.nodes],
+            "edges": [e.graph(n.id) for n in self.nodes for e in n.edges],
+            "metadata": {"importedFrom": self.entry},
+        }
+
+
+def read_markdown(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """(frontmatter, body, problem). BMAD files may lack frontmatter or carry slightly broken YAML."""
+    if not text.startswith("---"):
+        return {}, text, None
+    try:
+        fm, body = parse_frontmatter(text)
+        return fm, body, None
+    except FrontmatterError as exc:
+        head, sep, rest = text[3:].partition("\n---")
+        repaired = head.replace("\\'", "''")
+        try:
+            fm = yaml.safe_load(repaired)
+            if isinstance(fm, dict):
+                return fm, rest.partition("\n")[2], "frontmatter YAML repaired (backslash-escaped quote)"
+        except yaml.YAMLError:
+            pass
+        return {}, text, f"frontmatter is not valid YAML ({exc.message}); kept as body text"
+
+
+def workflow_identity(source: BmadSource, rel: str) -> tuple[str, str, str]:
+    """(id, display name, description) of a workflow file, from its frontmatter."""
+    fm, body, _ = read_markdown(source.read(rel))
+    stem = posixpath.basename(rel)[:-3]
+    fallback = posixpath.basename(posixpath.dirname(rel)) if stem == "workflow" else stem.removeprefix("workflow-")
+    wid = str(fm.get("name") or fallback).strip()
+    wid = re.sub(r"[^A-Za-z0-9._:-]+", "-", wid).strip("-") or fallback
+    heading = next((ln[2:].strip() for ln in body.splitlines() if ln.startswith("# ")), "")
+    return wid, heading or wid, str(fm.get("description") or "").strip()
+
+
+class WorkflowBuilder:
+    """Builds one workflow plan; `entries` maps every imported workflow file to its id."""
+
+    def __init__(self, source: BmadSource, generated: set[str], entries: dict[str, str],
+                 first_steps: dict[str, str]) -> None:
+        self.source = source
+        self.generated = generated
+        self.entries = entries
+        self.first_steps = first_steps  # first step file -> workflow id
+
+    def resolver(self, rel: str, fm: dict[str, Any], entry: str) -> Resolver:
+        variables = {k: v for k, v in fm.items() if isinstance(v, str)}
+        variables.setdefault("installed_path", "{project-root}/_bmad/" + posixpath.dirname(entry))
+        return Resolver(self.source, self.generated, rel, variables)
+
+    def first_step(self, entry: str) -> str | None:
+        fm, body, _ = read_markdown(self.source.read(entry))
+        resolver = self.resolver(entry, fm, entry)
+        for ref in self._step_refs(resolver, fm, body, entry):
+            return ref.rel
+        return None
+
+    def _step_refs(self, resolver: Resolver, fm: dict[str, Any], body: str, entry: str) -> list[Ref]:
+        refs = [r for v in fm.values() if isinstance(v, str) for r in resolver.refs(v)] + resolver.refs(body)
+        out = []
+        for ref in refs:
+            if ref.kind == "missing" and _is_step_name(ref.rel):
+                ref = self._near_step(ref, entry) or ref
+            if ref.kind == "file" and _is_step_name(ref.rel):
+                out.append(ref)
+        return out
+
+    def _near_step(self, ref: Ref, entry: str) -> Ref | None:
+        """`./step-01-x.md` written in a workflow file whose steps live in `steps/`: find it there."""
+        base = posixpath.dirname(entry) + "/"
+        name = posixpath.basename(ref.rel)
+        hits = [f for f in self.source.files if f.startswith(base) and posixpath.basename(f) == name]
+        return Ref(ref.token, hits[0], "file") if len(hits) == 1 else None
+
+    def build(self, entry: str) -> WorkflowPlan:
+        wid, display, description = workflow_identity(self.source, entry)
+        report = WorkflowReport(id=wid, source=entry, nodes=0, steps=0)
+        nodes: dict[str, Node] = {}
+        order: list[str] = []
+        assets: set[str] = set()
+        refused: dict[str, str] = {}
+        missing: dict[str, str] = {}
+        step_dir: str | None = None
+        queue = [entry]
+        while queue:
+            rel = queue.pop(0)
+            if rel in nodes:
+                continue
+            text = self.source.read(rel)
+            fm, body, problem = read_markdown(text)
+            if problem:
+                report.notes.append(f"`{rel}`: {problem}")
+            node = Node(id=_node_id(rel, {n.id for n in nodes.values()}), rel=rel, frontmatter=fm, body=body,
+                        title=_title(body, fm))
+            nodes[rel] = node
+            order.append(rel)
+            resolver = self.resolver(rel, fm, entry)
+            refs = [r for v in fm.values() if isinstance(v, str) for r in resolver.refs(v)] + resolver.refs(body)
+            for ref in refs:
+                if ref.kind == "missing" and _is_step_name(ref.rel):
+                    ref = self._near_step(ref, entry) or ref
+                if ref.rel == rel:
+                    continue
+                target_wf = self.entries.get(ref.rel) or self.first_steps.get(ref.rel)
+                if ref.kind == "classic":
+                    refused.setdefault(ref.rel, node.id)
+                    if ref.rel not in node.refused:
+                        node.refused.append(ref.rel)
+                elif target_wf is not None and target_wf != wid:
+                    if target_wf not in node.calls:
+                        node.calls.append(target_wf)
+                elif ref.kind == "file" and _is_step_name(ref.rel) and ref.rel != entry:
+                    directory = posixpath.dirname(ref.rel)
+                    step_dir = step_dir or directory
+                    if ref.rel not in node.mentions:
+                        node.mentions.append(ref.rel)
+                    queue.append(ref.rel)
+                elif ref.kind == "file" and ref.rel != entry:
+                    assets.add(ref.rel)
+                elif ref.kind == "missing":
+                    missing.setdefault(ref.rel, node.id)
+        if step_dir is not None:
+            for rel in sorted(f for f in self.source.files if posixpath.dirname(f) == step_dir
+                              and _is_step_name(f) and f.endswith(".md") and f not in nodes):
+                report.notes.append(f"`{posixpath.basename(rel)}` is named by no step; kept as a node "
+                                    "reached by file order")
+                queue.append(rel)
+            while queue:  # unreferenced step files: read them the same way, but no new folders
+                rel = queue.pop(0)
+                if rel in nodes:
+                    continue
+                fm, body, _ = read_markdown(self.source.read(rel))
+                nodes[rel] = Node(id=_node_id(rel, {n.id for n in nodes.values()}), rel=rel, frontmatter=fm,
+                                  body=body, title=_title(body, fm))
+                order.append(rel)
+        plan_nodes = [nodes[r] for r in [entry] + sorted(r for r in order if r != entry)]
+        self._connect(wid, plan_nodes, report)
+        report.steps = len(plan_nodes) - 1
+        report.nodes = len(plan_nodes)
+        return WorkflowPlan(wid, entry, display, description, plan_nodes, report, assets, refused, missing)
+
+    def _connect(self, wid: str, nodes: list[Node], report: WorkflowReport) -> None:
+        by_rel = {n.rel: n for n in nodes}
+        steps = nodes[1:]
+        end = Node(id=_free_id("end", {n.id for n in nodes}), rel=f"gen:workflows/{wid}/steps/end.md", type="end",
+                   title="Finish")
+        for i, node in enumerate(nodes):
+            labels = _key_labels(node.frontmatter, node.rel, self.source)
+            resume = _CONTINUATION.search(node.id) is not None and node is not nodes[0]
+            for rel in [] if resume else node.mentions:
+                target = by_rel[rel]
+                label = labels.get(rel) or _label_for(target)
+                if not any(e.to == target.id for e in node.edges):
+                    node.edges.append(Edge(target.id, label))
+            if resume:  # a continuation file picks the step after the last one the document records
+                report.resume_nodes.append(node.id)
+                later = [s for s in steps if s.rel > node.rel and not _CONTINUATION.search(s.id)]
+                for s in later:
+                    node.edges.append(Edge(s.id, f"resume at {s.id}",
+                                           condition=f"the started document's stepsCompleted says {s.id} is next"))
+                if not later:
+                    node.edges.append(Edge(end.id, "finish"))
+            if not node.edges:
+                following = steps[steps.index(node) + 1:] if node in steps else []
+                following = [s for s in following if not _CONTINUATION.search(s.id)]
+                if node is nodes[0] or not following or _looks_final(node):
+                    node.edges.append(Edge(end.id, "finish"))
+                else:
+                    node.edges.append(Edge(following[0].id, "next"))
+                    report.notes.append(f"`{node.id}` names no next step; it continues to `{following[0].id}` "
+                                        "(file order)")
+            _pick_default(node)
+            if len(node.edges) >= 2:
+                node.type = "decision"
+                report.decisions.append(node.id)
+        calls: list[Node] = []
+        for node in nodes:
+            for target in node.calls:
+                call = Node(id=_free_id(f"{node.id}.{target}", {n.id for n in nodes + calls}),
+                            rel=f"gen:workflows/{wid}/calls/{node.id}.{target}.md", type="subworkflow",
+                            title=f"Run {target}")
+                call.frontmatter = {"subworkflowRef": target}
+                call.edges.append(Edge(node.id, f"back to {node.id}", default=True))
+                node.edges.append(Edge(call.id, f"run {target}",
+                                       condition=f"the user picks the option that runs {target}"))
+                calls.append(call)
+                report.calls.append(f"{node.id} -> {target}")
+        nodes.extend(calls)
+        nodes.append(end)
+
+
+def _is_step_name(rel: str) -> bool:
+    return posixpath.basename(rel).startswith("step") and rel.endswith(".md")
+
+
+def _node_id(rel: str, taken: set[str]) -> str:
+    stem = posixpath.basename(rel)[:-3]
+    return _free_id(re.sub(r"[^A-Za-z0-9._:-]+", "-", stem).strip("-") or "step", taken)
+
+
+def _free_id(base: str, taken: set[str]) -> str:
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
+
+
+def _title(body: str, fm: dict[str, Any]) -> str:
+    heading = next((ln.lstrip("#").strip() for ln in body.splitlines() if ln.startswith("# ")), "")
+    return heading or str(fm.get("name") or "").strip()
+
+
+def _label_for(target: Node) -> str:
+    stem = _STEP_NUMBER.sub("", target.id)
+    return stem.replace("-", " ") or target.id
+
+
+def _key_labels(fm: dict[str, Any], rel: str, source: BmadSource) -> dict[str, str]:
+    """Frontmatter keys name the transitions: `nextStepFile` -> next, `nextStepFile_modeA` -> mode A."""
+    out: dict[str, str] = {}
+    resolver = Resolver(source, set(), rel, {k: v for k, v in fm.items() if isinstance(v, str)})
+    for key, value in fm.items():
+        if not isinstance(value, str):
+            continue
+        ref = resolver.resolve(value)
+        if ref is None:
+            continue
+        label = _KEY_LABELS.get(key)
+        if label is None:
+            suffix = key.split("_", 1)[1] if "_" in key else key
+            label = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", suffix).replace("mode", "mode ").strip().lower()
+            label = re.sub(r"\s+", " ", label)
+        out.setdefault(ref.rel, label)
+    return out
+
+
+def _looks_final(node: Node) -> bool:
+    return bool(re.search(r"complete|final|finish|wrap|exit", node.id, re.I))
+
+
+def _pick_default(node: Node) -> None:
+    if not node.edges:
+        return
+    preferred = next((e for e in node.edges if e.label == "next"), None)
+    if preferred is None:
+        preferred = next((e for e in node.edges if e.label != "resume"), node.edges[0])
+    for edge in node.edges:
+        edge.default = edge is preferred
