@@ -9,6 +9,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "crewagent-slack"
 
+from cli import import_cmd
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crewagent", description="Run .bmad v1.1 agent workflows.")
@@ -68,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("path", nargs="?", help="package dir or .bmad")
     c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
     c.set_defaults(module="cli.chat_cmd")
+
+    import_cmd.add_parser(sub)
     return p
 
 

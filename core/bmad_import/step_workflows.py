@@ -241,9 +241,10 @@ class WorkflowBuilder:
             resume = _CONTINUATION.search(node.id) is not None and node is not nodes[0]
             for rel in [] if resume else node.mentions:
                 target = by_rel[rel]
-                label = labels.get(rel) or _label_for(target)
+                label = "resume" if _CONTINUATION.search(target.id) else labels.get(rel) or _label_for(target)
                 if not any(e.to == target.id for e in node.edges):
-                    node.edges.append(Edge(target.id, label))
+                    condition = "a started document exists (resume it)" if label == "resume" else None
+                    node.edges.append(Edge(target.id, label, condition=condition))
             if resume:  # a continuation file picks the step after the last one the document records
                 report.resume_nodes.append(node.id)
                 later = [s for s in steps if s.rel > node.rel and not _CONTINUATION.search(s.id)]
@@ -252,6 +253,9 @@ class WorkflowBuilder:
                                            condition=f"the started document's stepsCompleted says {s.id} is next"))
                 if not later:
                     node.edges.append(Edge(end.id, "finish"))
+            position = {n.id: k for k, n in enumerate(nodes)}
+            if node.edges and all(position[e.to] <= position[node.id] for e in node.edges):
+                node.edges.append(Edge(end.id, "finish"))  # it only offers to go back: it may also finish
             if not node.edges:
                 following = steps[steps.index(node) + 1:] if node in steps else []
                 following = [s for s in following if not _CONTINUATION.search(s.id)]
@@ -261,7 +265,7 @@ class WorkflowBuilder:
                     node.edges.append(Edge(following[0].id, "next"))
                     report.notes.append(f"`{node.id}` names no next step; it continues to `{following[0].id}` "
                                         "(file order)")
-            _pick_default(node)
+            _pick_default(node, position, end.id)
             if len(node.edges) >= 2:
                 node.type = "decision"
                 report.decisions.append(node.id)
@@ -330,11 +334,23 @@ def _looks_final(node: Node) -> bool:
     return bool(re.search(r"complete|final|finish|wrap|exit", node.id, re.I))
 
 
-def _pick_default(node: Node) -> None:
+def _pick_default(node: Node, position: dict[str, int], end_id: str) -> None:
+    """The main path: `next`, else a forward step that is not a side branch, else finishing."""
     if not node.edges:
         return
-    preferred = next((e for e in node.edges if e.label == "next"), None)
-    if preferred is None:
-        preferred = next((e for e in node.edges if e.label != "resume"), node.edges[0])
+    here = position.get(node.id, 0)
+
+    def rank(edge: Edge) -> tuple[int, int]:
+        if edge.label == "next":
+            return 0, 0
+        if edge.to == end_id:
+            return 3, 0
+        where = position.get(edge.to, 0)
+        if where <= here:
+            return 4, where
+        side = edge.label in ("alternative", "skip ahead", "resume") or edge.label.startswith("resume at")
+        return (2 if side else 1), where
+
+    preferred = min(node.edges, key=rank)
     for edge in node.edges:
         edge.default = edge is preferred
