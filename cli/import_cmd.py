@@ -45,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     print(result.report.markdown())
-    print(result.report.console())
     print(f"wrote {written} (the report is IMPORT-REPORT.md inside the package)")
     return 0
 

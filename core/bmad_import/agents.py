@@ -157,7 +157,7 @@ def _menu_item(item: dict[str, Any], resolver: Resolver, workflows: dict[str, tu
         elif key == "action" and isinstance(value, str):
             out[key] = value if value.startswith("#") else text(value)
             if status == "action":
-                target = value if value.startswith("#") else "inline"
+                target = value if value.startswith("#") else _short(value)
                 status = "prompt" if value.startswith("#") else "action"
         else:
             out[key] = value
@@ -173,3 +173,8 @@ def _item_code(item: dict[str, Any]) -> str:
         return m.group(1)
     m = _V6_CODE.match(str(item.get("trigger") or item.get("cmd") or ""))
     return m.group(1) if m else str(item.get("trigger") or item.get("cmd") or "?")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -79,6 +79,9 @@ def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: st
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
+    used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | {
+        source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
+    _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
 
@@ -202,16 +205,34 @@ def _manifest(name: str, version: str, plans: list[WorkflowPlan], agents: list[I
 
 
 def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: ImportReport) -> None:
+    callers: dict[str, list[str]] = {}
     for plan in plans:
         for rel, node in sorted(plan.refused.items()):
             plan.report.notes.append(f"`{rel}` (named first by `{node}`) is a classic BMAD workflow: not available")
-            report.leave_out(f"{rel} (called from {plan.id})", "classic BMAD workflow (XML / workflow.yaml); "
-                             "the steps that offer it say it is not available")
+            callers.setdefault(rel, []).append(plan.id)
         for rel, node in sorted(plan.missing.items()):
             report.warnings.append(f"{plan.id}: `{node}` names `{rel}`, which is not in the BMAD tree; left as written")
-    for rel in source.classic_workflows():
-        report.leave_out(rel, "classic BMAD workflow (workflow.yaml / XML runner); only step-file workflows "
-                         "(workflow.md + step files) are imported")
+    classic = source.classic_workflows()
+    for rel in classic:
+        offered = callers.pop(rel, [])
+        also = f"; offered by steps of {', '.join(offered)}, which say it is not available" if offered else ""
+        report.leave_out(rel, "classic BMAD workflow (workflow.yaml / XML runner) with its folder; only step-file "
+                         f"workflows (workflow.md + step files) are imported{also}")
+    for rel, offered in callers.items():
+        report.leave_out(rel, f"classic BMAD workflow named by steps of {', '.join(offered)}; not imported")
+
+
+def _report_unused(source: BmadSource, used: set[str], report: ImportReport) -> None:
+    """Every BMAD file that went nowhere, grouped by folder, so nothing disappears without a line."""
+    classic_dirs = [posixpath.dirname(c) + "/" for c in source.classic_workflows()]
+    groups: dict[str, list[str]] = {}
+    for rel in sorted(source.files - used):
+        if any(rel.startswith(d) for d in classic_dirs):
+            continue  # reported with its classic workflow
+        groups.setdefault(posixpath.dirname(rel) or ".", []).append(posixpath.basename(rel))
+    for folder, names in groups.items():
+        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        report.leave_out(f"{folder}/ ({listed})", "not named by any imported agent or workflow")
 
 
 def _mapped(c) -> str:

@@ -104,7 +104,9 @@ class ImportReport(BaseModel):
             out += [f"### {agent.name} (`{agent.id}`, from `{agent.source}`)", ""]
             for m in agent.menu:
                 reason = f": {m.reason}" if m.reason else ""
-                out.append(f"- [{m.code}] {_one_line(m.description)} — {_status(m)} `{m.target}`{reason}")
+                label = _one_line(m.description)
+                label = label if label.startswith(f"[{m.code}]") else f"[{m.code}] {label}"
+                out.append(f"- {label} — {_status(m)} `{m.target}`{reason}")
             out += [f"- note: {n}" for n in agent.notes]
             out.append("")
         out += ["## Workflows", ""]
@@ -127,16 +129,6 @@ class ImportReport(BaseModel):
         out += [f"- `{c}`" for c in self.carried]
         out += ["", f"Generated ({len(self.generated)}):", ""] + [f"- `{g}`" for g in self.generated]
         return "\n".join(out) + "\n"
-
-    def console(self) -> str:
-        """The short form the CLI prints: summary, unavailable items, left-out items, warnings."""
-        lines = [self.summary()]
-        for agent, item in self.unavailable_items:
-            lines.append(f"  unavailable: {agent.name} [{item.code}] -> {item.target}: {item.reason}")
-        for x in self.left_out:
-            lines.append(f"  left out: {x.item}: {x.reason}")
-        lines += [f"  warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
 
 
 def _status(item: MenuItemReport) -> str:

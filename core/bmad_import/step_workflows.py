@@ -226,8 +226,8 @@ class WorkflowBuilder:
                                   body=body, title=_title(body, fm))
                 order.append(rel)
         plan_nodes = [nodes[r] for r in [entry] + sorted(r for r in order if r != entry)]
-        self._connect(wid, plan_nodes, report)
         report.steps = len(plan_nodes) - 1
+        self._connect(wid, plan_nodes, report)
         report.nodes = len(plan_nodes)
         return WorkflowPlan(wid, entry, display, description, plan_nodes, report, assets, refused, missing)
 
