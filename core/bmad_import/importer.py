@@ -79,7 +79,8 @@ def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: st
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
-    used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | {
+    used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | set(
+        source.compiled_agents()) | {
         source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
     _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
