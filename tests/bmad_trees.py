@@ -57,6 +57,7 @@ def installed_bmad(project: Path) -> Path:
             - trigger: TL or fuzzy match on tell
               action: "Tell the user about {planning_artifacts}"
               description: "[TL] Tell: where plans go"
+              ide-only: true
     """)
     _write(root, "plans/agents/legacy.md", "# A compiled agent\n")
     _write(root, "plans/data/rules.md", "# Rules\n\nKeep it short.\n")

@@ -111,6 +111,17 @@ def test_step_files_keep_their_frontmatter_and_point_at_packaged_files(bmm_packa
 
 
 @needs_bmad_v6
+def test_set_overrides_module_defaults_in_every_step(tmp_path: Path) -> None:
+    result = import_bmad(BMAD_V6_SRC, {"output_folder": "docs/ai", "project_name": "TaskNest"})
+    lines = {c.key: c.mapped_to for c in result.report.config}
+    assert lines["planning_artifacts"] == "`@project/docs/ai/planning-artifacts` (mount path)"
+    assert lines["project_name"] == "`TaskNest` (value)"
+    step = result.files["_bmad/bmm/workflows/2-plan-workflows/create-prd/steps-c/step-01-init.md"]
+    assert isinstance(step, str) and "outputFile: '@project/docs/ai/planning-artifacts/prd.md'" in step
+    assert "project_name: TaskNest" in str(result.files["_bmad/bmm/config.yaml"])
+
+
+@needs_bmad_v6
 async def test_every_imported_workflow_runs_to_completion(bmm_package: Path, project: Path) -> None:
     async with engine_harness(project) as h:
         package = load_package(bmm_package, cache_dir=h.store.packages_dir)
@@ -149,6 +160,7 @@ def test_installed_layout_imports_with_config_values_and_overrides(tmp_path: Pat
     agent = package.agent("planner")
     assert agent.critical_actions == ["Read @pkg/_bmad/plans/data/rules.md before planning"]
     assert agent.menu[2].action == "Tell the user about @project/out/plans"
+    assert agent.menu[2].ide_only is True
     manifest = (out / "_bmad/_config/agent-manifest.csv").read_text(encoding="utf-8")
     assert "planner,Pat,Planner" in manifest
 

@@ -46,31 +46,41 @@ class ConfigMap:
         return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
+@dataclass
+class _Raw:
+    module: str
+    value: str  # the value a user would type (project-relative for path keys)
+    result: str  # how the installer turns it into the final value, e.g. "{project-root}/{value}"
+    origin: str
+
+
 def build_config(source: BmadSource, overrides: dict[str, str]) -> ConfigMap:
-    raw: dict[str, tuple[str, str, str | None, str]] = {}  # key -> (module, value, result template, origin)
+    raw: dict[str, _Raw] = {}
     for module in sorted(source.modules, key=lambda m: (m != "core", m)):
         rel, data = source.module_config(module)
-        installed = rel.endswith("config.yaml")
         for key, spec in data.items():
-            if installed and isinstance(spec, (str, int, float, bool)) and key not in ("code", "name"):
-                raw.setdefault(key, (module, str(spec), None, "config.yaml"))
-            elif not installed and isinstance(spec, dict) and "default" in spec:
+            if key in raw:
+                continue
+            if rel.endswith("config.yaml") and isinstance(spec, (str, int, float, bool)) and key not in ("code", "name"):
+                value = str(spec)
+                if value.startswith(_PROJECT_ROOT + "/"):
+                    raw[key] = _Raw(module, value[len(_PROJECT_ROOT) + 1:], _PROJECT_ROOT + "/{value}", "config.yaml")
+                else:
+                    raw[key] = _Raw(module, value, "{value}", "config.yaml")
+            elif rel.endswith("module.yaml") and isinstance(spec, dict) and "default" in spec:
                 result = spec.get("result") if isinstance(spec.get("result"), str) else "{value}"
-                raw.setdefault(key, (module, str(spec["default"]), result, "module default"))
+                raw[key] = _Raw(module, str(spec["default"]), result, "module default")
     unknown = [k for k in overrides if k not in raw]
     for key, value in overrides.items():
-        module, _, result, _ = raw.get(key, ("core", "", "{value}", ""))
-        if result is None and raw.get(key, ("", "", None, ""))[1].startswith(_PROJECT_ROOT):
-            result = _PROJECT_ROOT + "/{value}"  # installed path key: the override is project-relative
-        raw[key] = (module, value.strip().removeprefix(_PROJECT_ROOT).lstrip("/") if result and
-                    result.startswith(_PROJECT_ROOT) else value, result or "{value}", "--set")
-    plain = {k: v for k, (_, v, _, _) in raw.items()}
-    keys: dict[str, ConfigKey] = {}
-    for key, (module, value, result, origin) in raw.items():
-        expanded = _expand(value, plain)
-        final = (result or "{value}").replace("{value}", expanded)
-        final = _expand(final, plain)
-        keys[key] = _classify(key, module, final, origin)
+        known = raw.get(key, _Raw("core", "", "{value}", ""))
+        if known.result.startswith(_PROJECT_ROOT):
+            value = value.strip().removeprefix(_PROJECT_ROOT).strip("/")
+        raw[key] = _Raw(known.module, value, known.result, "--set")
+    plain = {k: r.value for k, r in raw.items()}
+    keys = {
+        key: _classify(key, r.module, _expand(r.result.replace("{value}", _expand(r.value, plain)), plain), r.origin)
+        for key, r in raw.items()
+    }
     return ConfigMap(keys, unknown)
 
 

@@ -69,9 +69,20 @@ class Resolver:
             return Ref(token, rel, "classic")
         if self.source.exists(rel):
             return Ref(token, rel, "file")
+        beside = self._beside_workflow(text)
+        if beside is not None:
+            return Ref(token, beside, "file")
         if rel in self.generated:
             return Ref(token, rel, "generated")
         return Ref(token, rel, "missing") if explicit else None
+
+    def _beside_workflow(self, text: str) -> str | None:
+        """`data/x.md` written in a step file often means the workflow folder's `data/x.md`."""
+        folder = self.variables.get("installed_path", "").removeprefix("{project-root}/_bmad/")
+        if not folder or "{" in folder or text.startswith(("./", "../", "{", "@", "/", *_PROJECT_BMAD)):
+            return None
+        rel = posixpath.normpath(posixpath.join(folder, text))
+        return rel if not rel.startswith("..") and self.source.exists(rel) else None
 
     def refs(self, text: str) -> list[Ref]:
         out: list[Ref] = []

@@ -158,10 +158,17 @@ class WorkflowBuilder:
         return out
 
     def _near_step(self, ref: Ref, entry: str) -> Ref | None:
-        """`./step-01-x.md` written in a workflow file whose steps live in `steps/`: find it there."""
+        """A step file named where it is not: `./step-01-x.md` written in a workflow file whose steps
+        live in `steps/`, or a renamed step (`step-02-customer-insights.md` for the folder's only
+        `step-02-*.md`). Found only when exactly one file fits."""
         base = posixpath.dirname(entry) + "/"
         name = posixpath.basename(ref.rel)
         hits = [f for f in self.source.files if f.startswith(base) and posixpath.basename(f) == name]
+        if len(hits) != 1:
+            number = _STEP_NUMBER.match(name)
+            folder = posixpath.dirname(ref.rel)
+            hits = [f for f in self.source.files if number and posixpath.dirname(f) == folder
+                    and posixpath.basename(f).startswith(number.group(0))]
         return Ref(ref.token, hits[0], "file") if len(hits) == 1 else None
 
     def build(self, entry: str) -> WorkflowPlan:
@@ -190,7 +197,12 @@ class WorkflowBuilder:
             refs = [r for v in fm.values() if isinstance(v, str) for r in resolver.refs(v)] + resolver.refs(body)
             for ref in refs:
                 if ref.kind == "missing" and _is_step_name(ref.rel):
-                    ref = self._near_step(ref, entry) or ref
+                    near = self._near_step(ref, entry)
+                    if near is not None and posixpath.basename(near.rel) != posixpath.basename(ref.rel):
+                        report.notes.append(f"`{node.id}` names `{posixpath.basename(ref.rel)}`, which does not "
+                                            f"exist; linked to `{posixpath.basename(near.rel)}`, the only step "
+                                            "with that number")
+                    ref = near or ref
                 if ref.rel == rel:
                     continue
                 target_wf = self.entries.get(ref.rel) or self.first_steps.get(ref.rel)
