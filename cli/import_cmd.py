@@ -10,18 +10,6 @@ from core.bmad_import import BmadImportError, import_bmad, write_package
 from core.package.problems import PackageInvalid
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    imp = sub.add_parser("import", help="turn other formats into a .bmad package")
-    kinds = imp.add_subparsers(dest="import_kind", required=True)
-    b = kinds.add_parser("bmad", help="import a BMAD v6 source tree (src/) or an installed _bmad/ folder")
-    b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
-    b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
-    b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a module config value, e.g. --set user_name=Ada --set output_folder=docs/ai")
-    b.add_argument("--name", help="package name (default: the module names, e.g. bmm)")
-    imp.set_defaults(module="cli.import_cmd")
-
-
 def run(args: argparse.Namespace) -> int:
     try:
         overrides = _overrides(args.settings)

@@ -9,8 +9,6 @@ from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "crewagent-slack"
 
-from cli import import_cmd
-
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="crewagent", description="Run .bmad v1.1 agent workflows.")
@@ -71,7 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
     c.set_defaults(module="cli.chat_cmd")
 
-    import_cmd.add_parser(sub)
+    imp = sub.add_parser("import", help="turn other formats into a .bmad package")
+    kinds = imp.add_subparsers(dest="import_kind", required=True)
+    b = kinds.add_parser("bmad", help="import a BMAD v6 source tree (src/) or an installed _bmad/ folder")
+    b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
+    b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
+    b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a module config value, e.g. --set user_name=Ada --set output_folder=docs/ai")
+    b.add_argument("--name", help="package name (default: the module names, e.g. bmm)")
+    imp.set_defaults(module="cli.import_cmd")
     return p
 
 

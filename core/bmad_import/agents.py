@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ import yaml
 
 from .config_map import substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
-from .report import AgentReport, ImportReport, MenuItemReport
+from .report import AgentReport, ImportReport, MenuItemReport, MenuStatus
 from .source import BmadSource
 
 AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
@@ -121,12 +122,15 @@ def convert_agent(
     return ImportedAgent(doc, assets)
 
 
-def _menu_item(item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text) -> tuple[dict[str, Any], MenuItemReport]:
+def _menu_item(
+    item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str]
+) -> tuple[dict[str, Any], MenuItemReport]:
     out: dict[str, Any] = {}
     assets: set[str] = set()
     description = str(item["description"])
     code = _item_code(item)
-    status, target, reason = "action", "", ""
+    status: MenuStatus = "action"
+    target, reason = "", ""
     for key, value in item.items():
         if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
             ref = resolver.resolve(value)

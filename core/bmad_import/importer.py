@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .agents import ImportedAgent, convert_agent
-from .config_map import ConfigMap, build_config, substitute
+from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
 from .source import BmadSource, SourceError, is_classic, open_source
@@ -236,7 +236,7 @@ def _report_unused(source: BmadSource, used: set[str], report: ImportReport) -> 
         report.leave_out(f"{folder}/ ({listed})", "not named by any imported agent or workflow")
 
 
-def _mapped(c) -> str:
+def _mapped(c: ConfigKey) -> str:
     if c.kind == "path":
         return f"`{c.text}` (mount path)"
     if c.kind == "value":

@@ -8,6 +8,7 @@ sidecars, `_config/*.csv`, `<module>/config.yaml`) are mapped here too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -46,9 +47,8 @@ class BmadSource:
         return sorted(f for f in self.files if f.endswith(".agent.yaml"))
 
     def compiled_agents(self) -> list[str]:
-        """Installed agents compiled to markdown: reported, since only `*.agent.yaml` is imported."""
-        return sorted(f for f in self.files if "/agents/" in f"/{f}" and f.endswith(".md")
-                      and not _in_sidecar(f) and f.count("/") == 2 and f.split("/")[1] == "agents")
+        """Installed agents compiled to markdown (`<module>/agents/x.md`): reported, not imported."""
+        return sorted(f for f in self.files if re.fullmatch(r"[^/]+/agents/[^/]+\.md", f))
 
     def workflow_files(self) -> list[str]:
         """Step-file workflow entry files: `workflow.md` or `workflow-*.md` outside step folders."""
@@ -78,10 +78,6 @@ class BmadSource:
 def is_classic(rel: str) -> bool:
     name = rel.rsplit("/", 1)[-1].lower()
     return name in CLASSIC_WORKFLOW_NAMES
-
-
-def _in_sidecar(rel: str) -> bool:
-    return any(part.endswith("-sidecar") for part in rel.split("/"))
 
 
 def open_source(path: Path) -> BmadSource:

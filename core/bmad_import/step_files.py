@@ -14,7 +14,7 @@ from typing import Any
 from core.frontmatter import render as render_frontmatter
 
 from .config_map import ConfigMap, substitute
-from .references import package_alias
+from .references import Resolver, package_alias
 from .source import BmadSource
 from .step_workflows import V11_KEYS, Node, WorkflowBuilder, WorkflowPlan
 
@@ -55,7 +55,7 @@ def _node_file(node: Node, plan: WorkflowPlan, builder: WorkflowBuilder, values:
     return render_frontmatter({**head, **kept}, _note(node, plan, source) + text.lstrip("\n"))
 
 
-def _rewrite_value(value: Any, resolver, values: dict[str, str]) -> Any:
+def _rewrite_value(value: Any, resolver: Resolver, values: dict[str, str]) -> Any:
     if isinstance(value, str):
         ref = resolver.resolve(value)
         if ref is not None and ref.kind == "classic":
@@ -108,8 +108,7 @@ def _template(plan: WorkflowPlan, config: ConfigMap) -> str:
     for key in ("communication_language", "document_output_language", "user_skill_level"):
         if _value(config, key):
             fm[key] = _value(config, key)
-    steps = [n for n in plan.nodes]
-    index = "\n".join(f"{i}. `{n.id}` ({n.type}) — {n.title or n.id}" for i, n in enumerate(steps, start=1))
+    index = "\n".join(f"{i}. `{n.id}` ({n.type}) — {n.title or n.id}" for i, n in enumerate(plan.nodes, start=1))
     body = (
         f"# {plan.display_name}\n\n{plan.description}\n\n"
         f"Imported from BMAD `{plan.entry}`.\n\n"

@@ -152,12 +152,12 @@ class WorkflowBuilder:
         out = []
         for ref in refs:
             if ref.kind == "missing" and _is_step_name(ref.rel):
-                ref = self._near_step(ref, entry) or ref
+                ref = self.near_step(ref, entry) or ref
             if ref.kind == "file" and _is_step_name(ref.rel):
                 out.append(ref)
         return out
 
-    def _near_step(self, ref: Ref, entry: str) -> Ref | None:
+    def near_step(self, ref: Ref, entry: str) -> Ref | None:
         """A step file named where it is not: `./step-01-x.md` written in a workflow file whose steps
         live in `steps/`, or a renamed step (`step-02-customer-insights.md` for the folder's only
         `step-02-*.md`). Found only when exactly one file fits."""
@@ -173,75 +173,21 @@ class WorkflowBuilder:
 
     def build(self, entry: str) -> WorkflowPlan:
         wid, display, description = workflow_identity(self.source, entry)
-        report = WorkflowReport(id=wid, source=entry, nodes=0, steps=0)
-        nodes: dict[str, Node] = {}
-        order: list[str] = []
-        assets: set[str] = set()
-        refused: dict[str, str] = {}
-        missing: dict[str, str] = {}
-        step_dir: str | None = None
-        queue = [entry]
-        while queue:
-            rel = queue.pop(0)
-            if rel in nodes:
-                continue
-            text = self.source.read(rel)
-            fm, body, problem = read_markdown(text)
-            if problem:
-                report.notes.append(f"`{rel}`: {problem}")
-            node = Node(id=_node_id(rel, {n.id for n in nodes.values()}), rel=rel, frontmatter=fm, body=body,
-                        title=_title(body, fm))
-            nodes[rel] = node
-            order.append(rel)
-            resolver = self.resolver(rel, fm, entry)
-            refs = [r for v in fm.values() if isinstance(v, str) for r in resolver.refs(v)] + resolver.refs(body)
-            for ref in refs:
-                if ref.kind == "missing" and _is_step_name(ref.rel):
-                    near = self._near_step(ref, entry)
-                    if near is not None and posixpath.basename(near.rel) != posixpath.basename(ref.rel):
-                        report.notes.append(f"`{node.id}` names `{posixpath.basename(ref.rel)}`, which does not "
-                                            f"exist; linked to `{posixpath.basename(near.rel)}`, the only step "
-                                            "with that number")
-                    ref = near or ref
-                if ref.rel == rel:
-                    continue
-                target_wf = self.entries.get(ref.rel) or self.first_steps.get(ref.rel)
-                if ref.kind == "classic":
-                    refused.setdefault(ref.rel, node.id)
-                    if ref.rel not in node.refused:
-                        node.refused.append(ref.rel)
-                elif target_wf is not None and target_wf != wid:
-                    if target_wf not in node.calls:
-                        node.calls.append(target_wf)
-                elif ref.kind == "file" and _is_step_name(ref.rel) and ref.rel != entry:
-                    directory = posixpath.dirname(ref.rel)
-                    step_dir = step_dir or directory
-                    if ref.rel not in node.mentions:
-                        node.mentions.append(ref.rel)
-                    queue.append(ref.rel)
-                elif ref.kind == "file" and ref.rel != entry:
-                    assets.add(ref.rel)
-                elif ref.kind == "missing":
-                    missing.setdefault(ref.rel, node.id)
-        if step_dir is not None:
-            for rel in sorted(f for f in self.source.files if posixpath.dirname(f) == step_dir
-                              and _is_step_name(f) and f.endswith(".md") and f not in nodes):
-                report.notes.append(f"`{posixpath.basename(rel)}` is named by no step; kept as a node "
-                                    "reached by file order")
-                queue.append(rel)
-            while queue:  # unreferenced step files: read them the same way, but no new folders
-                rel = queue.pop(0)
-                if rel in nodes:
-                    continue
-                fm, body, _ = read_markdown(self.source.read(rel))
-                nodes[rel] = Node(id=_node_id(rel, {n.id for n in nodes.values()}), rel=rel, frontmatter=fm,
-                                  body=body, title=_title(body, fm))
-                order.append(rel)
-        plan_nodes = [nodes[r] for r in [entry] + sorted(r for r in order if r != entry)]
-        report.steps = len(plan_nodes) - 1
-        self._connect(wid, plan_nodes, report)
-        report.nodes = len(plan_nodes)
-        return WorkflowPlan(wid, entry, display, description, plan_nodes, report, assets, refused, missing)
+        walk = _Walk(self, wid, entry, WorkflowReport(id=wid, source=entry, nodes=0, steps=0))
+        walk.run([entry])
+        if walk.step_dir is not None:
+            unnamed = sorted(f for f in self.source.files if posixpath.dirname(f) == walk.step_dir
+                             and _is_step_name(f) and f not in walk.nodes)
+            for rel in unnamed:
+                walk.report.notes.append(f"`{posixpath.basename(rel)}` is named by no step; kept as a node "
+                                         "reached by file order")
+            walk.run(unnamed)
+        plan_nodes = [walk.nodes[entry]] + sorted((n for r, n in walk.nodes.items() if r != entry), key=lambda n: n.rel)
+        walk.report.steps = len(plan_nodes) - 1
+        self._connect(wid, plan_nodes, walk.report)
+        walk.report.nodes = len(plan_nodes)
+        return WorkflowPlan(wid, entry, display, description, plan_nodes, walk.report, walk.assets, walk.refused,
+                            walk.missing)
 
     def _connect(self, wid: str, nodes: list[Node], report: WorkflowReport) -> None:
         by_rel = {n.rel: n for n in nodes}
@@ -295,6 +241,70 @@ class WorkflowBuilder:
                 report.calls.append(f"{node.id} -> {target}")
         nodes.extend(calls)
         nodes.append(end)
+
+
+@dataclass
+class _Walk:
+    """Reads a workflow's files breadth-first from its entry and sorts every reference they make."""
+
+    builder: WorkflowBuilder
+    wid: str
+    entry: str
+    report: WorkflowReport
+    nodes: dict[str, Node] = field(default_factory=dict)
+    assets: set[str] = field(default_factory=set)
+    refused: dict[str, str] = field(default_factory=dict)  # classic target -> first node naming it
+    missing: dict[str, str] = field(default_factory=dict)  # missing target -> node
+    step_dir: str | None = None
+
+    def run(self, queue: list[str]) -> None:
+        queue = list(queue)
+        while queue:
+            rel = queue.pop(0)
+            if rel not in self.nodes:
+                queue += self.visit(rel)
+
+    def visit(self, rel: str) -> list[str]:
+        """Add `rel` as a node; returns the step files it names."""
+        fm, body, problem = read_markdown(self.builder.source.read(rel))
+        if problem:
+            self.report.notes.append(f"`{rel}`: {problem}")
+        node = Node(id=_node_id(rel, {n.id for n in self.nodes.values()}), rel=rel, frontmatter=fm, body=body,
+                    title=_title(body, fm))
+        self.nodes[rel] = node
+        resolver = self.builder.resolver(rel, fm, self.entry)
+        refs = [r for v in fm.values() if isinstance(v, str) for r in resolver.refs(v)] + resolver.refs(body)
+        for ref in refs:
+            if ref.kind == "missing" and _is_step_name(ref.rel):
+                ref = self.near_step(node, ref)
+            if ref.rel in (rel, self.entry):
+                continue
+            target_wf = self.builder.entries.get(ref.rel) or self.builder.first_steps.get(ref.rel)
+            if ref.kind == "classic":
+                self.refused.setdefault(ref.rel, node.id)
+                if ref.rel not in node.refused:
+                    node.refused.append(ref.rel)
+            elif target_wf is not None and target_wf != self.wid:
+                if target_wf not in node.calls:
+                    node.calls.append(target_wf)
+            elif ref.kind == "file" and _is_step_name(ref.rel):
+                self.step_dir = self.step_dir or posixpath.dirname(ref.rel)
+                if ref.rel not in node.mentions:
+                    node.mentions.append(ref.rel)
+            elif ref.kind == "file":
+                self.assets.add(ref.rel)
+            elif ref.kind == "missing":
+                self.missing.setdefault(ref.rel, node.id)
+        return list(node.mentions)
+
+    def near_step(self, node: Node, ref: Ref) -> Ref:
+        near = self.builder.near_step(ref, self.entry)
+        if near is None:
+            return ref
+        if posixpath.basename(near.rel) != posixpath.basename(ref.rel):
+            self.report.notes.append(f"`{node.id}` names `{posixpath.basename(ref.rel)}`, which does not exist; "
+                                     f"linked to `{posixpath.basename(near.rel)}`, the only step with that number")
+        return near
 
 
 def _is_step_name(rel: str) -> bool:
