@@ -114,7 +114,25 @@ def installed_bmad(project: Path) -> Path:
 
             Write the {branch} plan in {{planning_artifacts}}/plan.md, then load `./step-04-finish.md`.
         """)
-    _write(root, "plans/workflows/plan/steps/step-04-finish.md", "# Step 4: Finish\n\nTell {user_name} where the plan is.\n")
+    _write(root, "plans/workflows/plan/steps/step-04-finish.md", """
+        # Step 4: Finish
+
+        Tell {user_name} where the plan is. Offer a review: `{project-root}/_bmad/plans/workflows/review/workflow.md`.
+    """)
+    _write(root, "plans/workflows/review/workflow.md", """
+        ---
+        name: review-plan
+        ---
+
+        # Review Plan
+
+        Read fully and follow `./steps/step-01-review.md`.
+    """)
+    _write(root, "plans/workflows/review/steps/step-01-review.md", """
+        # Review
+
+        Review the plan. If it needs rework, run `{project-root}/_bmad/plans/workflows/plan/workflow-plan.md`.
+    """)
     _write(root, "core/workflows/party-mode/workflow.md", """
         ---
         name: party-mode

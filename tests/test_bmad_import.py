@@ -213,6 +213,20 @@ async def test_party_mode_call_runs_nested_and_returns(tmp_path: Path, project: 
     assert visited.index("step-01-talk") < visited.index("step-02-choose")
 
 
+def test_workflows_that_offer_each_other_are_never_nested_both_ways(tmp_path: Path) -> None:
+    installed_bmad(tmp_path / "project")
+    out = tmp_path / "pkg"
+    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out)]) == 0
+    package = load_package(out)
+    nests = {(wf.id, wf.step(n.id).frontmatter["subworkflowRef"])
+             for wf in package.workflows for n in wf.graph.nodes if n.type == "subworkflow"}
+    assert ("make-plan", "review-plan") in nests and ("review-plan", "make-plan") not in nests
+    review = package.workflow("review-plan").step("step-01-review").body
+    assert "the `make-plan` workflow this step mentions is not run from here" in review
+    report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert "offers `make-plan`, which leads back to `review-plan`" in report
+
+
 # ---- bad input -------------------------------------------------------------------------------------
 
 

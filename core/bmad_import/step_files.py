@@ -80,6 +80,9 @@ def _note(node: Node, plan: WorkflowPlan, source: BmadSource) -> str:
             lines.append(f"> - {edge.label}: node `{target.id}` finishes the workflow")
         else:
             lines.append(f"> - `{posixpath.basename(target.rel)}` ({edge.label}) is node `{target.id}`")
+    for target in node.handoffs:
+        lines.append(f"> - the `{target}` workflow this step mentions is not run from here (it leads back to this "
+                     "workflow); when this workflow is done, suggest starting it from the agent's menu")
     for rel in node.refused:
         lines.append(f"> - `{rel}` is a classic BMAD workflow and is not available here; if the user picks the "
                      "option that runs it, say so and offer the other options")

@@ -56,6 +56,7 @@ class Node:
     body: str = ""
     edges: list[Edge] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)  # workflow ids this step offers to run
+    handoffs: list[str] = field(default_factory=list)  # offered workflows not nested: they call back
     refused: list[str] = field(default_factory=list)  # classic targets this step names
     mentions: list[str] = field(default_factory=list)  # step files named in the text, in order
 
@@ -134,6 +135,18 @@ class WorkflowBuilder:
         self.generated = generated
         self.entries = entries
         self.first_steps = first_steps  # first step file -> workflow id
+        self.call_graph: dict[str, set[str]] = {}  # workflow id -> workflows it nests, across all plans
+
+    def _reaches(self, start: str, goal: str) -> bool:
+        seen, stack = set(), [start]
+        while stack:
+            current = stack.pop()
+            if current == goal:
+                return True
+            if current not in seen:
+                seen.add(current)
+                stack.extend(self.call_graph.get(current, ()))
+        return False
 
     def resolver(self, rel: str, fm: dict[str, Any], entry: str) -> Resolver:
         variables = {k: v for k, v in fm.items() if isinstance(v, str)}
@@ -229,7 +242,14 @@ class WorkflowBuilder:
                 report.decisions.append(node.id)
         calls: list[Node] = []
         for node in nodes:
-            for target in node.calls:
+            for target in list(node.calls):
+                if self._reaches(target, wid):  # nesting it would let the two call each other forever
+                    node.calls.remove(target)
+                    node.handoffs.append(target)
+                    report.notes.append(f"`{node.id}` offers `{target}`, which leads back to `{wid}`; it is not "
+                                        "nested (that run would never end): the step suggests starting it next")
+                    continue
+                self.call_graph.setdefault(wid, set()).add(target)
                 call = Node(id=_free_id(f"{node.id}.{target}", {n.id for n in nodes + calls}),
                             rel=f"gen:workflows/{wid}/calls/{node.id}.{target}.md", type="subworkflow",
                             title=f"Run {target}")
