@@ -26,7 +26,7 @@ from .report import WorkflowReport
 from .source import BmadSource
 
 V11_KEYS = ("schemaVersion", "nodeId", "type", "title", "agentId", "inputs", "outputs", "setsVariables", "transitions")
-_CONTINUATION = re.compile(r"continue|resume", re.I)
+_CONTINUATION = re.compile(r"\d+[a-z]?-(?:continue|resume)\b", re.I)  # step-01b-continue
 _STEP_NUMBER = re.compile(r"^step-(?:[a-z]-)?\d+[a-z]?-")
 _KEY_LABELS = {"nextStep": "next", "nextStepFile": "next", "continueStepFile": "resume", "altStepFile": "alternative",
                "skipToStepFile": "skip ahead"}
@@ -104,7 +104,7 @@ def read_markdown(text: str) -> tuple[dict[str, Any], str, str | None]:
         fm, body = parse_frontmatter(text)
         return fm, body, None
     except FrontmatterError as exc:
-        head, sep, rest = text[3:].partition("\n---")
+        head, _, rest = text[3:].partition("\n---")
         repaired = head.replace("\\'", "''")
         try:
             fm = yaml.safe_load(repaired)
@@ -127,7 +127,8 @@ def workflow_identity(source: BmadSource, rel: str) -> tuple[str, str, str]:
 
 
 class WorkflowBuilder:
-    """Builds one workflow plan; `entries` maps every imported workflow file to its id."""
+    """Builds the plans of one import; `entries` maps every imported workflow file to its id, and the
+    calls nested so far are kept so no two workflows end up nesting each other."""
 
     def __init__(self, source: BmadSource, generated: set[str], entries: dict[str, str],
                  first_steps: dict[str, str]) -> None:
