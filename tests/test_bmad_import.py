@@ -242,6 +242,13 @@ def test_bad_input_gets_a_clear_message_and_writes_nothing(tmp_path: Path, capsy
     assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(tmp_path / "o"), "--set", "oops"]) == 2
     assert "--set expects KEY=VALUE" in capsys.readouterr().err
 
+    broken = tmp_path / "broken"
+    installed_bmad(broken)
+    (broken / "_bmad/plans/workflows/plan/steps/step-02-choose.md").write_bytes(b"# Choose \xff\xfe\n")
+    assert main(["import", "bmad", str(broken), "-o", str(tmp_path / "b.bmad")]) == 1
+    assert "plans/workflows/plan/steps/step-02-choose.md is not UTF-8 text" in capsys.readouterr().err
+    assert not (tmp_path / "b.bmad").exists()
+
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "mine.txt").write_text("keep me\n", encoding="utf-8")

@@ -39,10 +39,13 @@ class ImportResult:
 
 def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: str | None = None) -> ImportResult:
     try:
-        source = open_source(path)
+        return _import(open_source(path), path, overrides or {}, name)
     except SourceError as exc:
         raise BmadImportError(str(exc)) from None
-    config = build_config(source, overrides or {})
+
+
+def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None) -> ImportResult:
+    config = build_config(source, overrides)
     package_name = name or _default_name(source)
     report = ImportReport(source=path.name or str(path), layout=source.layout, package=package_name,
                           version=_version(source))

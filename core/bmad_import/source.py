@@ -41,7 +41,12 @@ class BmadSource:
         return rel in self.files or rel in self.aliases
 
     def read(self, rel: str) -> str:
-        return self.path(rel).read_text(encoding="utf-8-sig")
+        try:
+            return self.path(rel).read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError:
+            raise SourceError(f"{rel} is not UTF-8 text; save it as UTF-8 and import again") from None
+        except OSError as exc:
+            raise SourceError(f"{rel} cannot be read ({exc.strerror or 'I/O error'})") from None
 
     def agent_files(self) -> list[str]:
         return sorted(f for f in self.files if f.endswith(".agent.yaml"))
