@@ -83,7 +83,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
     used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | set(
-        source.compiled_agents()) | {
+        source.compiled_agents()) | generated | {
         source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
     _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
