@@ -57,64 +57,42 @@ def convert_agent(
         report.leave_out(rel, "no `agent:` mapping with metadata and persona")
         return None
     aid = agent_id(rel)
-    meta, persona = agent["metadata"], agent["persona"]
     resolver = Resolver(source, generated, rel, {})
     assets: set[str] = set()
 
     def text(value: Any) -> str:
-        rewritten = resolver.rewrite(str(value))
         assets.update(r.rel for r in resolver.refs(str(value)) if r.kind == "file")
-        return substitute(rewritten, values).strip()
+        return substitute(resolver.rewrite(str(value)), values).strip()
 
-    name = str(meta.get("name") or aid)
-    entry = AgentReport(id=aid, name=name, source=rel)
-    metadata: dict[str, Any] = {k: str(meta[k]) for k in METADATA_KEYS if meta.get(k)}
-    metadata.setdefault("name", aid)
-    metadata.setdefault("title", name)
-    metadata.setdefault("icon", "🤖")
-    if meta.get("capabilities"):
-        metadata["description"] = str(meta["capabilities"])
-    if meta.get("id"):
-        metadata["sourceId"] = str(meta["id"])
-    for key in meta:
-        if key not in (*METADATA_KEYS, "capabilities", "id", "hasSidecar"):
-            report.leave_out(f"{rel}: metadata.{key}", "no place for it in agents.json metadata")
-    if meta.get("hasSidecar"):
-        sidecar = f"_memory/{aid}-sidecar/"
-        files = sorted(f for f in source.aliases if f.startswith(sidecar)) or sorted(
-            f for f in source.files if f.startswith(sidecar))
-        assets.update(files)
-        entry.notes.append(f"sidecar memory carried read-only to `{PACKAGE_PREFIX}{sidecar}` ({len(files)} files); "
-                           "items that update it write nothing there (the package is read-only)")
-    doc_persona: dict[str, Any] = {}
-    for key in PERSONA_KEYS:
-        value = persona.get(key)
-        if isinstance(value, list):
-            doc_persona[key] = [text(v) for v in value if str(v).strip()] or ["(none given)"]
-        else:
-            doc_persona[key] = text(value) if value else "(not given in the BMAD agent)"
-            if not value:
-                report.warnings.append(f"{rel}: persona.{key} is empty; a placeholder was written")
-    doc: dict[str, Any] = {"id": aid, "metadata": metadata, "persona": doc_persona}
+    entry = AgentReport(id=aid, name=str(agent["metadata"].get("name") or aid), source=rel)
+    doc: dict[str, Any] = {
+        "id": aid,
+        "metadata": _metadata(agent["metadata"], aid, rel, report),
+        "persona": _persona(agent["persona"], text, rel, report),
+    }
+    if agent["metadata"].get("hasSidecar"):
+        assets |= _sidecar(source, aid, entry)
     critical = [text(a) for a in agent.get("critical_actions") or [] if str(a).strip()]
     if critical:
         doc["critical_actions"] = critical
-    prompts = [
-        {"id": str(p["id"]), "content": text(p["content"]), **({"description": str(p["description"])} if p.get("description") else {})}
-        for p in agent.get("prompts") or [] if isinstance(p, dict) and p.get("id") and p.get("content")
-    ]
+    prompts = []
+    for p in agent.get("prompts") or []:
+        if isinstance(p, dict) and p.get("id") and p.get("content"):
+            prompts.append({"id": str(p["id"]), "content": text(p["content"]),
+                            **({"description": str(p["description"])} if p.get("description") else {})})
+        else:
+            report.leave_out(f"{rel}: prompt {p!r:.60}", "a prompt needs an id and content")
     if prompts:
         doc["prompts"] = prompts
-    menu = []
+    doc["menu"] = []
     for item in agent.get("menu") or []:
         if not isinstance(item, dict) or not item.get("description"):
             report.leave_out(f"{rel}: menu item {item!r:.60}", "a menu item needs a description")
             continue
-        converted, line = _menu_item(item, resolver, workflows, text)
-        assets.update(converted.pop("_assets", set()))
-        menu.append(converted)
+        converted, line, item_assets = _menu_item(item, resolver, workflows, text)
+        assets |= item_assets
+        doc["menu"].append(converted)
         entry.menu.append(line)
-    doc["menu"] = menu
     for key in agent:
         if key not in AGENT_KEYS:
             report.leave_out(f"{rel}: agent.{key}", "not part of a v1.1 agent")
@@ -122,9 +100,50 @@ def convert_agent(
     return ImportedAgent(doc, assets)
 
 
+def _metadata(meta: dict[str, Any], aid: str, rel: str, report: ImportReport) -> dict[str, Any]:
+    out: dict[str, Any] = {k: str(meta[k]) for k in METADATA_KEYS if meta.get(k)}
+    out.setdefault("name", aid)
+    out.setdefault("title", out["name"])
+    out.setdefault("icon", "🤖")
+    if meta.get("capabilities"):
+        out["description"] = str(meta["capabilities"])
+    if meta.get("id"):
+        out["sourceId"] = str(meta["id"])
+    for key in meta:
+        if key not in (*METADATA_KEYS, "capabilities", "id", "hasSidecar"):
+            report.leave_out(f"{rel}: metadata.{key}", "no place for it in agents.json metadata")
+    return out
+
+
+def _persona(persona: dict[str, Any], text: Callable[[Any], str], rel: str, report: ImportReport) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in PERSONA_KEYS:
+        value = persona.get(key)
+        if isinstance(value, list) and any(str(v).strip() for v in value):
+            out[key] = [text(v) for v in value if str(v).strip()]
+        elif value and not isinstance(value, list):
+            out[key] = text(value)
+        else:
+            out[key] = "(not given in the BMAD agent)"
+            report.warnings.append(f"{rel}: persona.{key} is empty; a placeholder was written")
+    for key in persona:
+        if key not in PERSONA_KEYS:
+            report.leave_out(f"{rel}: persona.{key}", "not part of a v1.1 persona")
+    return out
+
+
+def _sidecar(source: BmadSource, aid: str, entry: AgentReport) -> set[str]:
+    """An agent's memory folder, carried where an installation puts it (`_memory/<id>-sidecar/`)."""
+    folder = f"_memory/{aid}-sidecar/"
+    files = {f for f in (*source.aliases, *source.files) if f.startswith(folder)}
+    entry.notes.append(f"sidecar memory carried read-only to `{PACKAGE_PREFIX}{folder}` ({len(files)} files); "
+                       "items that update it write nothing there (the package is read-only)")
+    return files
+
+
 def _menu_item(
     item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str]
-) -> tuple[dict[str, Any], MenuItemReport]:
+) -> tuple[dict[str, Any], MenuItemReport, set[str]]:
     out: dict[str, Any] = {}
     assets: set[str] = set()
     description = str(item["description"])
@@ -167,8 +186,7 @@ def _menu_item(
             out[key] = value
     if status == "unavailable":
         out["description"] = description.rstrip() + UNAVAILABLE_NOTE
-    out["_assets"] = assets
-    return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason)
+    return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason), assets
 
 
 def _item_code(item: dict[str, Any]) -> str:
