@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -96,11 +97,10 @@ def test_step_files_keep_their_frontmatter_and_point_at_packaged_files(bmm_packa
     assert step.frontmatter["nextStepFile"].startswith("@pkg/_bmad/bmm/workflows/2-plan-workflows/create-prd/")
     assert step.frontmatter["outputFile"] == "@project/_bmad-output/planning-artifacts/prd.md"
     assert step.frontmatter["advancedElicitationTask"].startswith("unavailable:")
-    for wf in package.workflows:
-        for node_id, doc in wf.steps.items():
-            for value in doc.frontmatter.values():
-                if isinstance(value, str) and value.startswith("@pkg/"):
-                    assert (package.root / value.removeprefix("@pkg/")).is_file(), (wf.id, node_id, value)
+    for file in package.root.rglob("*"):  # no packaged text points at a package file that is not there
+        if file.suffix in (".md", ".json", ".yaml", ".csv", ".xml"):
+            for ref in re.findall(r"@pkg/[\w./{}-]+", file.read_text(encoding="utf-8")):
+                assert (package.root / ref.removeprefix("@pkg/").rstrip(".")).exists(), (file.name, ref)
     init = prd.graph.outgoing("step-01-init")
     assert {e.to for e in init} == {"step-02-discovery", "step-01b-continue"}
     assert prd.graph.node("step-01-init").type == "decision"

@@ -23,6 +23,7 @@ from .step_files import workflow_files
 from .step_workflows import WorkflowBuilder, WorkflowPlan, workflow_identity
 
 TEXT_SUFFIXES = (".md", ".csv", ".yaml", ".yml", ".xml", ".json", ".txt")
+HELP_CATALOG = "_config/bmad-help.csv"  # what an installer merges from the modules' module-help.csv
 _SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$")
 
 
@@ -54,6 +55,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
     generated = {f"{m}/config.yaml" for m in source.modules} | {
         "_config/agent-manifest.csv", "_config/workflow-manifest.csv", "_config/task-manifest.csv"}
+    if _module_help(source):
+        generated.add(HELP_CATALOG)
 
     plans, builder = _plan_workflows(source, generated, report)
     if not plans:
@@ -83,7 +86,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
     used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | set(
-        source.compiled_agents()) | generated | {
+        source.compiled_agents()) | generated | set(_module_help(source)) | {
         source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
     _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
@@ -149,6 +152,8 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
                     queue.append(ref.rel)
                 elif ref.kind == "classic" and not rel.endswith(".csv"):
                     report.leave_out(f"{ref.rel} (named by {rel})", "classic BMAD workflow; not imported")
+                elif ref.kind == "missing":
+                    report.warnings.append(f"`{rel}` names `{ref.rel}`, which is not in the BMAD tree; left as written")
             files[PACKAGE_PREFIX + rel] = substitute(resolver.rewrite(text), values)
         else:
             files[PACKAGE_PREFIX + rel] = data
@@ -169,12 +174,23 @@ def _generated_files(source: BmadSource, config: ConfigMap, plans: list[Workflow
     files[f"{PACKAGE_PREFIX}_config/workflow-manifest.csv"] = _csv(
         ["name", "description", "module", "path"],
         [[p.id, p.description, p.entry.split("/", 1)[0], f"@pkg/{p.template_path}"] for p in plans])
+    helps = _module_help(source)
+    if helps:
+        header, *rows = source.read(helps[0]).splitlines()
+        for rel in helps[1:]:
+            rows += source.read(rel).splitlines()[1:]
+        files[PACKAGE_PREFIX + HELP_CATALOG] = "\n".join([header, *(r for r in rows if r.strip())]) + "\n"
     tasks = sorted(f for f in report.carried if "/tasks/" in f"/{f}")
     files[f"{PACKAGE_PREFIX}_config/task-manifest.csv"] = _csv(
         ["name", "module", "path"], [[posixpath.basename(t).rsplit(".", 1)[0], t.split("/", 1)[0], package_alias(t)]
                                      for t in tasks])
     report.generated = sorted(files)
     return files
+
+
+def _module_help(source: BmadSource) -> list[str]:
+    return [f"{m}/module-help.csv" for m in sorted(source.modules, key=lambda m: (m != "core", m))
+            if f"{m}/module-help.csv" in source.files]
 
 
 def _csv(header: list[str], rows: list[list[str]]) -> str:

@@ -18,6 +18,7 @@ from .source import BmadSource, is_classic
 PACKAGE_PREFIX = "_bmad/"
 _TOKEN = re.compile(r"(?<![\w./{}@*-])[\w.{}@-]+(?:/[\w.{}@-]+)*\.(?:md|csv|yaml|yml|xml|json|txt)(?![\w-])")
 _VAR = re.compile(r"\{([A-Za-z0-9_-]+)\}")
+_FOLDER = re.compile(r"\{project-root\}/_bmad/([\w./-]+)")
 _PROJECT_BMAD = ("{project-root}/_bmad/", "_bmad/")
 Kind = Literal["file", "generated", "classic", "missing"]
 
@@ -101,4 +102,10 @@ class Resolver:
                 return match.group(0)
             return package_alias(ref.rel)
 
-        return _TOKEN.sub(swap, text)
+        return _FOLDER.sub(self._swap_folder, _TOKEN.sub(swap, text))
+
+    def _swap_folder(self, match: re.Match[str]) -> str:
+        """`{project-root}/_bmad/bmm/workflows/x` (a folder, as in `workflow_path`) -> `@pkg/_bmad/...`."""
+        folder = match.group(1).rstrip("/.")
+        carried = any(f.startswith(folder + "/") for f in (*self.source.files, *self.generated))
+        return package_alias(folder) if carried else match.group(0)
