@@ -152,8 +152,9 @@ def test_installed_layout_imports_with_config_values_and_overrides(tmp_path: Pat
     assert (out / "_bmad/plans/workflows/plan/templates/plan-template.md").is_file()
     config = (out / "_bmad/plans/config.yaml").read_text(encoding="utf-8")
     assert "user_name: Grace" in config and "planning_artifacts: '@project/out/plans'" in config
-    assert {(e.to, e.label) for e in plan.graph.outgoing("step-02-choose")} == {
-        ("step-03a-quick", "quick"), ("step-03b-deep", "deep")}
+    assert {(e.to, e.label, e.conditionText) for e in plan.graph.outgoing("step-02-choose")} == {
+        ("step-03a-quick", "quick", "the step says: 1. Quick plan: load ./step-03a-quick.md"),
+        ("step-03b-deep", "deep", "the step says: 2. Deep plan: load ./step-03b-deep.md")}
     assert plan.graph.node("step-02-choose").type == "decision"
     call = plan.graph.node("step-01-start.party-mode")
     assert call.type == "subworkflow" and plan.step(call.id).frontmatter["subworkflowRef"] == "party-mode"

@@ -241,6 +241,11 @@ class WorkflowBuilder:
             if len(node.edges) >= 2:
                 node.type = "decision"
                 report.decisions.append(node.id)
+                for edge in node.edges:  # the step's own words for each way on, e.g. its numbered menu line
+                    target = next((n for n in nodes if n.id == edge.to), None)
+                    line = _line_naming(node.body, target.rel) if target is not None else None
+                    if edge.condition is None and line:
+                        edge.condition = f"the step says: {line}"
         calls: list[Node] = []
         for node in nodes:
             for target in list(node.calls):
@@ -371,6 +376,15 @@ def _key_labels(fm: dict[str, Any], rel: str, source: BmadSource) -> dict[str, s
             label = re.sub(r"\s+", " ", label)
         out.setdefault(ref.rel, label)
     return out
+
+
+def _line_naming(body: str, rel: str) -> str | None:
+    name = posixpath.basename(rel)
+    line = next((ln for ln in body.splitlines() if name in ln), None)
+    if line is None:
+        return None
+    text = " ".join(line.replace("*", "").replace("`", "").split()).lstrip("- ")
+    return text if len(text) <= 140 else text[:139] + "…"
 
 
 def _looks_final(node: Node) -> bool:
