@@ -25,6 +25,10 @@ def installed_bmad(project: Path) -> Path:
         communication_language: English
         output_folder: "{project-root}/out"
     """)
+    _write(root, "_config/manifest.yaml", """
+        installation:
+          version: 6.0.0-beta.2
+    """)
     _write(root, "plans/config.yaml", """
         code: plans
         planning_artifacts: "{project-root}/out/plans"

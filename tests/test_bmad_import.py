@@ -264,6 +264,7 @@ def test_reimport_replaces_a_previous_import(tmp_path: Path) -> None:
     assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out)]) == 0
     assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out), "--set", "user_name=Lin"]) == 0
     assert "user_name: Lin" in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")
-    assert json.loads((out / "bmad.json").read_text(encoding="utf-8"))["name"] == "plans"
+    manifest = json.loads((out / "bmad.json").read_text(encoding="utf-8"))
+    assert (manifest["name"], manifest["version"]) == ("plans", "6.0.0-beta.2")
     fm, _ = parse_frontmatter((out / "workflows/make-plan/workflow.md").read_text(encoding="utf-8"))
     assert fm["user_name"] == "Lin" and fm["currentNodeId"] == "workflow-plan"

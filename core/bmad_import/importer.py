@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .agents import ImportedAgent, convert_agent
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
@@ -86,7 +88,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
     used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | set(
-        source.compiled_agents()) | generated | set(_module_help(source)) | {
+        source.compiled_agents()) | generated | set(_module_help(source)) | {"_config/manifest.yaml"} | {
         source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
     _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
@@ -269,11 +271,17 @@ def _default_name(source: BmadSource) -> str:
 
 
 def _version(source: BmadSource) -> str:
-    for candidate in (source.root.parent / "package.json", source.root / "package.json"):
+    """The BMAD version: `package.json` beside a source tree, `_config/manifest.yaml` of an installation."""
+    candidates: list[object] = []
+    for path in (source.root.parent / "package.json", source.root / "package.json"):
         try:
-            version = json.loads(candidate.read_text(encoding="utf-8")).get("version")
+            candidates.append(json.loads(path.read_text(encoding="utf-8")).get("version"))
         except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(version, str) and _SEMVER.match(version):
-            return version
-    return "1.0.0"
+            pass
+    if "_config/manifest.yaml" in source.files:
+        try:
+            manifest = yaml.safe_load(source.read("_config/manifest.yaml"))
+            candidates.append(manifest.get("installation", {}).get("version"))
+        except (yaml.YAMLError, AttributeError):
+            pass
+    return next((v for v in candidates if isinstance(v, str) and _SEMVER.match(v)), "1.0.0")
