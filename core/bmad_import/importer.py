@@ -87,10 +87,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
-    used = {n.rel for p in plans for n in p.nodes} | set(report.carried) | set(source.agent_files()) | set(
-        source.compiled_agents()) | generated | set(_module_help(source)) | {"_config/manifest.yaml"} | {
-        source.module_config(m)[0] for m in source.modules} | {source.aliases.get(c, c) for c in report.carried}
-    _report_unused(source, used, report)
+    _report_unused(source, _used_files(source, plans, generated, report), report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
 
@@ -242,6 +239,17 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
                          f"workflows (workflow.md + step files) are imported{also}")
     for rel, offered in callers.items():
         report.leave_out(rel, f"classic BMAD workflow named by steps of {', '.join(offered)}; not imported")
+
+
+def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[str], report: ImportReport) -> set[str]:
+    """BMAD files the package holds, replaces or was built from (reported files are not listed again)."""
+    return (
+        {n.rel for p in plans for n in p.nodes}
+        | {source.aliases.get(c, c) for c in report.carried}
+        | set(source.agent_files()) | set(source.compiled_agents())
+        | {source.module_config(m)[0] for m in source.modules} | set(_module_help(source))
+        | generated | {"_config/manifest.yaml"}
+    )
 
 
 def _report_unused(source: BmadSource, used: set[str], report: ImportReport) -> None:
