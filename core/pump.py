@@ -113,7 +113,7 @@ class Pump:
         self.workflow: Workflow = workflow
         self.graph = workflow.graph
         self.state_dir = engine.store.state_dir(record)
-        self.mounts = Mounts(project=Path(record.project_root), pkg=self.package.root, state=self.state_dir)
+        self.mounts = Mounts(project=Path(record.workspace), pkg=self.package.root, state=self.state_dir)
         self.composer = engine.composer(self.package)
         self.prompt = RunPrompt(
             self.composer,

@@ -13,7 +13,7 @@ from .atomic import atomic_write_text
 from .errors import CrewError
 from .events import RunPhase, StateUpdated
 from .package.models import Agent, Graph, Package, Workflow
-from .runs_model import RunError, RunRecord, RunSnapshot, utc_now
+from .runs_model import RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
 from .store import RuntimeStore, project_id_for
 
 
@@ -84,17 +84,30 @@ def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[An
     )
 
 
+def new_run_id() -> str:
+    return str(uuid.uuid4())
+
+
 class RunManager:
     def __init__(self, store: RuntimeStore) -> None:
         self.store = store
 
     def create(
-        self, package: Package, workflow_id: str | None, agent_id: str | None, project_root: str | Path
+        self,
+        package: Package,
+        workflow_id: str | None,
+        agent_id: str | None,
+        project_root: str | Path,
+        *,
+        run_id: str | None = None,
+        worktree: RunWorktree | None = None,
     ) -> RunRecord:
+        """A new run of `project_root`; with a `worktree` (made for `run_id`) the run works in it instead."""
         root = self.store.check_project(project_root)
+        workspace = self.store.check_project(worktree.path) if worktree else root
         workflow = resolve_workflow(package, workflow_id)
         agent = resolve_agent(package, agent_id, workflow)
-        run_id = str(uuid.uuid4())
+        run_id = run_id or new_run_id()
         now = utc_now()
         try:
             state_text = run_state.init_state_text(
@@ -116,8 +129,9 @@ class RunManager:
             phase=RunPhase.WAITING_USER,
             created_at=now,
             updated_at=now,
+            worktree=worktree,
         )
-        (root / "artifacts").mkdir(exist_ok=True)
+        (workspace / "artifacts").mkdir(exist_ok=True)
         state_dir = self.store.state_dir(record)
         (state_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.store.execution_log(record).touch()
@@ -205,4 +219,7 @@ class RunManager:
             artifacts=list(view.artifacts),
             error=record.last_error or view.unreadable,
             usage=record.usage,
+            branch=record.worktree.branch if record.worktree else None,
+            pushed=record.delivery is not None,
+            pull_request_url=record.delivery.pull_request_url if record.delivery else None,
         )

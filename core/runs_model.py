@@ -63,6 +63,24 @@ class RunUsage(BaseModel):
         return text
 
 
+class RunWorktree(BaseModel):
+    """The git worktree a run works in (server paths: never show them to a user)."""
+
+    path: str  # what @project is: the worktree, or the project folder inside it
+    root: str  # the worktree's top folder
+    branch: str  # crewagent/<workflow>-<short run id>
+    base_branch: str | None = None
+    base_commit: str
+
+
+class RunDelivery(BaseModel):
+    """The run's branch as last pushed to the team's remote."""
+
+    commit: str
+    pushed_at: str = Field(default_factory=utc_now)
+    pull_request_url: str | None = None
+
+
 class RunRecord(BaseModel):
     """One line of the run index. Paths here are server-side; never show `project_root` to a user."""
 
@@ -81,6 +99,13 @@ class RunRecord(BaseModel):
     extra: dict[str, Any] = {}
     usage: RunUsage = Field(default_factory=RunUsage)
     token_budget: int | None = None  # this run's own token budget; None = the engine's setting
+    worktree: RunWorktree | None = None  # None: the run works in project_root itself (a plain folder)
+    delivery: RunDelivery | None = None
+
+    @property
+    def workspace(self) -> str:
+        """The folder @project is for this run."""
+        return self.worktree.path if self.worktree else self.project_root
 
 
 class RunSnapshot(BaseModel):
@@ -102,3 +127,6 @@ class RunSnapshot(BaseModel):
     artifacts: list[str] = []  # project-relative
     error: RunError | None = None
     usage: RunUsage = Field(default_factory=RunUsage)
+    branch: str | None = None  # the run's git branch, when its project is a repository
+    pushed: bool = False  # the branch has been pushed (see pull_request_url)
+    pull_request_url: str | None = None

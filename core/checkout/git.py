@@ -1,0 +1,120 @@
+"""The `git` command line, run as an asyncio subprocess: never blocks the loop, always has a timeout.
+
+Each call runs in its own process group, so a timeout kills git and everything it started (ssh,
+credential helpers). Git is told never to prompt: a missing credential fails at once instead of
+waiting for a terminal nobody watches. Credentials come from the host (credential helpers, the
+SSH agent); nothing here stores or prints them, and error text is scrubbed before it is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CrewError
+from .urls import scrub
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120.0
+GIT_BINARY = "git"
+
+
+class GitError(CrewError):
+    """A git call that failed or timed out. `detail` is git's own (scrubbed) words, for the log only."""
+
+    def __init__(self, code: str, message: str, *, detail: str = "", command: str = "") -> None:
+        super().__init__(code, message)
+        self.detail = detail
+        self.command = command
+
+
+@dataclass(frozen=True)
+class GitResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The host's environment (its credential helpers and SSH agent), with every prompt switched off."""
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    env["LC_ALL"] = "C"  # error texts are classified in English
+    env.pop("GIT_DIR", None)
+    env.pop("GIT_WORK_TREE", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+async def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+) -> GitResult:
+    """Run `git ARGS` in `cwd`; a non-zero exit is a result, a timeout or a missing git is a GitError."""
+    command = " ".join(["git", *args[:2]])
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            GIT_BINARY,
+            *args,
+            cwd=os.fspath(cwd),
+            env=git_env(env),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise GitError("GIT_NOT_INSTALLED", "git is not installed on the server.", command=command) from None
+    except OSError as exc:
+        raise GitError("GIT_FAILED", "git could not be started on the server.", detail=str(exc), command=command) from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+        _kill_group(proc)
+        await proc.wait()
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        log.warning("git timed out", extra={"command": command, "timeout": timeout})
+        raise GitError(
+            "GIT_TIMEOUT", f"git took longer than {timeout:g} seconds and was stopped.", command=command
+        ) from None
+    return GitResult(proc.returncode or 0, out.decode("utf-8", "replace"), scrub(err.decode("utf-8", "replace")))
+
+
+async def git_ok(
+    args: Sequence[str],
+    *,
+    cwd: str | Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """stdout of a git call that must succeed; otherwise GitError with git's scrubbed words as detail."""
+    result = await run_git(args, cwd=cwd, timeout=timeout, env=env)
+    if not result.ok:
+        command = " ".join(["git", *args[:2]])
+        raise GitError(
+            "GIT_FAILED", f"`{command}` failed.", detail=result.stderr.strip()[-2000:], command=command
+        )
+    return result.stdout
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,141 @@
+"""A git repository a binding works on: where it is, its remote, its base branch.
+
+`find_repo` looks at a project folder (a clone, or a folder inside one); `clone_repo` makes the
+bot's own clone of a `repo:` URL under the runtime home. Commands that change the shared
+repository (fetch, adding and removing worktrees) take the repository's lock, so two runs
+starting together never race on git's ref locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .git import GitError, git_ok, run_git
+from .urls import scrub
+
+log = logging.getLogger(__name__)
+
+_LOCKS: dict[str, asyncio.Lock] = {}
+
+
+@dataclass(frozen=True)
+class GitSettings:
+    timeout: float = 120.0  # any one git command (fetch, push and clone included)
+    retention_hours: float = 72.0  # worktrees of completed runs are removed this long after the run's last change
+
+
+@dataclass
+class GitRepo:
+    toplevel: Path  # the main working tree (or the bot's clone)
+    common_dir: Path  # the shared .git directory every worktree points to
+    prefix: str  # the project folder inside the repository, "" for its root
+    remote: str | None  # remote name runs fetch from and push to
+    remote_url: str | None  # as configured; may carry credentials, so never shown or logged raw
+    base_branch: str | None  # branch runs start from; None = the current commit
+    settings: GitSettings = field(default_factory=GitSettings)
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """One lock per repository and event loop, for commands that change shared refs."""
+        key = f"{os.fspath(self.common_dir)}@{id(asyncio.get_running_loop())}"
+        found = _LOCKS.get(key)
+        if found is None:
+            found = _LOCKS[key] = asyncio.Lock()
+        return found
+
+    async def git(self, *args: str, cwd: Path | None = None) -> str:
+        return await git_ok(args, cwd=cwd or self.toplevel, timeout=self.settings.timeout)
+
+
+async def find_repo(project: Path, *, branch: str | None, settings: GitSettings) -> GitRepo | None:
+    """The repository `project` belongs to, or None for a plain folder (or when git is missing)."""
+    try:
+        probe = await run_git(
+            ["rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix"], cwd=project, timeout=settings.timeout
+        )
+    except GitError as exc:
+        log.warning("git unavailable; the project is used as a plain folder", extra={"reason": exc.code})
+        return None
+    if not probe.ok:
+        return None
+    lines = probe.stdout.splitlines()
+    if len(lines) < 2:
+        return None
+    toplevel = Path(lines[0])
+    common = Path(lines[1])
+    if not common.is_absolute():
+        common = (project / common).resolve()
+    prefix = lines[2].strip().rstrip("/") if len(lines) > 2 else ""
+    repo = GitRepo(toplevel=toplevel, common_dir=common, prefix=prefix, remote=None, remote_url=None,
+                   base_branch=branch, settings=settings)
+    repo.remote = await _remote(repo)
+    if repo.remote:
+        repo.remote_url = (await repo.git("remote", "get-url", repo.remote)).strip() or None
+    if repo.base_branch is None:
+        repo.base_branch = await _default_branch(repo)
+    return repo
+
+
+def clone_dir(home: Path, url: str) -> Path:
+    """Where the bot keeps its clone of `url` (one per URL, under the runtime home)."""
+    digest = hashlib.sha256(url.strip().encode("utf-8")).hexdigest()[:16]
+    return home / "checkouts" / digest
+
+
+async def clone_repo(url: str, dest: Path, *, branch: str | None, settings: GitSettings) -> None:
+    """Clone `url` into `dest` unless it is already there; a half-finished clone never takes its place."""
+    if (dest / ".git").exists():
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.parent / f".{dest.name}.cloning"
+    shutil.rmtree(partial, ignore_errors=True)
+    args = ["clone", "--quiet", "--origin", "origin"]
+    if branch:
+        args += ["--branch", branch]
+    result = await run_git([*args, "--", url, os.fspath(partial)], cwd=dest.parent, timeout=settings.timeout)
+    if not result.ok:
+        shutil.rmtree(partial, ignore_errors=True)
+        log.warning("clone failed", extra={"url": scrub(url), "git": result.stderr.strip()[-500:]})
+        raise GitError(
+            "GIT_CLONE_FAILED",
+            "The team repository could not be cloned. Check the binding's repo URL and that this server "
+            "has access to it.",
+            detail=result.stderr.strip(),
+            command="git clone",
+        )
+    os.replace(partial, dest)
+
+
+async def _remote(repo: GitRepo) -> str | None:
+    """The base branch's upstream remote, else `origin`, else the only remote."""
+    names = (await repo.git("remote")).split()
+    if not names:
+        return None
+    if repo.base_branch:
+        upstream = await run_git(
+            ["config", "--get", f"branch.{repo.base_branch}.remote"], cwd=repo.toplevel, timeout=repo.settings.timeout
+        )
+        if upstream.ok and upstream.stdout.strip() in names:
+            return upstream.stdout.strip()
+    if "origin" in names:
+        return "origin"
+    return names[0] if len(names) == 1 else None
+
+
+async def _default_branch(repo: GitRepo) -> str | None:
+    """The remote's default branch when known, else the branch the clone has checked out."""
+    timeout = repo.settings.timeout
+    if repo.remote:
+        head = await run_git(
+            ["symbolic-ref", "--quiet", "--short", f"refs/remotes/{repo.remote}/HEAD"], cwd=repo.toplevel, timeout=timeout
+        )
+        if head.ok and head.stdout.strip().startswith(f"{repo.remote}/"):
+            return head.stdout.strip()[len(repo.remote) + 1 :]
+    current = await run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo.toplevel, timeout=timeout)
+    return current.stdout.strip() or None if current.ok else None

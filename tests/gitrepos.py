@@ -1,0 +1,97 @@
+"""Real git repositories for tests: a bare repository as the team's remote (file://), clones of it.
+
+Git reads its identity and settings only from a private global config file (GIT_CONFIG_GLOBAL),
+never the machine's, so the tests behave the same everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+DEFAULT_NAME = "CI Git"
+DEFAULT_EMAIL = "ci@example.invalid"
+
+
+def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60, env={**os.environ, **(env or {})}
+    )
+    assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
+    return result.stdout
+
+
+@dataclass
+class TeamRepo:
+    remote: Path  # the bare repository
+    clone: Path  # the team's checkout the bot is bound to
+
+    @property
+    def url(self) -> str:
+        return self.remote.as_uri()
+
+    def branches(self) -> list[str]:
+        out = git(self.remote, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+        return sorted(out.split())
+
+    def show(self, branch: str, path: str) -> str:
+        return git(self.remote, "show", f"{branch}:{path}")
+
+    def files(self, branch: str) -> list[str]:
+        return git(self.remote, "ls-tree", "-r", "--name-only", branch).split()
+
+    def author(self, branch: str) -> str:
+        return git(self.remote, "log", "-1", "--format=%an <%ae>", branch).strip()
+
+    def message(self, branch: str) -> str:
+        return git(self.remote, "log", "-1", "--format=%B", branch)
+
+    def push_from_elsewhere(self, tmp: Path, branch: str, path: str, text: str) -> None:
+        """Someone else commits to `branch` on the remote."""
+        other = tmp / f"other-{branch.replace('/', '-')}"
+        git(tmp, "clone", "--quiet", "--branch", branch, self.url, str(other))
+        (other / path).parent.mkdir(parents=True, exist_ok=True)
+        (other / path).write_text(text, encoding="utf-8")
+        git(other, "add", "-A")
+        git(other, "commit", "--quiet", "-m", "someone else's change")
+        git(other, "push", "--quiet", "origin", branch)
+
+
+@pytest.fixture
+def git_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private global git config: a default identity, `main` as the first branch, file:// allowed."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (.ci/run installs it)")
+    config = tmp_path / "gitconfig"
+    config.write_text(
+        f"[user]\n\tname = {DEFAULT_NAME}\n\temail = {DEFAULT_EMAIL}\n"
+        "[init]\n\tdefaultBranch = main\n"
+        "[protocol \"file\"]\n\tallow = always\n"
+        "[advice]\n\tdetachedHead = false\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(config))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                 "GIT_COMMITTER_EMAIL", "GIT_SSH_COMMAND"):
+        monkeypatch.delenv(name, raising=False)
+    return config
+
+
+@pytest.fixture
+def team_repo(tmp_path: Path, project: Path, git_config: Path) -> TeamRepo:
+    """The sample project committed to a bare remote on `main`; `project` becomes a clone of it."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git(project, "init", "--quiet", "--initial-branch=main")
+    git(project, "add", "-A")
+    git(project, "commit", "--quiet", "-m", "sample project")
+    git(project, "remote", "add", "origin", remote.as_uri())
+    git(project, "push", "--quiet", "-u", "origin", "main")
+    git(project, "remote", "set-head", "origin", "main")
+    return TeamRepo(remote=remote, clone=project)
