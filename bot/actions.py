@@ -24,6 +24,7 @@ WIDGET = "widget"
 FORM = "form"
 CONTROL = "control"
 ARTIFACT = "artifact"
+DELIVER = "deliver"  # Commit & push a completed run's branch
 FORM_CALLBACK = f"{PREFIX}:form"
 
 ControlAction = Literal["pause", "stop", "resume", "retry", "status"]

@@ -22,6 +22,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.checkout.binding import Checkout
 from core.engine import Engine, EngineSettings
 from core.llm import LLMClient, LLMSettings
 from core.errors import CrewError
@@ -117,6 +118,7 @@ class CrewBot:
         # One pooled HTTP session (bound to the work loop) for every Web API call the work makes.
         self.work_client.session = aiohttp.ClientSession()
         await self.store.open()
+        await self.dispatcher.open_checkouts()
         return await self.dispatcher.resume_interrupted()
 
     async def idle(self, timeout: float | None = None) -> bool:
@@ -255,10 +257,17 @@ def build(
     )
     packages = load_packages(config, store.packages_dir)
     bindings: dict[str, BindingRuntime] = {}
+    checkouts: dict[tuple[Path | None, str | None], Checkout] = {}
     for name, binding in config.bindings().items():
         bound = [packages[p] for p in binding.packages]
-        service = SessionService(bound, binding.project, engine, runs, surface="web")
-        bindings[name] = BindingRuntime(name=name, project=binding.project, packages=bound, service=service)
+        spec = binding.checkout_spec()
+        checkout = checkouts.get((spec.project, spec.repo))
+        if checkout is None:  # bindings sharing a project share its repository lock and clone
+            checkout = checkouts[(spec.project, spec.repo)] = Checkout(spec, store.home, config.git.settings())
+        service = SessionService(bound, checkout.root, engine, runs, surface="web", checkout=checkout)
+        bindings[name] = BindingRuntime(
+            name=name, project=checkout.root, packages=bound, service=service, checkout=checkout
+        )
 
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)

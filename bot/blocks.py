@@ -37,6 +37,7 @@ from core.runs_model import RunSnapshot
 
 from . import actions as act
 from .actions import ButtonValue
+from .delivery_blocks import delivery_blocks
 from .mrkdwn import escape, split_text, to_mrkdwn, truncate
 
 MAX_BLOCKS = 50
@@ -285,7 +286,7 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
     if snapshot.artifacts:
         lines.append("Artifacts written in the project:")
         blocks.append(section("\n".join(lines)))
-        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 3]):
+        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 5]):
             value = ButtonValue(s=key, r=snapshot.run_id, f=path)
             accessory = (
                 button("Upload here", act.action_id(act.ARTIFACT, index), value) if act.fits(value) else None
@@ -296,6 +297,7 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
         lines.append("No artifacts were recorded.")
         blocks.append(section("\n".join(lines)))
     blocks += usage_blocks(snapshot)
+    blocks.extend(delivery_blocks(snapshot, key=key))
     blocks.append(
         context("You can keep chatting in this thread; changes to the finished run ask for confirmation first.")
     )

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from core.checkout.binding import CheckoutSpec, GitSettings
+from core.checkout.urls import scrub
 from core.errors import CrewError
 from core.policy import SystemToolPolicy
 
@@ -34,10 +36,42 @@ class _Strict(BaseModel):
 
 
 class Binding(_Strict):
-    """A project checkout and the packages offered for it."""
+    """A project and the packages offered for it.
 
-    project: Path
+    The project is a folder (`project`: a plain folder or a git clone) or a git URL the bot clones
+    into its runtime home (`repo`). In a git repository every run gets its own worktree on a
+    branch made from `branch` (default: the remote's default branch); `auto_push` pushes a
+    completed run's branch without waiting for the Commit & push click.
+    """
+
+    project: Path | None = None
+    repo: str | None = None
+    branch: str | None = None
+    auto_push: bool = False
     packages: list[Path] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Binding:
+        if self.project is not None and self.repo is not None:
+            raise ValueError("give either project (a folder) or repo (a git URL), not both")
+        if self.project is None and self.repo is None:
+            raise ValueError("give project (a folder) or repo (a git URL)")
+        return self
+
+    def checkout_spec(self) -> CheckoutSpec:
+        return CheckoutSpec(project=self.project, repo=self.repo, branch=self.branch, auto_push=self.auto_push)
+
+
+class GitOptions(_Strict):
+    """Git projects: time limits, worktree clean-up, and who commits (default: the Slack user)."""
+
+    timeout: float = Field(default=120.0, gt=0)  # seconds for one git command (clone, fetch, push…)
+    worktree_retention_hours: float = Field(default=72.0, ge=0)  # completed runs' worktrees are removed after
+    author_name: str | None = None  # commit author for every delivery instead of the Slack user's profile
+    author_email: str | None = None
+
+    def settings(self) -> GitSettings:
+        return GitSettings(timeout=self.timeout, retention_hours=self.worktree_retention_hours)
 
 
 class Limits(_Strict):
@@ -92,8 +126,12 @@ class FileConfig(_Strict):
     """The shape of crewagent.yml (all keys optional)."""
 
     project: Path | None = None
+    repo: str | None = None
+    branch: str | None = None
+    auto_push: bool = False
     packages: list[Path] | None = None
     channels: dict[str, Binding] = Field(default_factory=dict)
+    git: GitOptions = Field(default_factory=GitOptions)
     model: str | None = None
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
@@ -114,6 +152,7 @@ class BotConfig(BaseModel):
     access: Access = Field(default_factory=Access)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
+    git: GitOptions = Field(default_factory=GitOptions)
     resume_on_start: bool = True
     log_level: str = "INFO"
     workers: int = Field(default=1, ge=1, le=MAX_WORKERS)  # processes sharing the threads (see bot/pool.py)
@@ -194,10 +233,17 @@ def load_config(
         source = str(path)
 
     problems: list[str] = []
+    default_repo: str | None = None
+    default_project: Path | None
     if project is not None:
         default_project = _absolute(Path(project), cwd)
+    elif file_cfg.project is not None and file_cfg.repo is not None:
+        default_project = None
+        problems.append(f"{source}: project: give either project (a folder) or repo (a git URL), not both")
     elif file_cfg.project is not None:
         default_project = _absolute(file_cfg.project, file_base)
+    elif file_cfg.repo is not None:
+        default_project, default_repo = None, file_cfg.repo
     else:
         default_project = cwd
     if packages:
@@ -208,19 +254,22 @@ def load_config(
         default_packages = example_packages(cwd)
 
     channels = {
-        channel: Binding(
-            project=_absolute(b.project, file_base),
-            packages=[_absolute(p, file_base) for p in b.packages] or default_packages,
+        channel: b.model_copy(
+            update={
+                "project": _absolute(b.project, file_base) if b.project is not None else None,
+                "packages": [_absolute(p, file_base) for p in b.packages] or default_packages,
+            }
         )
         for channel, b in file_cfg.channels.items()
     }
-    default = Binding(project=default_project, packages=default_packages)
+    source_key = {"repo": default_repo} if default_repo is not None else {"project": default_project or cwd}
+    default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
 
     for name, binding in {"(default)": default, **channels}.items():
         where = "--project" if name == "(default)" and project is not None else (
             "project" if name == "(default)" else f"channels.{name}.project"
         )
-        if not binding.project.is_dir():
+        if binding.project is not None and not binding.project.is_dir():
             problems.append(f"{source}: {where}: project directory {binding.project} does not exist")
         if not binding.packages:
             key = "packages" if name == "(default)" else f"channels.{name}.packages"
@@ -245,6 +294,7 @@ def load_config(
         access=file_cfg.access,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
+        git=file_cfg.git,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
         workers=workers if workers is not None else file_cfg.workers,
@@ -258,7 +308,11 @@ def describe(config: BotConfig) -> dict[str, Any]:
         "api_url": config.slack.api_url,
         "model": config.model,
         "bindings": {
-            name: {"project": str(b.project), "packages": [p.name for p in b.packages]}
+            name: {
+                "project": str(b.project) if b.project is not None else None,
+                "repo": scrub(b.repo) if b.repo else None,
+                "packages": [p.name for p in b.packages],
+            }
             for name, b in config.bindings().items()
         },
         "max_concurrent_runs": config.limits.max_concurrent_runs,

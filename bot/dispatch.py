@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.checkout.binding import Checkout
 from core.engine import Engine
 from core.errors import CrewError
 from core.events import RunPhase
@@ -31,6 +33,7 @@ from .actions import ButtonValue
 from .artifacts import ArtifactUnavailable, read_artifact
 from .config import BotConfig
 from .dedupe import Deduper
+from .delivery import Deliveries
 from .forms import FormContext, build_modal
 from .lanes import ThreadLanes
 from .render import ThreadRenderer
@@ -45,6 +48,7 @@ Emit = Callable[[Output], Awaitable[None]]
 SessionCall = Callable[[Emit], Awaitable[list[Output]]]
 
 WORKING_REACTION = "hourglass_flowing_sand"
+TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
 STEERING_COMMANDS = frozenset({"pause", "stop", "resume", "retry"})
 URGENT_COMMANDS = frozenset({"pause", "stop"})
 INTERNAL_ERROR = (
@@ -64,6 +68,7 @@ class BindingRuntime:
     project: Path
     packages: list[Package]
     service: SessionService
+    checkout: Checkout | None = None  # None: a plain folder, as before
 
     def package(self, package_id: str | None) -> Package | None:
         return next((p for p in self.packages if p.id == package_id), None)
@@ -97,6 +102,8 @@ class Dispatcher:
         self.deduper = deduper
         self.owns = owns or (lambda key: True)  # another worker process answers for the other threads
         self.slots = asyncio.Semaphore(config.limits.max_concurrent_runs)
+        self.deliveries = Deliveries(io, runs, config.git)
+        self._tidied_at = 0.0
 
     # ---- helpers ----------------------------------------------------------------
 
@@ -156,6 +163,7 @@ class Dispatcher:
         lane = self.lanes.lane(record.key)
         if lane is not None:
             lane.live = record
+        self.maybe_tidy()
         renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, fresh_status=fresh_status)
         run_before = saved_run = record.session.run_id
 
@@ -186,6 +194,7 @@ class Dispatcher:
             for output in outputs:
                 await renderer.emit(output)
             await renderer.finish()
+            await self._auto_push(record, renderer, user)
         finally:
             claim_new_run()
             await self.store.put(record)
@@ -278,7 +287,16 @@ class Dispatcher:
 
     # ---- clicks -----------------------------------------------------------------
 
-    def on_click(self, kind: str, value: ButtonValue, *, user: str, channel: str, trigger_id: str | None) -> None:
+    def on_click(
+        self,
+        kind: str,
+        value: ButtonValue,
+        *,
+        user: str,
+        channel: str,
+        trigger_id: str | None,
+        message_ts: str | None = None,
+    ) -> None:
         key = ThreadKey.parse(value.s)
         if key is None or key.channel != channel:
             return  # not a value we produced for this channel
@@ -293,6 +311,10 @@ class Dispatcher:
         if kind == act.ARTIFACT:
             self.lanes.spawn(self._upload(key, value, user), name=f"upload:{key}")
             return
+        if kind == act.DELIVER:
+            deliver = self._deliver_click
+            self.lanes.submit(key, lambda: self._clicked(deliver, key, value, user, message_ts))
+            return
         job = {
             act.AGENT: self._agent_click,
             act.MENU: self._menu_click,
@@ -303,7 +325,7 @@ class Dispatcher:
             self.lanes.submit(key, lambda: self._clicked(job, key, value, user))
 
     async def _clicked(
-        self, job: Callable[..., Awaitable[None]], key: ThreadKey, value: ButtonValue, user: str
+        self, job: Callable[..., Awaitable[None]], key: ThreadKey, value: ButtonValue, user: str, *extra: Any
     ) -> None:
         record = await self.store.get(key)
         if record is None:
@@ -313,7 +335,7 @@ class Dispatcher:
         if not verdict.allowed:
             await self._refuse(key, user, verdict.reason)
             return
-        await job(key, record, value, user)
+        await job(key, record, value, user, *extra)
 
     async def _agent_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
         if value.e != record.epoch or not value.a:
@@ -462,13 +484,82 @@ class Dispatcher:
         binding = self.binding(record)
         package = binding.package(record.session.package_id) or binding.packages[0]
         try:
+            run = await asyncio.to_thread(self.runs.get, value.r)
+        except CrewError:
+            run = None
+        workspace = Path(run.workspace) if run is not None else binding.project  # a run's own worktree, if any
+        try:
             recorded = snapshot.artifacts if snapshot else []
-            data = await read_artifact(binding.project, package.root, value.f, recorded)
+            data = await read_artifact(workspace, package.root, value.f, recorded)
         except ArtifactUnavailable as exc:
             await self._refuse(key, user, exc.message)
             return
         if not await self.io.upload(key.channel, key.thread_ts, Path(value.f).name, data, value.f):
             await self._refuse(key, user, f"Slack didn't accept the upload of `{value.f}`. Try again in a moment.")
+
+    # ---- delivery (git projects) ---------------------------------------------------
+
+    async def _deliver_click(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, message_ts: str | None
+    ) -> None:
+        session = record.session
+        if not value.r or value.r not in (session.run_id, session.last_run_id, record.status_run_id):
+            await self._refuse(key, user, "That run is no longer a run of this thread.")
+            return
+        verdict = self.access.may_steer(user, session)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+            return
+        binding = self.binding(record)
+        if binding.checkout is None:
+            await self._refuse(key, user, "This channel's project is not a git repository; there is nothing to push.")
+            return
+        await self.deliveries.deliver(key, binding.checkout, binding.packages, value.r, user, completion_ts=message_ts)
+
+    async def _auto_push(self, record: ThreadRecord, renderer: ThreadRenderer, user: str) -> None:
+        """`auto_push: true`: a run that has just completed is delivered without the click."""
+        binding = self.binding(record)
+        run_id = renderer.completed_run
+        if run_id is None or binding.checkout is None or not binding.checkout.auto_push:
+            return
+        owner = record.session.owner or user
+        await self.deliveries.deliver(
+            record.key, binding.checkout, binding.packages, run_id, owner, completion_ts=renderer.completion_ts
+        )
+
+    async def open_checkouts(self) -> None:
+        """Find out which projects are git repositories (cloning `repo:` URLs), then tidy old worktrees.
+        A failure is logged and retried when a run needs the repository."""
+        for binding in self.bindings.values():
+            if binding.checkout is not None:
+                try:
+                    await binding.checkout.open()
+                except CrewError as exc:
+                    log.warning("project repository unavailable", extra={"binding": binding.name, "code": exc.code})
+        await self.tidy_worktrees()
+
+    async def tidy_worktrees(self) -> int:
+        """Remove worktrees of runs completed longer ago than the retention time (work stays on the branch)."""
+        self._tidied_at = time.monotonic()
+        records = await asyncio.to_thread(self.runs.list)
+        busy = frozenset(r.run_id for r in records if self.engine.is_pumping(r.run_id))
+        removed = 0
+        for binding in self.bindings.values():
+            if binding.checkout is not None:
+                try:
+                    removed += await binding.checkout.prune(records, keep=busy)
+                except CrewError as exc:
+                    log.warning("worktree clean-up skipped", extra={"code": exc.code})
+        return removed
+
+    def maybe_tidy(self) -> None:
+        """At most once per TIDY_INTERVAL, clean up old worktrees in the background."""
+        if time.monotonic() - self._tidied_at >= TIDY_INTERVAL:
+            self._tidied_at = time.monotonic()
+            self.lanes.spawn(self._tidy(), name="tidy-worktrees")
+
+    async def _tidy(self) -> None:
+        await self.tidy_worktrees()
 
     # ---- restart ------------------------------------------------------------------
 

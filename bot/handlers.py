@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
 _USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT)
+_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER)
 _SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET)
 
 
@@ -134,7 +134,13 @@ class Handlers:
         if value is None or not user:
             return
         trigger = body.get("trigger_id")
-        self.work.call(partial(self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger))
+        message_ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
+        self.work.call(
+            partial(
+                self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger,
+                message_ts=str(message_ts) if message_ts else None,
+            )
+        )
 
     async def select(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
         await ack()

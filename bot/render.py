@@ -57,6 +57,8 @@ class ThreadRenderer:
         self._seen: set[int] = set()
         self._errors: list[ErrorOutput] = []
         self.posted = 0
+        self.completed_run: str | None = None  # the run whose completion this call posted
+        self.completion_ts: str | None = None
 
     @property
     def key(self) -> str:
@@ -178,7 +180,9 @@ class ThreadRenderer:
         explained = next((e for e in errors if e.code == failure_code), None)
         await self.post([blocks.error(e.message) for e in errors if e is not explained])
         if outcome == RunPhase.COMPLETED and before != RunPhase.COMPLETED:
-            await self.post([blocks.completion(snapshot, key=self.key)])
+            self.completion_ts = await self.io.post(record.channel, record.thread_ts, blocks.completion(snapshot, key=self.key))
+            self.posted += 1
+            self.completed_run = run_id
         elif failed_now:
             await self.post([blocks.failure(snapshot, key=self.key, message=explained.message if explained else None)])
         record.last_phase = outcome

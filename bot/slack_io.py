@@ -77,6 +77,15 @@ class SlackIO:
         )
         return response is not None
 
+    async def user_identity(self, user: str) -> tuple[str | None, str | None]:
+        """(name, email) from the user's Slack profile; Nones when Slack won't say (e.g. no users:read.email)."""
+        response = await self._call("users.info", self.client.users_info(user=user))
+        info = (response.get("user") if response is not None else None) or {}
+        profile = info.get("profile") or {}
+        name = profile.get("real_name") or info.get("real_name") or profile.get("display_name") or info.get("name")
+        email = profile.get("email")
+        return (str(name) if name else None), (str(email) if email else None)
+
     async def open_view(self, trigger_id: str, view: View) -> bool:
         response = await self._call("views.open", self.client.views_open(trigger_id=trigger_id, view=view))
         return response is not None

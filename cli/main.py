@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(module="cli.run_cmd")
 
+    d = sub.add_parser("deliver", help="commit a completed run's changes on its branch and push it (git projects)")
+    d.add_argument("run_id")
+    d.add_argument("--author", help='commit author as "Name <email>" (default: git\'s own identity)')
+    d.set_defaults(module="cli.deliver_cmd")
+
     rs = sub.add_parser("runs", help="inspect runs")
     rsub = rs.add_subparsers(dest="runs_action", required=True)
     rl = rsub.add_parser("list", help="list runs")

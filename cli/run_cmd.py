@@ -19,7 +19,8 @@ from core.llm import LLMClient, LLMSettings
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
 from core.prompts.wrappers import widget_submit_text
-from core.runs import RunManager
+from core.checkout.binding import Checkout, CheckoutSpec
+from core.runs import RunManager, new_run_id, resolve_workflow
 from core.runs_model import RunRecord
 from core.store import RuntimeStore
 
@@ -70,12 +71,20 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
         if args.resume:
             record = runs.get(args.resume)
             package = _load_saved_package(record, store)
+            await run_checkout(record, store).ensure(record)  # a pruned worktree comes back from its branch
             intent = "resume"
         else:
             if not args.path:
                 raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
             package = load_package(args.path, cache_dir=store.packages_dir)
-            record = runs.create(package, args.workflow, args.agent, Path(args.project or "."))
+            project = store.check_project(Path(args.project or "."))
+            run_id = new_run_id()
+            workflow = resolve_workflow(package, args.workflow)
+            made = await Checkout(CheckoutSpec(project=project), store.home).new_worktree(run_id, workflow.id)
+            for warning in made.warnings if made else ():
+                write(f"warning: {warning}")
+            worktree = made.worktree if made else None
+            record = runs.create(package, args.workflow, args.agent, project, run_id=run_id, worktree=worktree)
             intent = "start"
         if args.token_budget is not None:
             record.token_budget = args.token_budget
@@ -96,6 +105,20 @@ def engine_settings() -> EngineSettings:
     return EngineSettings(run_token_budget=int(raw))
 
 
+def run_checkout(record: RunRecord, store: RuntimeStore) -> Checkout:
+    """The checkout a saved run's project is (the bot's clone of a `repo:` is a project like any other)."""
+    return Checkout(CheckoutSpec(project=Path(record.project_root)), store.home)
+
+
+def deliver_hint(record: RunRecord) -> str | None:
+    if record.worktree is None:
+        return None
+    return (
+        f"The results are on branch {record.worktree.branch} (worktree {record.worktree.root}).\n"
+        f"Commit and push them with: crewagent deliver {record.run_id}"
+    )
+
+
 def _load_saved_package(record: RunRecord, store: RuntimeStore) -> Package:
     if not Path(record.package_root).is_dir():
         raise CrewError(
@@ -112,6 +135,7 @@ async def _drive(
     if intent == "resume" and record.phase is RunPhase.COMPLETED:
         write(f"Run {record.run_id} is already complete.")
         _print_artifacts(write, snapshot.artifacts)
+        _print_delivery(write, record)
         return 0
     verb = "Resuming" if intent == "resume" else "Starting"
     write(
@@ -127,6 +151,7 @@ async def _drive(
         if result.phase is RunPhase.COMPLETED:
             write(f"\nRun complete. {record.usage.line()}.")
             _print_artifacts(write, engine.runs.snapshot(record, package).artifacts)
+            _print_delivery(write, record)
             return 0
         if result.phase is RunPhase.FAILED:
             write(f"Fix the cause, then retry with: {resume_hint(record.run_id)}")
@@ -199,3 +224,9 @@ def _print_artifacts(write: Write, artifacts: list[str]) -> None:
     write("Artifacts:")
     for path in artifacts:
         write(f"  - {path}")
+
+
+def _print_delivery(write: Write, record: RunRecord) -> None:
+    hint = deliver_hint(record)
+    if hint:
+        write(hint)

@@ -101,6 +101,10 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
             write(line)
     write(f"Package:   {record.package_id}")
     write(f"Project:   {record.project_root}")
+    if record.worktree is not None:
+        write(f"Worktree:  {record.worktree.root}")
+        pushed = " (pushed)" if record.delivery else f" (not pushed: crewagent deliver {record.run_id})"
+        write(f"Branch:    {record.worktree.branch}{pushed}")
     write(f"Created:   {record.created_at}")
     write(f"Updated:   {record.updated_at}")
     if snap is None or not record.usage.llm_calls:

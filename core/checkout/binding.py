@@ -129,6 +129,7 @@ class Checkout:
         for record in records:
             if (
                 record.worktree is None
+                or Path(record.worktree.root).parent != self.worktrees_dir  # another project's run
                 or record.run_id in keep
                 or record.phase != "completed"
                 or not expired(_epoch(record.updated_at), self.settings.retention_hours)

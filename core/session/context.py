@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..checkout.binding import Checkout
 from ..engine import Engine
 from ..errors import CrewError
 from ..outputs import AgentCard, Output
@@ -101,6 +102,7 @@ class Deps:
     engine: Engine
     runs: RunManager
     surface: Surface
+    checkout: Checkout | None = None  # None: runs work in project_root itself
 
     def mounts(self, package: Package) -> Mounts:
         return Mounts(project=self.project_root, pkg=package.root, state=None)

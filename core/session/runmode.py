@@ -14,7 +14,7 @@ from ..errors import CrewError
 from ..events import AssistantText, EngineEvent, RunPhase, StateUpdated, WidgetRequested
 from ..outputs import Dismissed, ErrorOutput, Notice, Reply, RunProgress, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
-from ..runs import StateView
+from ..runs import StateView, new_run_id, resolve_workflow
 from ..runs_model import RunRecord
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
@@ -34,8 +34,21 @@ async def start_run(
     data_message: str | None = None,
     user_input: str | None = None,
 ) -> None:
-    """Create a run bound to this conversation (RunMode) and pump it until it needs the user."""
-    record = await asyncio.to_thread(deps.runs.create, package, workflow_id, agent.id, deps.project_root)
+    """Create a run bound to this conversation (RunMode) and pump it until it needs the user.
+
+    In a git project the run gets its own worktree and branch first (see core.checkout)."""
+    run_id = new_run_id()
+    worktree = None
+    if deps.checkout is not None:
+        workflow = resolve_workflow(package, workflow_id)
+        made = await deps.checkout.new_worktree(run_id, workflow.id)
+        if made is not None:
+            worktree = made.worktree
+            for warning in made.warnings:
+                await out.put(Notice(text=warning, level="warning"))
+    record = await asyncio.to_thread(
+        deps.runs.create, package, workflow_id, agent.id, deps.project_root, run_id=run_id, worktree=worktree
+    )
     if data_message:
         record.extra["data_context"] = [data_message]  # the engine injects it before USER_INPUT on every turn
         await asyncio.to_thread(deps.runs.update, record)
@@ -86,6 +99,12 @@ async def pump(
     of a busy bot's CPU.
     """
     view: list[StateView] = []
+    if record.worktree is not None and deps.checkout is not None:
+        try:
+            await deps.checkout.ensure(record)
+        except CrewError as exc:
+            await out.put(ErrorOutput(code=exc.code, message=exc.message))
+            return None
 
     async def on_event(event: EngineEvent) -> None:
         if isinstance(event, AssistantText):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
 
+from ..checkout.binding import Checkout
 from ..engine import Engine
 from ..errors import CrewError
 from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
@@ -57,10 +58,11 @@ class SessionService:
         runs: RunManager,
         *,
         surface: Surface,
+        checkout: Checkout | None = None,
     ) -> None:
         if not packages:
             raise CrewError("PACKAGE_NOT_FOUND", "No package is loaded; give at least one package.")
-        self.deps = Deps(Catalog(packages), Path(project_root), engine, runs, surface)
+        self.deps = Deps(Catalog(packages), Path(project_root), engine, runs, surface, checkout)
 
     @property
     def catalog(self) -> Catalog:
