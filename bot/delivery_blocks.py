@@ -18,6 +18,7 @@ from .actions import ButtonValue
 from .mrkdwn import escape
 
 DELIVER_LABEL = "Commit & push"
+PUSH_AGAIN_LABEL = "Push new changes"
 DELIVERING = "Committing the run's changes and pushing its branch…"
 
 
@@ -34,9 +35,11 @@ def delivery_blocks(snapshot: RunSnapshot, *, key: str) -> list[dict[str, Any]]:
     if not snapshot.branch:
         return []
     branch = escape(snapshot.branch)
-    if snapshot.pushed:
-        return [_section(f":rocket: Branch `{branch}` is on the team repository.{_link(snapshot.pull_request_url)}")]
     value = ButtonValue(s=key, r=snapshot.run_id, x="deliver").encode()
+    if snapshot.pushed:  # later changes (post-completion chat) can be pushed again
+        text = f":rocket: Branch `{branch}` is on the team repository.{_link(snapshot.pull_request_url)}"
+        again = ButtonElement(text=PlainTextObject(text=PUSH_AGAIN_LABEL), action_id=act.action_id(act.DELIVER), value=value)
+        return [_section(text), ActionsBlock(elements=[again]).to_dict()]
     push = ButtonElement(
         text=PlainTextObject(text=DELIVER_LABEL), action_id=act.action_id(act.DELIVER), value=value, style="primary"
     )

@@ -9,14 +9,16 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from core.checkout.urls import scrub as scrub_url_credentials
+
 # Slack tokens (xoxb-, xoxp-, xoxa-, xoxe-, xapp-) and OpenAI-style keys.
 _SECRET = re.compile(r"\b(?:xox[a-z]-[A-Za-z0-9-]+|xapp-[A-Za-z0-9-]+|sk-[A-Za-z0-9_-]{8,})")
 _STANDARD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
 def redact(text: str) -> str:
-    """Replace anything shaped like a token with a marker that keeps its kind."""
-    return _SECRET.sub(lambda m: m.group(0).split("-", 1)[0] + "-[redacted]", text)
+    """Replace anything shaped like a token with a marker that keeps its kind; drop credentials from URLs."""
+    return scrub_url_credentials(_SECRET.sub(lambda m: m.group(0).split("-", 1)[0] + "-[redacted]", text))
 
 
 def _scrub(value: Any) -> Any:

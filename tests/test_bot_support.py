@@ -281,6 +281,7 @@ async def bot_harness(
     max_runs: int = 8,
     access: Access | None = None,
     llm: ScriptedLLM | None = None,
+    configure: Callable[[BotConfig], None] | None = None,
 ) -> AsyncIterator[Harness]:
     async with FakeSlack() as slack:
         own_llm = llm is None
@@ -288,6 +289,8 @@ async def bot_harness(
         if own_llm:
             await llm.start()
         config = make_config(slack, project, packages, mode=mode, max_runs=max_runs, access=access)
+        if configure is not None:
+            configure(config)
         async with aiohttp.ClientSession() as http:
             h = Harness(slack=slack, llm=llm, project=project, config=config, mode=mode, http=http)
             try:

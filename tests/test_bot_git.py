@@ -1,0 +1,201 @@
+"""Git projects in Slack, end to end: real Bolt app, FakeSlack, scripted model, real git, a bare remote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from bot.config import BotConfig
+from bot.logging import JsonFormatter
+from core.runs import RunManager
+from core.runs_model import RunRecord
+from core.store import RuntimeStore
+from tests.fakes import ScriptedLLM
+from tests.gitrepos import TeamRepo, git, git_config, team_repo  # noqa: F401  (fixtures)
+from tests.scripts import create_story_responder
+from tests.test_bot_support import Harness, bot_harness, elements, message_text
+
+KEY_A = "1-2-user-authentication"
+KEY_B = "1-3-task-board"
+TARGET = "artifacts/create-story/target.md"
+ADA = {"profile": {"real_name": "Ada Lovelace", "email": "ada@example.invalid"}}
+
+
+def runs() -> RunManager:
+    return RunManager(RuntimeStore())  # the test's CREWAGENT_HOME, as the bot's
+
+
+def run_of(h: Harness, top: str) -> RunRecord:
+    buttons = [e for m in h.thread(top) for e in elements(m) if '"r"' in str(e.get("value"))]
+    run_id = json.loads(buttons[-1]["value"])["r"]
+    return runs().get(run_id)
+
+
+async def start_and_answer(h: Harness, top: str, key: str, user: str = "U1") -> None:
+    await h.wait_status(top, "Waiting for your reply")
+    await h.reply(top, key, user=user)
+
+
+def slack_traffic(h: Harness) -> str:
+    methods = ("chat.postMessage", "chat.update", "chat.postEphemeral")
+    return "\n".join(json.dumps(params) for m in methods for params in h.slack.calls_to(m))
+
+
+async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_their_authors(
+    team_repo: TeamRepo, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM(responder=create_story_responder(), latency=0.02)
+    async with llm, bot_harness(team_repo.clone, llm=llm) as h:
+        h.slack.users["U1"] = ADA
+        top_a = await h.mention("create-story", user="U1")
+        top_b = await h.mention("create-story", user="U2")
+        await asyncio.gather(start_and_answer(h, top_a, KEY_A, "U1"), start_and_answer(h, top_b, KEY_B, "U2"))
+        await asyncio.gather(h.wait_status(top_a, "Completed"), h.wait_status(top_b, "Completed"))
+        await h.settle()
+
+        run_a, run_b = run_of(h, top_a), run_of(h, top_b)
+        assert run_a.worktree and run_b.worktree
+        assert run_a.worktree.branch != run_b.worktree.branch
+        assert Path(run_a.worktree.path, TARGET).read_text().count(KEY_A) >= 1
+        assert KEY_B in Path(run_b.worktree.path, TARGET).read_text()
+        assert KEY_A not in Path(run_b.worktree.path, TARGET).read_text(), "one run clobbered the other's file"
+        assert not (team_repo.clone / TARGET).exists(), "runs never write into the shared checkout"
+
+        # The completion offers Commit & push, owner-only.
+        push_a, completion_a = h.button(top_a, "Commit & push")
+        assert run_a.worktree.branch in message_text(completion_a)
+        push_b, completion_b = h.button(top_b, "Commit & push")
+        mark = h.mark()
+        await h.click(push_b, completion_b, user="U1")
+        await h.ephemeral("only they", since=mark, user="U1")
+
+        mark = h.mark()
+        await h.click(push_a, completion_a, user="U1")
+        pushed = await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        assert run_a.worktree.branch in message_text(pushed)
+        await h.click(push_b, completion_b, user="U2")
+        await h.slack.wait_for("chat.update", lambda p: run_b.worktree.branch in message_text(p)
+                               and "Pushed branch" in message_text(p), since=mark)
+        await h.settle()
+
+        # The completion message now shows the branch as pushed.
+        updated = h.slack.messages[("C1", completion_a["ts"])]
+        assert "is on the team repository" in message_text(updated)
+        assert "Commit & push" not in message_text(updated)
+
+    assert {run_a.worktree.branch, run_b.worktree.branch} <= set(team_repo.branches())
+    assert KEY_A in team_repo.show(run_a.worktree.branch, TARGET)
+    assert KEY_B in team_repo.show(run_b.worktree.branch, TARGET)
+    assert f"artifacts/stories/{KEY_A}.md" in team_repo.files(run_a.worktree.branch)
+    assert team_repo.author(run_a.worktree.branch) == "Ada Lovelace <ada@example.invalid>"
+    assert team_repo.author(run_b.worktree.branch) == "User U2 <U2@users.slack.invalid>"
+    message = team_repo.message(run_a.worktree.branch)
+    assert run_a.run_id in message and "Requested-by: Ada Lovelace (Slack user U1)" in message
+    assert team_repo.branches().count("main") == 1 and "sample project" in git(team_repo.remote, "log", "-1", "main")
+    traffic = slack_traffic(h)
+    assert str(tmp_path) not in traffic and "file://" not in traffic
+
+
+async def test_remote_branch_moved_is_a_plain_message_and_nothing_is_lost(team_repo: TeamRepo, tmp_path: Path) -> None:
+    llm = ScriptedLLM(responder=create_story_responder())
+    async with llm, bot_harness(team_repo.clone, llm=llm) as h:
+        top = await h.mention("create-story")
+        await start_and_answer(h, top, KEY_A)
+        await h.wait_status(top, "Completed")
+        await h.settle()
+        run = run_of(h, top)
+        assert run.worktree is not None
+        # Someone else pushed a branch of that name first.
+        git(team_repo.clone, "push", "--quiet", "origin", f"main:refs/heads/{run.worktree.branch}")
+        team_repo.push_from_elsewhere(tmp_path, run.worktree.branch, "notes.md", "theirs\n")
+        push, completion = h.button(top, "Commit & push")
+        mark = h.mark()
+        await h.click(push, completion)
+        refused = await h.slack.wait_for("chat.update", lambda p: "refused" in message_text(p), since=mark)
+        assert "moved" in message_text(refused) and "Nothing was lost" in message_text(refused)
+        await h.settle()
+        assert "Commit & push" in message_text(h.slack.messages[("C1", completion["ts"])]), "still offered"
+    assert KEY_A in Path(run.worktree.path, TARGET).read_text()
+    assert KEY_A in git(Path(run.worktree.path), "show", f"HEAD:{TARGET}")  # committed on the branch here
+    assert TARGET not in team_repo.files(run.worktree.branch)
+    assert str(tmp_path) not in slack_traffic(h)
+
+
+async def test_auto_push_delivers_on_completion(team_repo: TeamRepo) -> None:
+    def auto(config: BotConfig) -> None:
+        config.default.auto_push = True
+
+    llm = ScriptedLLM(responder=create_story_responder())
+    async with llm, bot_harness(team_repo.clone, llm=llm, configure=auto) as h:
+        top = await h.mention("create-story")
+        mark = h.mark()
+        await start_and_answer(h, top, KEY_A)
+        await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        await h.settle()
+        run = run_of(h, top)
+    assert run.worktree is not None and run.delivery is not None
+    assert KEY_A in team_repo.show(run.worktree.branch, TARGET)
+
+
+async def test_a_plain_folder_project_works_as_before(project: Path, git_config: Path) -> None:
+    llm = ScriptedLLM(responder=create_story_responder())
+    async with llm, bot_harness(project, llm=llm) as h:
+        top = await h.mention("create-story")
+        await start_and_answer(h, top, KEY_A)
+        done = await h.posted_text("completed.")
+        await h.settle()
+        assert "Commit & push" not in message_text(done) and "branch" not in message_text(done)
+        run = run_of(h, top)
+    assert run.worktree is None
+    assert KEY_A in (project / TARGET).read_text()
+
+
+async def test_no_credentials_or_server_paths_in_slack_or_the_log(
+    team_repo: TeamRepo, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", refuse)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    git(team_repo.clone, "remote", "set-url", "origin", f"http://bot:hunter2secret@127.0.0.1:{port}/team/app.git")
+    caplog.set_level(logging.DEBUG)
+    llm = ScriptedLLM(responder=create_story_responder())
+    try:
+        async with llm, bot_harness(team_repo.clone, llm=llm) as h:
+            top = await h.mention("create-story")
+            await h.posted_text("couldn't update from the team repository")  # the fetch was refused: a warning
+            await start_and_answer(h, top, KEY_A)
+            await h.wait_status(top, "Completed")
+            await h.settle()
+            push, completion = h.button(top, "Commit & push")
+            mark = h.mark()
+            await h.click(push, completion)
+            refused = await h.slack.wait_for("chat.update", lambda p: "refused" in message_text(p), since=mark)
+            assert "access" in message_text(refused)
+            await h.settle()
+    finally:
+        await runner.cleanup()
+    traffic = slack_traffic(h)
+    for leak in ("hunter2secret", str(tmp_path), f"127.0.0.1:{port}"):
+        assert leak not in traffic
+    formatter = JsonFormatter()
+    logged = "\n".join(formatter.format(record) for record in caplog.records)
+    assert "push refused" in logged and "fetch failed" in logged
+    assert "hunter2secret" not in logged
+    raw = "\n".join(f"{r.getMessage()} {_extras(r)}" for r in caplog.records if r.name.startswith("core.checkout"))
+    assert "hunter2secret" not in raw, "git's words are scrubbed before they are logged at all"
+
+
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in vars(record).items() if k not in ("msg", "args")}
