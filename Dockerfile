@@ -8,6 +8,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     CREWAGENT_HOME=/data
 
+# git (and ssh for SSH remotes): runs in a git checkout work in their own worktrees and push branches.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git openssh-client \
+    && rm -rf /var/lib/apt/lists/* \
+    && git config --system --add safe.directory /project
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY core ./core

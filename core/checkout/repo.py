@@ -63,6 +63,11 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
         log.warning("git unavailable; the project is used as a plain folder", extra={"reason": exc.code})
         return None
     if not probe.ok:
+        if "dubious ownership" in probe.stderr:
+            log.warning(
+                "git refuses the project folder because another user owns it; it is used as a plain folder. "
+                "Add it to git's safe.directory to get a worktree per run."
+            )
         return None
     lines = probe.stdout.splitlines()
     if len(lines) < 2:
