@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.config import BotConfig
+from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import JsonFormatter
 from core.runs import RunManager
 from core.runs_model import RunRecord
 from core.store import RuntimeStore
 from tests.fakes import ScriptedLLM
 from tests.gitrepos import TeamRepo, git, git_config, team_repo  # noqa: F401  (fixtures)
-from tests.scripts import create_story_responder
+from tests.scripts import EXAMPLES, create_story_responder
 from tests.test_bot_support import Harness, bot_harness, elements, message_text
 
 KEY_A = "1-2-user-authentication"
@@ -66,6 +66,15 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
         assert KEY_B in Path(run_b.worktree.path, TARGET).read_text()
         assert KEY_A not in Path(run_b.worktree.path, TARGET).read_text(), "one run clobbered the other's file"
         assert not (team_repo.clone / TARGET).exists(), "runs never write into the shared checkout"
+
+        # "Upload here" sends the run's own file, from its worktree.
+        upload, completion = h.button(top_b, "Upload here", newest=True)
+        mark = h.mark()
+        await h.click(upload, completion, user="U2")
+        await h.slack.wait_for("files.completeUploadExternal", since=mark)
+        uploaded = [f for f in h.slack.files.values() if f.completed][-1]
+        assert uploaded.content == Path(run_b.worktree.path, "artifacts/create-story/summary.md").read_bytes()
+        assert KEY_B.encode() in uploaded.content
 
         # The completion offers Commit & push, owner-only.
         push_a, completion_a = h.button(top_a, "Commit & push")
@@ -199,3 +208,53 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if k not in ("msg", "args")}
+
+
+def test_config_binds_channels_to_repositories(tmp_path: Path, project: Path) -> None:
+    cfg = tmp_path / "crewagent.yml"
+    cfg.write_text(
+        "repo: https://bot:tok3n@github.com/acme/app.git\nbranch: main\nauto_push: true\n"
+        f"packages: [{EXAMPLES / 'create-story-micro'}]\n"
+        "git: {timeout: 30, worktree_retention_hours: 1, author_name: Release Bot}\n"
+        "channels:\n"
+        f"  C2: {{project: {project}, branch: develop}}\n",
+        encoding="utf-8",
+    )
+    config = load_config(config_path=cfg, env={})
+    assert config.default.repo == "https://bot:tok3n@github.com/acme/app.git" and config.default.project is None
+    assert config.default.branch == "main" and config.default.auto_push
+    assert config.channels["C2"].project == project and config.channels["C2"].branch == "develop"
+    assert not config.channels["C2"].auto_push
+    assert config.git.timeout == 30 and config.git.author_name == "Release Bot"
+    assert "tok3n" not in json.dumps(describe(config))
+
+    cfg.write_text(f"project: {project}\nrepo: https://github.com/acme/app.git\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(config_path=cfg, env={})
+    assert "not both" in str(err.value)
+    cfg.write_text("channels:\n  C2: {branch: main}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(config_path=cfg, env={}, project=project)
+    assert "channels.C2" in str(err.value) and "repo" in str(err.value)
+
+
+async def test_a_repo_binding_is_cloned_at_start_up_and_its_runs_push_there(team_repo: TeamRepo, tmp_path: Path) -> None:
+    def bind_repo(config: BotConfig) -> None:
+        config.default = config.default.model_copy(update={"project": None, "repo": team_repo.url, "branch": "main"})
+
+    llm = ScriptedLLM(responder=create_story_responder())
+    async with llm, bot_harness(team_repo.clone, llm=llm, configure=bind_repo) as h:
+        clone = RuntimeStore().home / "checkouts"
+        assert any(clone.glob("*/.git")), "cloned before the first event"
+        top = await h.mention("create-story")
+        await start_and_answer(h, top, KEY_A)
+        await h.wait_status(top, "Completed")
+        await h.settle()
+        push, completion = h.button(top, "Commit & push")
+        mark = h.mark()
+        await h.click(push, completion)
+        await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        run = run_of(h, top)
+    assert run.worktree is not None and clone in Path(run.project_root).parents
+    assert KEY_A in team_repo.show(run.worktree.branch, TARGET)
+    assert not (team_repo.clone / TARGET).exists()

@@ -18,6 +18,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from ..errors import CrewError
+from ..events import RunPhase
 from ..runs_model import RunDelivery, RunRecord, utc_now
 from ..store import project_id_for
 from .delivery import Author, Delivery, commit_message, deliver
@@ -131,7 +132,7 @@ class Checkout:
                 record.worktree is None
                 or Path(record.worktree.root).parent != self.worktrees_dir  # another project's run
                 or record.run_id in keep
-                or record.phase != "completed"
+                or record.phase is not RunPhase.COMPLETED
                 or not expired(_epoch(record.updated_at), self.settings.retention_hours)
                 or not Path(record.worktree.root, ".git").exists()
             ):

@@ -79,6 +79,8 @@ async def run_git(
             start_new_session=True,
         )
     except FileNotFoundError:
+        if not os.path.isdir(cwd):
+            raise GitError("GIT_NO_FOLDER", "The project folder does not exist (any more).", command=command) from None
         raise GitError("GIT_NOT_INSTALLED", "git is not installed on the server.", command=command) from None
     except OSError as exc:
         raise GitError("GIT_FAILED", "git could not be started on the server.", detail=str(exc), command=command) from None

@@ -60,8 +60,10 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
             ["rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix"], cwd=project, timeout=settings.timeout
         )
     except GitError as exc:
-        log.warning("git unavailable; the project is used as a plain folder", extra={"reason": exc.code})
-        return None
+        if exc.code == "GIT_NOT_INSTALLED":
+            log.warning("git is not installed; the project is used as a plain folder")
+            return None
+        raise
     if not probe.ok:
         if "dubious ownership" in probe.stderr:
             log.warning(
