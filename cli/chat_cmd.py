@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from core.checkout.binding import Checkout, CheckoutSpec
 from core.engine import Engine
 from core.errors import CrewError
 from core.events import PhaseChanged, RunPhase
@@ -98,7 +99,8 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
         package = load_package(path, cache_dir=store.packages_dir)
         runs = RunManager(store)
         engine = Engine(store, runs, llm, engine_settings())
-        service = SessionService([package], project, engine, runs, surface="ide")
+        checkout = Checkout(CheckoutSpec(project=project), store.home)  # git projects: a worktree per run
+        service = SessionService([package], project, engine, runs, surface="ide", checkout=checkout)
         return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
     finally:
         await llm.aclose()
@@ -320,6 +322,9 @@ class Screen:
                     w(f"  - {rel}")
                 if output.snapshot.usage.llm_calls:
                     w(f"  ({output.snapshot.usage.line()})")
+                if output.snapshot.branch:
+                    w(f"The results are on branch {output.snapshot.branch}. Commit and push them with: "
+                      f"crewagent deliver {event.run_id}")
         elif output.kind == "run_status":
             for line in render_snapshot(output.snapshot):
                 w(line)

@@ -202,8 +202,12 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
     logged = "\n".join(formatter.format(record) for record in caplog.records)
     assert "push refused" in logged and "fetch failed" in logged
     assert "hunter2secret" not in logged
-    raw = "\n".join(f"{r.getMessage()} {_extras(r)}" for r in caplog.records if r.name.startswith("core.checkout"))
+    ours = [r for r in caplog.records if r.name.startswith(("core.checkout", "bot.delivery"))]
+    raw = "\n".join(f"{r.getMessage()} {_extras(r)}" for r in ours)
     assert "hunter2secret" not in raw, "git's words are scrubbed before they are logged at all"
+    assert str(tmp_path) not in raw, "git's log lines name no server path"
+    shown = [formatter.format(r) for r in caplog.records if r.levelno >= logging.INFO]
+    assert not [line for line in shown if str(tmp_path) in line]
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from ..store import project_id_for
 from .delivery import Author, Delivery, commit_message, deliver
 from .git import GitError
 from .repo import GitRepo, GitSettings, clone_dir, clone_repo, find_repo
-from .urls import scrub
+from .urls import for_log
 from .worktrees import NewWorktree, create_worktree, ensure_worktree, expired, remove_worktree
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class Checkout:
                     self._repo = found
                     log.info(
                         "project is a git repository; runs get their own worktrees",
-                        extra={"remote": scrub(found.remote_url or ""), "base": found.base_branch},
+                        extra={"remote": for_log(found.remote_url or ""), "base": found.base_branch},
                     )
         return self._repo
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CrewError
-from .urls import scrub
+from .urls import for_log
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ async def run_git(
             raise GitError("GIT_NO_FOLDER", "The project folder does not exist (any more).", command=command) from None
         raise GitError("GIT_NOT_INSTALLED", "git is not installed on the server.", command=command) from None
     except OSError as exc:
-        raise GitError("GIT_FAILED", "git could not be started on the server.", detail=str(exc), command=command) from None
+        raise GitError("GIT_FAILED", "git could not be started on the server.", detail=exc.strerror or "", command=command) from None
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
@@ -95,7 +95,8 @@ async def run_git(
         raise GitError(
             "GIT_TIMEOUT", f"git took longer than {timeout:g} seconds and was stopped.", command=command
         ) from None
-    return GitResult(proc.returncode or 0, out.decode("utf-8", "replace"), scrub(err.decode("utf-8", "replace")))
+    stderr = for_log(err.decode("utf-8", "replace"))  # kept for logs: no credentials, no paths
+    return GitResult(proc.returncode or 0, out.decode("utf-8", "replace"), stderr)
 
 
 async def git_ok(

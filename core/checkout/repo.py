@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .git import GitError, git_ok, run_git
-from .urls import scrub
+from .urls import for_log
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ async def clone_repo(url: str, dest: Path, *, branch: str | None, settings: GitS
     result = await run_git([*args, "--", url, os.fspath(partial)], cwd=dest.parent, timeout=settings.timeout)
     if not result.ok:
         shutil.rmtree(partial, ignore_errors=True)
-        log.warning("clone failed", extra={"url": scrub(url), "git": result.stderr.strip()[-500:]})
+        log.warning("clone failed", extra={"url": for_log(url), "git": result.stderr.strip()[-500:]})
         raise GitError(
             "GIT_CLONE_FAILED",
             "The team repository could not be cloned. Check the binding's repo URL and that this server "

@@ -13,12 +13,25 @@ _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^
 # scp-like SSH: git@host:owner/repo(.git)
 _SCP = re.compile(r"^(?:(?P<user>[^@/\s]+)@)?(?P<host>[^:/\s]+):(?P<path>(?!/)[^\s]+)$")
 
+_FILE_URL = re.compile(r"file://[^\s'\"]+")
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.<>-])/[^\s'\"]+")
+
 Forge = Literal["github", "gitlab", "bitbucket"]
 
 
 def scrub(text: str) -> str:
     """`https://user:token@host/x` → `https://***@host/x` everywhere in `text`."""
     return _USERINFO.sub(lambda m: f"{m.group('scheme')}***@", text)
+
+
+def for_log(text: str) -> str:
+    """Git's words or a remote URL, fit for a log line: no credentials, no server paths."""
+    return scrub_paths(scrub(text))
+
+
+def scrub_paths(text: str) -> str:
+    """Server paths (and file:// URLs) in git's words → `<path>`; web URLs are left alone."""
+    return _ABSOLUTE_PATH.sub("<path>", _FILE_URL.sub("file://<path>", text))
 
 
 @dataclass(frozen=True)
