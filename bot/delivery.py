@@ -60,10 +60,12 @@ class Deliveries:
             await self.io.post(channel, thread_ts, blocks.error(exc.message))
             return
         if run.worktree is None:
-            await self.io.post(channel, thread_ts, blocks.notice("This run's project is a plain folder: there is no branch to push."))
+            note = "This run's project is a plain folder: there is no branch to push."
+            await self.io.post(channel, thread_ts, blocks.notice(note))
             return
         if run.phase is not RunPhase.COMPLETED:
-            await self.io.post(channel, thread_ts, blocks.notice("The run is not complete yet; push it once it has finished."))
+            note = "The run is not complete yet; push it once it has finished."
+            await self.io.post(channel, thread_ts, blocks.notice(note))
             return
         package = next((p for p in packages if p.id == run.package_id), None)
         workflow = package.workflow(run.workflow_id) if package else None

@@ -38,7 +38,8 @@ def delivery_blocks(snapshot: RunSnapshot, *, key: str) -> list[dict[str, Any]]:
     value = ButtonValue(s=key, r=snapshot.run_id, x="deliver").encode()
     if snapshot.pushed:  # later changes (post-completion chat) can be pushed again
         text = f":rocket: Branch `{branch}` is on the team repository.{_link(snapshot.pull_request_url)}"
-        again = ButtonElement(text=PlainTextObject(text=PUSH_AGAIN_LABEL), action_id=act.action_id(act.DELIVER), value=value)
+        label = PlainTextObject(text=PUSH_AGAIN_LABEL)
+        again = ButtonElement(text=label, action_id=act.action_id(act.DELIVER), value=value)
         return [_section(text), ActionsBlock(elements=[again]).to_dict()]
     push = ButtonElement(
         text=PlainTextObject(text=DELIVER_LABEL), action_id=act.action_id(act.DELIVER), value=value, style="primary"

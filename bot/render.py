@@ -180,7 +180,8 @@ class ThreadRenderer:
         explained = next((e for e in errors if e.code == failure_code), None)
         await self.post([blocks.error(e.message) for e in errors if e is not explained])
         if outcome == RunPhase.COMPLETED and before != RunPhase.COMPLETED:
-            self.completion_ts = await self.io.post(record.channel, record.thread_ts, blocks.completion(snapshot, key=self.key))
+            message = blocks.completion(snapshot, key=self.key)
+            self.completion_ts = await self.io.post(record.channel, record.thread_ts, message)
             self.posted += 1
             self.completed_run = run_id
         elif failed_now:

@@ -118,7 +118,9 @@ class Checkout:
         message = commit_message(workflow_name, record.workflow_id, record.run_id, requested_by)
         result = await _guarded(deliver(repo, record.worktree, message, author), "commit and push")
         if result.pushed and result.commit:
-            record.delivery = RunDelivery(commit=result.commit, pushed_at=utc_now(), pull_request_url=result.pull_request_url)
+            record.delivery = RunDelivery(
+                commit=result.commit, pushed_at=utc_now(), pull_request_url=result.pull_request_url
+            )
         return result
 
     async def prune(self, records: Iterable[RunRecord], *, keep: frozenset[str] = frozenset()) -> int:
@@ -141,7 +143,8 @@ class Checkout:
                 await remove_worktree(repo, record.worktree)
                 removed += 1
             except GitError as exc:
-                log.warning("worktree cleanup failed", extra={"branch": record.worktree.branch, "git": exc.detail[-500:]})
+                branch = record.worktree.branch
+                log.warning("worktree cleanup failed", extra={"branch": branch, "git": exc.detail[-500:]})
         return removed
 
     async def _open_for_run(self) -> GitRepo | None:
@@ -153,7 +156,9 @@ async def _guarded(work: Awaitable[T], what: str) -> T:
     try:
         return await work
     except GitError as exc:
-        log.warning("git failed", extra={"doing": what, "code": exc.code, "command": exc.command, "git": exc.detail[-500:]})
+        log.warning(
+            "git failed", extra={"doing": what, "code": exc.code, "command": exc.command, "git": exc.detail[-500:]}
+        )
         if exc.code == "GIT_FAILED":
             raise CrewError(
                 "GIT_FAILED",

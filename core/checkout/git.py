@@ -66,7 +66,7 @@ async def run_git(
     env: Mapping[str, str] | None = None,
 ) -> GitResult:
     """Run `git ARGS` in `cwd`; a non-zero exit is a result, a timeout or a missing git is a GitError."""
-    command = " ".join(["git", *args[:2]])
+    command = _label(args)
     try:
         proc = await asyncio.create_subprocess_exec(
             GIT_BINARY,
@@ -83,7 +83,9 @@ async def run_git(
             raise GitError("GIT_NO_FOLDER", "The project folder does not exist (any more).", command=command) from None
         raise GitError("GIT_NOT_INSTALLED", "git is not installed on the server.", command=command) from None
     except OSError as exc:
-        raise GitError("GIT_FAILED", "git could not be started on the server.", detail=exc.strerror or "", command=command) from None
+        raise GitError(
+            "GIT_FAILED", "git could not be started on the server.", detail=exc.strerror or "", command=command
+        ) from None
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
@@ -109,11 +111,17 @@ async def git_ok(
     """stdout of a git call that must succeed; otherwise GitError with git's scrubbed words as detail."""
     result = await run_git(args, cwd=cwd, timeout=timeout, env=env)
     if not result.ok:
-        command = " ".join(["git", *args[:2]])
+        command = _label(args)
         raise GitError(
             "GIT_FAILED", f"`{command}` failed.", detail=result.stderr.strip()[-2000:], command=command
         )
     return result.stdout
+
+
+def _label(args: Sequence[str]) -> str:
+    """`git <subcommand>` for messages and logs (the other arguments may hold paths or URLs)."""
+    sub = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+    return f"git {sub}".strip()
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

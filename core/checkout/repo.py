@@ -139,9 +139,8 @@ async def _default_branch(repo: GitRepo) -> str | None:
     """The remote's default branch when known, else the branch the clone has checked out."""
     timeout = repo.settings.timeout
     if repo.remote:
-        head = await run_git(
-            ["symbolic-ref", "--quiet", "--short", f"refs/remotes/{repo.remote}/HEAD"], cwd=repo.toplevel, timeout=timeout
-        )
+        remote_head = f"refs/remotes/{repo.remote}/HEAD"
+        head = await run_git(["symbolic-ref", "--quiet", "--short", remote_head], cwd=repo.toplevel, timeout=timeout)
         if head.ok and head.stdout.strip().startswith(f"{repo.remote}/"):
             return head.stdout.strip()[len(repo.remote) + 1 :]
     current = await run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo.toplevel, timeout=timeout)

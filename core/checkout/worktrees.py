@@ -66,7 +66,11 @@ async def create_worktree(repo: GitRepo, worktrees_dir: Path, run_id: str, workf
     project = root / repo.prefix if repo.prefix else root
     project.mkdir(parents=True, exist_ok=True)
     worktree = RunWorktree(
-        path=os.fspath(project), root=os.fspath(root), branch=branch, base_branch=repo.base_branch, base_commit=base_commit
+        path=os.fspath(project),
+        root=os.fspath(root),
+        branch=branch,
+        base_branch=repo.base_branch,
+        base_commit=base_commit,
     )
     log.info("run worktree created", extra={"run_id": run_id, "branch": branch, "base": base_commit[:12]})
     return NewWorktree(worktree=worktree, warnings=tuple(warnings))
@@ -116,7 +120,10 @@ async def _fetch(repo: GitRepo) -> str | None:
         result = await run_git(["fetch", "--quiet", *what], cwd=repo.toplevel, timeout=repo.settings.timeout)
     except GitError as exc:
         log.warning("fetch failed", extra={"reason": exc.code})
-        return "I couldn't update from the team repository (it took too long), so this run starts from the last fetched version."
+        return (
+            "I couldn't update from the team repository (it took too long), so this run starts from the last "
+            "fetched version."
+        )
     if result.ok:
         return None
     log.warning("fetch failed", extra={"git": result.stderr.strip()[-500:]})
