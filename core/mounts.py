@@ -17,6 +17,7 @@ from .errors import CrewError
 from .tools.base import Mounts
 
 MOUNT_NAMES = ("@project", "@pkg", "@state")
+GIT_DIR = ".git"
 _HINT = "Use an alias path starting with @project/, @pkg/ (read-only) or @state/ (run state)."
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # BMAD-style placeholders that package texts use for the same roots.
@@ -109,6 +110,15 @@ def resolve(mounts: Mounts, alias: str, *, write: bool) -> Resolved:
             mount=mount,
             path=shown,
             reason="write to read-only mount",
+        )
+    if mount == "@project" and GIT_DIR in rel.split("/"):
+        # git's own data: a run's worktree points at the team's repository through it, and a changed
+        # git config or hook would run commands on the server when the run is committed.
+        raise SandboxViolation(
+            f"{shown}: git's own data cannot be read or written; work with the project's files instead.",
+            mount=mount,
+            path=shown,
+            reason="git metadata",
         )
     root_real = _real_root(os.fspath(root))
     real = _real_below(root_real, rel.split("/")) if rel else root_real
