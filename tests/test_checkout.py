@@ -209,8 +209,9 @@ async def test_git_timeout_kills_the_whole_process_group(tmp_path: Path, git_con
     with pytest.raises(GitError) as err:
         await run_git(["-c", f"alias.hang={alias}", "hang"], cwd=tmp_path, timeout=3.0)
     assert err.value.code == "GIT_TIMEOUT"
-    if pid_file.exists():  # else the shell was killed before it could even write its pid (a very busy machine)
-        pid = int(pid_file.read_text().strip())
+    written = pid_file.read_text().strip() if pid_file.exists() else ""
+    if written:  # else the shell was killed before it could even write its pid (a very busy machine)
+        pid = int(written)
         status = Path(f"/proc/{pid}/status")
         assert not status.exists() or "zombie" in status.read_text(), "git's child outlived the timeout"
 
