@@ -187,9 +187,12 @@ async def test_a_repo_url_is_cloned_into_the_runtime_home(team_repo: TeamRepo, t
     assert new is not None
     assert home in co.root.parents and (co.root / "artifacts/PRD.md").is_file()
     assert (Path(new.worktree.path) / "artifacts/PRD.md").is_file()
+    team_repo.push_from_elsewhere(tmp_path, "main", "artifacts/PRD.md", "merged later\n")
+    assert await co.new_worktree(RUN_B, "create-story") is not None
+    assert (co.root / "artifacts/PRD.md").read_text() == "merged later\n", "the bot's own clone follows the base"
     bad = Checkout(CheckoutSpec(repo=(tmp_path / "missing.git").as_uri()), home)
     with pytest.raises(CrewError) as err:
-        await bad.new_worktree(RUN_B, "x")
+        await bad.new_worktree(RUN_A, "x")
     assert err.value.code == "GIT_CLONE_FAILED" and str(tmp_path) not in err.value.message
 
 

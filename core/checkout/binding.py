@@ -80,6 +80,7 @@ class Checkout:
                 if found is None:
                     self._plain = True
                 else:
+                    found.owned = self.spec.repo is not None
                     self._repo = found
                     log.info(
                         "project is a git repository; runs get their own worktrees",

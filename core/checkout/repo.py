@@ -39,6 +39,7 @@ class GitRepo:
     remote_url: str | None  # as configured; may carry credentials, so never shown or logged raw
     base_branch: str | None  # branch runs start from; None = the current commit
     settings: GitSettings = field(default_factory=GitSettings)
+    owned: bool = False  # the bot's own clone of a `repo:`: kept up to date with the base branch
 
     @property
     def lock(self) -> asyncio.Lock:

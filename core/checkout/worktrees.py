@@ -125,6 +125,9 @@ async def _fetch(repo: GitRepo) -> str | None:
             "fetched version."
         )
     if result.ok:
+        if repo.owned and repo.base_branch:  # agent chats outside runs read the bot's clone: keep it current
+            await run_git(["merge", "--ff-only", "--quiet", f"{repo.remote}/{repo.base_branch}"], cwd=repo.toplevel,
+                          timeout=repo.settings.timeout)
         return None
     log.warning("fetch failed", extra={"git": result.stderr.strip()[-500:]})
     return "I couldn't update from the team repository, so this run starts from the last fetched version."
