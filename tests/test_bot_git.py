@@ -17,7 +17,7 @@ from core.runs import RunManager
 from core.runs_model import RunRecord
 from core.store import RuntimeStore
 from tests.fakes import ScriptedLLM
-from tests.gitrepos import TeamRepo, git, git_config, team_repo  # noqa: F401  (fixtures)
+from tests.gitrepos import TeamRepo, git
 from tests.scripts import EXAMPLES, create_story_responder
 from tests.test_bot_support import Harness, bot_harness, elements, message_text
 

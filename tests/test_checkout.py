@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from core.mounts import SandboxViolation, resolve
 from core.tools.base import Mounts
 from core.events import RunPhase
 from core.runs_model import RunRecord
-from tests.gitrepos import TeamRepo, git, git_config, team_repo  # noqa: F401  (fixtures)
+from tests.gitrepos import TeamRepo, git
 
 RUN_A = "aaaaaaaa-1111-4111-8111-111111111111"
 RUN_B = "bbbbbbbb-2222-4222-8222-222222222222"

@@ -11,7 +11,7 @@ from pathlib import Path
 from core.runs import RunManager
 from core.store import RuntimeStore
 from tests.fakes.llm_server import ScriptedLLM
-from tests.gitrepos import TeamRepo, git, git_config, team_repo  # noqa: F401  (fixtures)
+from tests.gitrepos import TeamRepo, git
 from tests.scripts import CREATE_STORY_ARTIFACTS, EXAMPLES, STORY_KEY, create_story_responder
 from tests.test_crash_resume import _crewagent, _env
 
