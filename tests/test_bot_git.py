@@ -24,6 +24,7 @@ from tests.test_bot_support import Harness, bot_harness, elements, message_text
 KEY_A = "1-2-user-authentication"
 KEY_B = "1-3-task-board"
 TARGET = "artifacts/create-story/target.md"
+WAIT = 30.0  # seconds any one awaited Slack call may take on a busy machine (git runs in between)
 ADA = {"profile": {"real_name": "Ada Lovelace", "email": "ada@example.invalid"}}
 
 
@@ -38,8 +39,16 @@ def run_of(h: Harness, top: str) -> RunRecord:
 
 
 async def start_and_answer(h: Harness, top: str, key: str, user: str = "U1") -> None:
-    await h.wait_status(top, "Waiting for your reply")
+    await h.wait_status(top, "Waiting for your reply", timeout=WAIT)
     await h.reply(top, key, user=user)
+
+
+def is_pushed(params: dict[str, Any]) -> bool:
+    return "Pushed branch" in message_text(params)
+
+
+def is_refused(params: dict[str, Any]) -> bool:
+    return "refused" in message_text(params)
 
 
 def slack_traffic(h: Harness) -> str:
@@ -56,7 +65,7 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
         top_a = await h.mention("create-story", user="U1")
         top_b = await h.mention("create-story", user="U2")
         await asyncio.gather(start_and_answer(h, top_a, KEY_A, "U1"), start_and_answer(h, top_b, KEY_B, "U2"))
-        await asyncio.gather(h.wait_status(top_a, "Completed"), h.wait_status(top_b, "Completed"))
+        await asyncio.gather(*(h.wait_status(top, "Completed", timeout=WAIT) for top in (top_a, top_b)))
         await h.settle()
 
         run_a, run_b = run_of(h, top_a), run_of(h, top_b)
@@ -71,7 +80,7 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
         upload, completion = h.button(top_b, "Upload here", newest=True)
         mark = h.mark()
         await h.click(upload, completion, user="U2")
-        await h.slack.wait_for("files.completeUploadExternal", since=mark)
+        await h.slack.wait_for("files.completeUploadExternal", since=mark, timeout=WAIT)
         uploaded = [f for f in h.slack.files.values() if f.completed][-1]
         assert uploaded.content == Path(run_b.worktree.path, "artifacts/create-story/summary.md").read_bytes()
         assert KEY_B.encode() in uploaded.content
@@ -86,11 +95,11 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
 
         mark = h.mark()
         await h.click(push_a, completion_a, user="U1")
-        pushed = await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        pushed = await h.slack.wait_for("chat.update", is_pushed, since=mark, timeout=WAIT)
         assert run_a.worktree.branch in message_text(pushed)
         await h.click(push_b, completion_b, user="U2")
         await h.slack.wait_for("chat.update", lambda p: run_b.worktree.branch in message_text(p)
-                               and "Pushed branch" in message_text(p), since=mark)
+                               and "Pushed branch" in message_text(p), since=mark, timeout=WAIT)
         await h.settle()
 
         # The completion message now shows the branch as pushed.
@@ -116,7 +125,7 @@ async def test_remote_branch_moved_is_a_plain_message_and_nothing_is_lost(team_r
     async with llm, bot_harness(team_repo.clone, llm=llm) as h:
         top = await h.mention("create-story")
         await start_and_answer(h, top, KEY_A)
-        await h.wait_status(top, "Completed")
+        await h.wait_status(top, "Completed", timeout=WAIT)
         await h.settle()
         run = run_of(h, top)
         assert run.worktree is not None
@@ -126,7 +135,7 @@ async def test_remote_branch_moved_is_a_plain_message_and_nothing_is_lost(team_r
         push, completion = h.button(top, "Commit & push")
         mark = h.mark()
         await h.click(push, completion)
-        refused = await h.slack.wait_for("chat.update", lambda p: "refused" in message_text(p), since=mark)
+        refused = await h.slack.wait_for("chat.update", is_refused, since=mark, timeout=WAIT)
         assert "moved" in message_text(refused) and "Nothing was lost" in message_text(refused)
         await h.settle()
         assert "Commit & push" in message_text(h.slack.messages[("C1", completion["ts"])]), "still offered"
@@ -145,7 +154,7 @@ async def test_auto_push_delivers_on_completion(team_repo: TeamRepo) -> None:
         top = await h.mention("create-story")
         mark = h.mark()
         await start_and_answer(h, top, KEY_A)
-        await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        await h.slack.wait_for("chat.update", is_pushed, since=mark, timeout=WAIT)
         await h.settle()
         run = run_of(h, top)
     assert run.worktree is not None and run.delivery is not None
@@ -157,7 +166,7 @@ async def test_a_plain_folder_project_works_as_before(project: Path, git_config:
     async with llm, bot_harness(project, llm=llm) as h:
         top = await h.mention("create-story")
         await start_and_answer(h, top, KEY_A)
-        done = await h.posted_text("completed.")
+        done = await h.posted_text("completed.", timeout=WAIT)
         await h.settle()
         assert "Commit & push" not in message_text(done) and "branch" not in message_text(done)
         run = run_of(h, top)
@@ -183,14 +192,14 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
     try:
         async with llm, bot_harness(team_repo.clone, llm=llm) as h:
             top = await h.mention("create-story")
-            await h.posted_text("couldn't update from the team repository")  # the fetch was refused: a warning
+            await h.posted_text("couldn't update from the team repository", timeout=WAIT)  # a refused fetch warns
             await start_and_answer(h, top, KEY_A)
-            await h.wait_status(top, "Completed")
+            await h.wait_status(top, "Completed", timeout=WAIT)
             await h.settle()
             push, completion = h.button(top, "Commit & push")
             mark = h.mark()
             await h.click(push, completion)
-            refused = await h.slack.wait_for("chat.update", lambda p: "refused" in message_text(p), since=mark)
+            refused = await h.slack.wait_for("chat.update", is_refused, since=mark, timeout=WAIT)
             assert "access" in message_text(refused)
             await h.settle()
     finally:
@@ -242,7 +251,9 @@ def test_config_binds_channels_to_repositories(tmp_path: Path, project: Path) ->
     assert "channels.C2" in str(err.value) and "repo" in str(err.value)
 
 
-async def test_a_repo_binding_is_cloned_at_start_up_and_its_runs_push_there(team_repo: TeamRepo, tmp_path: Path) -> None:
+async def test_a_repo_binding_is_cloned_at_start_up_and_its_runs_push_there(
+    team_repo: TeamRepo, tmp_path: Path
+) -> None:
     def bind_repo(config: BotConfig) -> None:
         config.default = config.default.model_copy(update={"project": None, "repo": team_repo.url, "branch": "main"})
 
@@ -252,12 +263,12 @@ async def test_a_repo_binding_is_cloned_at_start_up_and_its_runs_push_there(team
         assert any(clone.glob("*/.git")), "cloned before the first event"
         top = await h.mention("create-story")
         await start_and_answer(h, top, KEY_A)
-        await h.wait_status(top, "Completed")
+        await h.wait_status(top, "Completed", timeout=WAIT)
         await h.settle()
         push, completion = h.button(top, "Commit & push")
         mark = h.mark()
         await h.click(push, completion)
-        await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark)
+        await h.slack.wait_for("chat.update", is_pushed, since=mark, timeout=WAIT)
         run = run_of(h, top)
     assert run.worktree is not None and clone in Path(run.project_root).parents
     assert KEY_A in team_repo.show(run.worktree.branch, TARGET)
