@@ -1,15 +1,17 @@
 """Assembly: config → engine, session services, the Bolt app, and the Socket Mode / HTTP front doors.
 
 `build(config)` wires everything without touching the network; `start_socket()` or
-`start_http()` starts the work loop (see worker.py), opens the thread store, resumes runs a
-previous process left running and starts taking events; `close()` stops taking events, gives
-in-flight turns a grace period to reach a stop point (anything still running stays `running`
-on disk and is resumed on the next start), then releases everything.
+`start_http()` opens the thread store, resumes runs a previous process left running (with a
+database: joins the other replicas and takes over threads no live replica drives) and starts
+taking events; `close()` stops taking events, gives in-flight turns a grace period to reach a
+stop point (anything still running stays `running` and is resumed by the next start, or at once
+by another replica), then releases everything.
+
+Both connection modes serve GET /healthz over HTTP (for container health checks).
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 from collections.abc import Awaitable, Callable
@@ -17,12 +19,14 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.checkout.binding import Checkout
+from core.database import check_url, open_pool
 from core.engine import Engine, EngineSettings
 from core.llm import LLMClient, LLMSettings
 from core.errors import CrewError
@@ -32,6 +36,7 @@ from core.package.models import Package
 from core.runs import RunManager
 from core.session.service import SessionService
 from core.store import RuntimeStore
+from core.store_pg import PostgresRuntimeStore
 from core.tools.registry import ToolHost
 
 from .access import AccessPolicy
@@ -39,11 +44,14 @@ from .config import BotConfig
 from .dedupe import Deduper
 from .dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
+from .handover import Handover
 from .lanes import ThreadLanes
+from .model_slots import GlobalSlots
+from .replicas import Replicas
 from .slack_io import SlackIO
 from .status import StatusBoard
-from .threads import ThreadKey, ThreadStore
-from .worker import WorkLoop
+from .threads import ThreadStore
+from .threads_pg import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +76,35 @@ async def serve_web(app: web.Application, site: Callable[[web.AppRunner], web.Ba
     return runner
 
 
+class SharedStore:
+    """The Postgres side of a replicated deployment: connections, the run store, lease coordination."""
+
+    def __init__(self, url: str, runtime: PostgresRuntimeStore, sync_pool: ConnectionPool, lease_seconds: float) -> None:
+        self.url = url
+        self.runtime = runtime
+        self.sync_pool = sync_pool
+        self.pool = AsyncConnectionPool(url, min_size=1, max_size=8, kwargs={"autocommit": True}, open=False)
+        self.replicas = Replicas(self.pool, url, lease_seconds=lease_seconds)
+
+    async def open(self) -> None:
+        await self.pool.open(wait=True, timeout=10)
+
+    async def reachable(self) -> bool:
+        try:
+            async with self.pool.connection(timeout=2) as conn:
+                await conn.execute("SELECT 1")
+            return True
+        except Exception:
+            return False
+
+    async def close(self) -> None:
+        await self.pool.close()
+        self.runtime.close()
+        self.sync_pool.close()
+
+
 class CrewBot:
-    """The running bot: Bolt and the front door on the caller's loop, session work on the work loop."""
+    """The running bot: Bolt, the front door and the thread work on one event loop."""
 
     def __init__(
         self,
@@ -78,56 +113,61 @@ class CrewBot:
         bolt_app: AsyncApp,
         client: AsyncWebClient,
         work_client: AsyncWebClient,
-        work: WorkLoop,
-        store: ThreadStore,
+        store: ThreadStore | PostgresThreadStore,
         lanes: ThreadLanes,
         board: StatusBoard,
         dispatcher: Dispatcher,
         engine: Engine,
         llm: LLMClient,
+        shared: SharedStore | None = None,
+        slots: GlobalSlots | None = None,
     ) -> None:
         self.config = config
         self.bolt_app = bolt_app
-        self.client = client  # Bolt's, on the front-door loop (auth.test, Socket Mode)
-        self.work_client = work_client  # SlackIO's, on the work loop
-        self.work = work
+        self.client = client  # Bolt's (auth.test, Socket Mode)
+        self.work_client = work_client  # SlackIO's
         self.store = store
         self.lanes = lanes
         self.board = board
         self.dispatcher = dispatcher
         self.engine = engine
         self.llm = llm
-        self.resumed = 0  # runs resumed at start-up
+        self.shared = shared
+        self.slots = slots
+        self.resumed = 0  # runs resumed (threads taken over) at start-up
         self._prepared = False
         self._runner: web.AppRunner | None = None
+        self._health_runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
+
+    @property
+    def replica_id(self) -> str | None:
+        return self.shared.replicas.id if self.shared else None
 
     # ---- lifecycle ------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """Start the work loop, open the thread store, pick up runs a previous process left running."""
+        """Open the thread store, pick up runs a previous process (or a dead replica) left running."""
         if self._prepared:
             return
-        self.work.start()
-        self.resumed = await self.work.run(self._prepare_work())
+        # One pooled HTTP session for every Web API call the work makes.
+        self.work_client.session = aiohttp.ClientSession()
+        if self.shared is not None:
+            await self.shared.open()
+        await self.store.open()
+        await self.dispatcher.open_checkouts()
+        if self.shared is not None and self.dispatcher.handover is not None:
+            if self.slots is not None:
+                await self.slots.prepare()
+            self.resumed = await self.dispatcher.handover.start()
+        else:
+            self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
-    async def _prepare_work(self) -> int:
-        # One pooled HTTP session (bound to the work loop) for every Web API call the work makes.
-        self.work_client.session = aiohttp.ClientSession()
-        await self.store.open()
-        await self.dispatcher.open_checkouts()
-        return await self.dispatcher.resume_interrupted()
-
     async def idle(self, timeout: float | None = None) -> bool:
         """True once no thread work is queued or running (within `timeout` seconds)."""
-        if not self.work.running:
-            return True
-        return await self.work.run(self._idle(timeout))
-
-    async def _idle(self, timeout: float | None) -> bool:
         return await self.lanes.idle(timeout) and await self.board.idle(timeout)
 
     def web_app(self) -> web.Application:
@@ -139,7 +179,14 @@ class CrewBot:
         return await to_aiohttp_response(bolt_response)
 
     async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "busy_threads": len(self.lanes)})
+        body: dict[str, object] = {"ok": self._prepared, "busy_threads": len(self.lanes)}
+        if self.shared is not None:
+            body["replica"] = self.shared.replicas.id
+            body["database"] = await self.shared.reachable()
+            body["ok"] = self._prepared and body["database"]
+        if self._socket is not None:
+            body["socket_mode"] = "connected"
+        return web.json_response(body, status=200 if body["ok"] else 503)
 
     async def start_http(self, host: str = "0.0.0.0", port: int = 3000) -> int:
         """Serve HTTP mode; returns the bound port (pass port=0 for an ephemeral one)."""
@@ -149,13 +196,11 @@ class CrewBot:
         log.info("listening for Slack events", extra={"mode": "http", "port": bound, "path": EVENTS_PATH})
         return bound
 
-    async def start_unix(self, path: str) -> None:
-        """Serve HTTP mode on a Unix socket: a worker process behind the sharding front door (front.py)."""
-        await self.prepare()
-        self._runner = await serve_web(self.web_app(), lambda r: web.UnixSite(r, path))
+    async def start_socket(self, *, health_host: str = "0.0.0.0", health_port: int | None = None) -> int | None:
+        """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too).
 
-    async def start_socket(self) -> None:
-        """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too)."""
+        With `health_port`, also serve GET /healthz there; returns its bound port.
+        """
         await self.prepare()
         app_token = self.config.slack.app_token
         if app_token is None:
@@ -163,6 +208,12 @@ class CrewBot:
         self._socket = AsyncSocketModeHandler(self.bolt_app, app_token.get_secret_value(), web_client=self.client)
         await self._socket.connect_async()
         log.info("connected to Slack", extra={"mode": "socket"})
+        if health_port is None:
+            return None
+        health = web.Application()
+        health.router.add_get("/healthz", self._health)
+        self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
+        return int(runner.addresses[0][1])
 
     async def close(self, grace: float | None = None) -> None:
         """Stop taking events, let in-flight turns finish within `grace` seconds, release everything."""
@@ -172,28 +223,26 @@ class CrewBot:
         if self._runner is not None:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
-        if self.work.running:
-            await self.work.run(self._close_work(grace))
-            await asyncio.to_thread(self.work.stop)
-        else:
-            await self.llm.aclose()
-        if self._socket is not None:
-            await self._socket.close_async()
-            self._socket = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        self._prepared = False
-
-    async def _close_work(self, grace: float) -> None:
         await self.lanes.close(grace)
         await self.board.close()
         if self._prepared:
+            if self.dispatcher.handover is not None:
+                await self.dispatcher.handover.stop()
             await self.store.close()
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:
             await session.close()
+        if self._socket is not None:
+            await self._socket.close_async()
+            self._socket = None
+        for runner in (self._runner, self._health_runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._health_runner = None
+        if self.shared is not None:
+            await self.shared.close()
+        self._prepared = False
 
 
 def freeze_startup_heap() -> None:
@@ -228,17 +277,18 @@ def load_packages(config: BotConfig, cache_dir: Path) -> dict[Path, Package]:
     return loaded
 
 
-def build(
-    config: BotConfig,
-    *,
-    llm_settings: LLMSettings | None = None,
-    owns: Callable[[ThreadKey], bool] | None = None,
-) -> CrewBot:
-    """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages or model settings.
-
-    `owns` limits the threads this process answers for at start-up (one worker of several, see pool.py).
-    """
-    store = RuntimeStore(config.home)
+def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> CrewBot:
+    """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages, model settings
+    or an unreachable database."""
+    shared: SharedStore | None = None
+    if config.database_url:
+        url = check_url(config.database_url)
+        sync_pool = open_pool(url)
+        runtime = PostgresRuntimeStore(sync_pool, config.home)
+        shared = SharedStore(url, runtime, sync_pool, config.lease_seconds)
+        store: RuntimeStore = runtime
+    else:
+        store = RuntimeStore(config.home)
     runs = RunManager(store)
     llm = LLMClient(llm_settings or LLMSettings.from_env(model=config.model))
     engine = Engine(
@@ -277,13 +327,24 @@ def build(
     level = bolt_logger.level
     bolt_logger.setLevel(logging.ERROR)  # Bolt warns that SLACK_BOT_TOKEN is unused when a client is given
     try:
-        bolt_app = AsyncApp(client=client, signing_secret=secret, name="crewagent", logger=bolt_logger)
+        # process_before_response: an event is queued for its thread before Slack gets the ack, so
+        # events acked one after the other are handled in that order, whichever replica got them.
+        bolt_app = AsyncApp(
+            client=client, signing_secret=secret, name="crewagent", logger=bolt_logger, process_before_response=True
+        )
     finally:
         bolt_logger.setLevel(level)
-    work = WorkLoop()
     io = SlackIO(work_client)
-    thread_store = ThreadStore(store.home / "slack")
     lanes = ThreadLanes()
+    thread_store: ThreadStore | PostgresThreadStore
+    handover: Handover | None = None
+    slots: GlobalSlots | None = None
+    if shared is not None:
+        thread_store = PostgresThreadStore(shared.pool)
+        handover = Handover(shared.replicas, shared.runtime, lanes)
+        slots = GlobalSlots(shared.replicas, config.limits.max_concurrent_runs)
+    else:
+        thread_store = ThreadStore(store.home / "slack")
     board = StatusBoard(io, interval=config.limits.status_update_interval, rate=config.limits.status_edits_per_second)
     deduper = Deduper(thread_store)
     access = AccessPolicy(
@@ -302,20 +363,21 @@ def build(
         engine=engine,
         runs=runs,
         deduper=deduper,
-        owns=owns,
+        handover=handover,
+        slots=slots,
     )
-    Handlers(dispatcher, deduper, work).register(bolt_app)
+    Handlers(dispatcher, deduper).register(bolt_app)
     return CrewBot(
         config=config,
         bolt_app=bolt_app,
         client=client,
         work_client=work_client,
-        work=work,
         store=thread_store,
         lanes=lanes,
         board=board,
         dispatcher=dispatcher,
         engine=engine,
         llm=llm,
+        shared=shared,
+        slots=slots,
     )
-

@@ -22,7 +22,11 @@ from core.policy import SystemToolPolicy
 DEFAULT_API_URL = "https://slack.com/api/"
 EXAMPLE_PACKAGES = ("create-story-micro", "hello-branch", "multi-workflows")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MAX_WORKERS = 32
+DATABASE_ENV = "CREWAGENT_DATABASE_URL"
+WORKERS_REMOVED = (
+    "workers: is no longer supported; run several `crewagent serve` replicas over one Postgres "
+    "database instead (database_url:, see the README)"
+)
 
 
 class ConfigError(CrewError):
@@ -80,7 +84,9 @@ class Limits(_Strict):
     max_turns_per_input: int = Field(default=400, ge=1)
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
     status_edits_per_second: float = Field(default=3.0, gt=0)  # all status edits together (Slack rate limits)
-    shutdown_grace: float = Field(default=20.0, ge=0)  # seconds in-flight turns get on SIGTERM
+    # Seconds in-flight turns get on SIGTERM; with the rest of shutdown this stays within a container
+    # runtime's default 10 s grace. What is cut off stays resumable.
+    shutdown_grace: float = Field(default=6.0, ge=0)
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
 
 
@@ -138,7 +144,8 @@ class FileConfig(_Strict):
     access: Access = Field(default_factory=Access)
     resume_on_start: bool = True
     log_level: str = "INFO"
-    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)
+    database_url: str | None = None  # postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL)
+    lease_seconds: float = Field(default=15.0, gt=0)  # a dead replica's threads are taken over after this
 
 
 class BotConfig(BaseModel):
@@ -155,7 +162,8 @@ class BotConfig(BaseModel):
     git: GitOptions = Field(default_factory=GitOptions)
     resume_on_start: bool = True
     log_level: str = "INFO"
-    workers: int = Field(default=1, ge=1, le=MAX_WORKERS)  # processes sharing the threads (see bot/pool.py)
+    database_url: str | None = None  # None: the embedded store under `home`, one process
+    lease_seconds: float = Field(default=15.0, gt=0)
 
     def binding_name(self, channel: str) -> str:
         return channel if channel in self.channels else "default"
@@ -200,6 +208,8 @@ def read_file_config(path: Path) -> FileConfig:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: (top level): expected a mapping of keys, got {type(data).__name__}"])
+    if "workers" in data:
+        raise ConfigError([f"{source}: {WORKERS_REMOVED}"])
     try:
         return FileConfig.model_validate(data)
     except ValidationError as exc:
@@ -218,7 +228,6 @@ def load_config(
     packages: Sequence[str | Path] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    workers: int | None = None,
 ) -> BotConfig:
     """Merge file, flags and environment; flags win over the file's default binding."""
     env = os.environ if env is None else env
@@ -279,8 +288,10 @@ def load_config(
         for pkg in binding.packages:
             if not pkg.exists():
                 problems.append(f"{source}: packages: {pkg} does not exist")
-    if workers is not None and not 1 <= workers <= MAX_WORKERS:
-        problems.append(f"command line: --workers: must be between 1 and {MAX_WORKERS}, got {workers}")
+    database_url = file_cfg.database_url or env.get(DATABASE_ENV, "").strip() or None
+    if database_url and not database_url.startswith(("postgresql://", "postgres://")):
+        key = "database_url" if file_cfg.database_url else DATABASE_ENV
+        problems.append(f"{source if file_cfg.database_url else 'environment'}: {key}: must start with postgresql://")
     if problems:
         raise ConfigError(problems)
 
@@ -297,7 +308,8 @@ def load_config(
         git=file_cfg.git,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
-        workers=workers if workers is not None else file_cfg.workers,
+        database_url=database_url,
+        lease_seconds=file_cfg.lease_seconds,
     )
 
 
@@ -316,5 +328,5 @@ def describe(config: BotConfig) -> dict[str, Any]:
             for name, b in config.bindings().items()
         },
         "max_concurrent_runs": config.limits.max_concurrent_runs,
-        "workers": config.workers,
+        "store": "postgres" if config.database_url else "embedded",
     }

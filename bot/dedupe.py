@@ -3,18 +3,21 @@
 A delivery is identified by several keys (its event_id and the message it is about);
 the first delivery claiming any of them wins. The in-memory LRU answers synchronously
 (no await between check and mark, so concurrent duplicates cannot both pass); the
-persisted set catches redeliveries that arrive after a restart.
+persisted set catches redeliveries that arrive after a restart, or at another replica.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Protocol
 
-from .threads import ThreadStore
+
+class ClaimStore(Protocol):
+    async def claim(self, keys: list[str]) -> bool: ...
 
 
 class Deduper:
-    def __init__(self, store: ThreadStore, *, capacity: int = 20_000) -> None:
+    def __init__(self, store: ClaimStore, *, capacity: int = 20_000) -> None:
         self.store = store
         self.capacity = capacity
         self._recent: OrderedDict[str, None] = OrderedDict()
@@ -34,7 +37,4 @@ class Deduper:
 
     async def claim_persisted(self, keys: list[str]) -> bool:
         """False if a previous process already handled one of `keys`; otherwise record them durably."""
-        if await self.store.seen(keys):
-            return False
-        await self.store.remember(keys)
-        return True
+        return await self.store.claim(keys)

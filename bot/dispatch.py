@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.checkout.binding import Checkout
 from core.engine import Engine
@@ -39,8 +40,13 @@ from .lanes import ThreadLanes
 from .render import ThreadRenderer
 from .slack_io import SlackIO
 from .status import StatusBoard
+from .thread_event import ThreadEvent
 from .threads import ThreadKey, ThreadRecord, ThreadStore
+from .threads_pg import PostgresThreadStore
 from .widgets import answer_for, form_mode
+
+if TYPE_CHECKING:
+    from .handover import Handover
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +80,23 @@ class BindingRuntime:
         return next((p for p in self.packages if p.id == package_id), None)
 
 
+class Slots(Protocol):
+    """The cap on concurrent model work: a local semaphore, or slots shared by replicas."""
+
+    def locked(self) -> bool: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: Any) -> Any: ...
+
+
 class Dispatcher:
     def __init__(
         self,
         *,
         config: BotConfig,
         io: SlackIO,
-        store: ThreadStore,
+        store: ThreadStore | PostgresThreadStore,
         lanes: ThreadLanes,
         board: StatusBoard,
         access: AccessPolicy,
@@ -88,7 +104,8 @@ class Dispatcher:
         engine: Engine,
         runs: RunManager,
         deduper: Deduper,
-        owns: Callable[[ThreadKey], bool] | None = None,
+        handover: Handover | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self.config = config
         self.io = io
@@ -100,8 +117,10 @@ class Dispatcher:
         self.engine = engine
         self.runs = runs
         self.deduper = deduper
-        self.owns = owns or (lambda key: True)  # another worker process answers for the other threads
-        self.slots = asyncio.Semaphore(config.limits.max_concurrent_runs)
+        self.handover = handover  # replicas over Postgres: thread work goes through their shared queue
+        if handover is not None:
+            handover.dispatcher = self
+        self.slots: Slots = slots or asyncio.Semaphore(config.limits.max_concurrent_runs)
         self.deliveries = Deliveries(io, runs, config.git)
         self._tidied_at = 0.0
 
@@ -203,11 +222,19 @@ class Dispatcher:
 
     # ---- typed text -------------------------------------------------------------
 
-    def on_text(
+    async def on_text(
         self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
     ) -> None:
-        """A thread reply, a mention or a DM. Called after Slack got its ack."""
+        """A thread reply, a mention or a DM, queued for the thread (before Slack gets its ack)."""
         command = parse_global_command(text)
+        event = ThreadEvent(
+            kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
+        )
+        if self.handover is not None:
+            if command in URGENT_COMMANDS:
+                await self.handover.signal_control(event)  # reaches the replica pumping the run, if any
+            await self.handover.push(event)
+            return
         live = self.live_record(key)
         if live is not None and self.pumping(live):
             if command in URGENT_COMMANDS:
@@ -216,7 +243,46 @@ class Dispatcher:
             if command is None and self.access.may_steer(user, live.session).allowed:
                 # Queued behind the pump; the user is told why nothing happens yet.
                 self.lanes.spawn(self._refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
-        self.lanes.submit(key, lambda: self._text(key, user, text, message_ts, opening=opening, dedupe=dedupe))
+        self.lanes.submit(key, lambda: self.run_event(event))
+
+    async def run_event(self, event: ThreadEvent) -> None:
+        """The thread's work for one event, in the thread's order."""
+        key = event.key
+        if event.kind == "text":
+            await self._text(key, event.user, event.text, event.message_ts, opening=event.opening, dedupe=event.dedupe)
+        elif event.kind == "click" and event.value is not None:
+            if event.dedupe and not await self.deduper.claim_persisted(event.dedupe):
+                return  # already handled as an urgent control by the replica pumping the run
+            job = {
+                act.AGENT: self._agent_click,
+                act.MENU: self._menu_click,
+                act.WIDGET: self._widget_click,
+                act.CONTROL: self._control_click,
+            }.get(event.click)
+            if event.click == act.DELIVER:
+                await self._clicked(self._deliver_click, key, event.value, event.user, event.message_ts or None)
+            elif job is not None:
+                await self._clicked(job, key, event.value, event.user)
+        elif event.kind == "form" and event.form is not None:
+            await self._form_answer(key, event.form, event.answer, event.user)
+
+    def control_signal(self, event: ThreadEvent) -> None:
+        """A pause/stop sent to any replica: acted on here if this replica pumps the thread's run."""
+        live = self.live_record(event.key)
+        if live is None or not self.pumping(live):
+            return
+        if event.kind == "text":
+            command = parse_global_command(event.text)
+            if command in URGENT_COMMANDS:
+                self.lanes.spawn(self._urgent(live, event.user, command, event.dedupe), name=f"urgent:{event.key}")
+        elif event.kind == "click" and event.value is not None:
+            value = event.value
+
+            async def stop_now() -> None:
+                if await self.deduper.claim_persisted(event.dedupe):
+                    await self._control_click(event.key, live, value, event.user)
+
+            self.lanes.spawn(stop_now(), name=f"urgent:{event.key}")
 
     async def _urgent(self, record: ThreadRecord, user: str, command: str, dedupe: list[str]) -> None:
         if not await self.deduper.claim_persisted(dedupe):
@@ -287,7 +353,7 @@ class Dispatcher:
 
     # ---- clicks -----------------------------------------------------------------
 
-    def on_click(
+    async def on_click(
         self,
         kind: str,
         value: ButtonValue,
@@ -300,7 +366,8 @@ class Dispatcher:
         key = ThreadKey.parse(value.s)
         if key is None or key.channel != channel:
             return  # not a value we produced for this channel
-        if kind == act.CONTROL and value.x in URGENT_COMMANDS:
+        urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
+        if urgent and self.handover is None:
             live = self.live_record(key)
             if live is not None and self.pumping(live):
                 self.lanes.spawn(self._control_click(key, live, value, user), name=f"urgent:{key}")
@@ -311,18 +378,18 @@ class Dispatcher:
         if kind == act.ARTIFACT:
             self.lanes.spawn(self._upload(key, value, user), name=f"upload:{key}")
             return
-        if kind == act.DELIVER:
-            deliver = self._deliver_click
-            self.lanes.submit(key, lambda: self._clicked(deliver, key, value, user, message_ts))
+        if kind not in (act.AGENT, act.MENU, act.WIDGET, act.CONTROL, act.DELIVER):
             return
-        job = {
-            act.AGENT: self._agent_click,
-            act.MENU: self._menu_click,
-            act.WIDGET: self._widget_click,
-            act.CONTROL: self._control_click,
-        }.get(kind)
-        if job is not None:
-            self.lanes.submit(key, lambda: self._clicked(job, key, value, user))
+        event = ThreadEvent(
+            kind="click", thread=str(key), user=user, click=kind, value=value, message_ts=message_ts or ""
+        )
+        if self.handover is not None:
+            event.dedupe = [f"click:{uuid.uuid4().hex}"]  # the urgent path and the queued one share it
+            if urgent:
+                await self.handover.signal_control(event)
+            await self.handover.push(event)
+            return
+        self.lanes.submit(key, lambda: self.run_event(event))
 
     async def _clicked(
         self, job: Callable[..., Awaitable[None]], key: ThreadKey, value: ButtonValue, user: str, *extra: Any
@@ -455,19 +522,22 @@ class Dispatcher:
             return record, None, verdict.reason
         return record, widget, ""
 
-    def on_form(self, context: FormContext, answer: Any, user: str) -> None:
+    async def on_form(self, context: FormContext, answer: Any, user: str) -> None:
         key = ThreadKey.parse(context.s)
         if key is None:
             return
+        event = ThreadEvent(kind="form", thread=str(key), user=user, form=context, answer=answer)
+        if self.handover is not None:
+            await self.handover.push(event)
+            return
+        self.lanes.submit(key, lambda: self.run_event(event))
 
-        async def job() -> None:
-            record = await self.store.get(key)
-            if record is None or self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
-                await self._refuse(key, user, "That question was already answered; your form was not used.")
-                return
-            await self.submit_widget(record, context.w, answer, user)
-
-        self.lanes.submit(key, job)
+    async def _form_answer(self, key: ThreadKey, context: FormContext, answer: Any, user: str) -> None:
+        record = await self.store.get(key)
+        if record is None or self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
+            await self._refuse(key, user, "That question was already answered; your form was not used.")
+            return
+        await self.submit_widget(record, context.w, answer, user)
 
     # ---- artifacts --------------------------------------------------------------
 
@@ -571,14 +641,15 @@ class Dispatcher:
         count = 0
         for record in await self.store.all():
             run_id = record.session.run_id
-            if run_id not in interrupted or not self.owns(record.key):
+            if run_id not in interrupted:
                 continue
             count += 1
             key = record.key
-            self.lanes.submit(key, lambda key=key, run_id=run_id: self._resume(key, run_id))
+            self.lanes.submit(key, lambda key=key, run_id=run_id: self.resume_thread(key, run_id))
         return count
 
-    async def _resume(self, key: ThreadKey, run_id: str) -> None:
+    async def resume_thread(self, key: ThreadKey, run_id: str) -> None:
+        """Resume (or offer to resume) the thread's run that a stopped process left `running`."""
         record = await self.store.get(key)
         if record is None or record.session.run_id != run_id:
             return

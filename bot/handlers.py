@@ -1,7 +1,8 @@
 """Bolt listeners: turn Slack payloads into thread work, fast.
 
-Events are acked by Bolt before these run; clicks and form submissions ack first thing.
-Nothing here waits on the model: work is queued on the thread's lane (see dispatch.py).
+Bolt acks once these return (process_before_response), so an event is queued, in the thread's
+order, before Slack hears it arrived. Nothing here waits on the model: work is queued for the
+thread (see dispatch.py).
 
 Which event handles what (Slack sends both `app_mention` and `message` for one mention):
 - top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import re
-from functools import partial
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -27,7 +27,6 @@ from .dedupe import Deduper
 from .dispatch import Dispatcher
 from .forms import decode_context, parse_submission
 from .threads import ThreadKey
-from .worker import WorkLoop
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +49,9 @@ def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
 
 
 class Handlers:
-    """Runs on the front-door loop; everything it hands over runs on the work loop."""
-
-    def __init__(self, dispatcher: Dispatcher, deduper: Deduper, work: WorkLoop) -> None:
+    def __init__(self, dispatcher: Dispatcher, deduper: Deduper) -> None:
         self.dispatcher = dispatcher
         self.deduper = deduper
-        self.work = work
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_mention")(self.app_mention)
@@ -79,7 +75,7 @@ class Handlers:
             return
         ts = str(event.get("ts"))
         key = ThreadKey(_team(body, event, context), channel, str(event.get("thread_ts") or ts))
-        self._deliver(body, event, key, ts, bot_user_id, opening=True)
+        await self._deliver(body, event, key, ts, bot_user_id, opening=True)
 
     async def message(self, body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
         bot_user_id = getattr(context, "bot_user_id", None)
@@ -93,13 +89,13 @@ class Handlers:
             if not is_dm:
                 return  # a top-level mention comes as app_mention; other channel chatter is not ours
             key = ThreadKey(_team(body, event, context), channel, ts)
-            self._deliver(body, event, key, ts, bot_user_id, opening=True)
+            await self._deliver(body, event, key, ts, bot_user_id, opening=True)
             return
         mentioned = bool(bot_user_id) and f"<@{bot_user_id}" in str(event.get("text") or "")
         key = ThreadKey(_team(body, event, context), channel, str(thread_ts))
-        self._deliver(body, event, key, ts, bot_user_id, opening=mentioned or is_dm)
+        await self._deliver(body, event, key, ts, bot_user_id, opening=mentioned or is_dm)
 
-    def _deliver(
+    async def _deliver(
         self,
         body: dict[str, Any],
         event: dict[str, Any],
@@ -116,7 +112,7 @@ class Handlers:
             return
         text = strip_mentions(str(event.get("text") or ""), bot_user_id)
         user = str(event["user"])
-        self.work.call(partial(self.dispatcher.on_text, key, user, text, ts, opening=opening, dedupe=dedupe))
+        await self.dispatcher.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
 
     # ---- interactivity ------------------------------------------------------------
 
@@ -135,11 +131,9 @@ class Handlers:
             return
         trigger = body.get("trigger_id")
         message_ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
-        self.work.call(
-            partial(
-                self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger,
-                message_ts=str(message_ts) if message_ts else None,
-            )
+        await self.dispatcher.on_click(
+            kind, value, user=user, channel=channel, trigger_id=trigger,
+            message_ts=str(message_ts) if message_ts else None,
         )
 
     async def select(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -157,7 +151,7 @@ class Handlers:
         else:
             return
         trigger = body.get("trigger_id")
-        self.work.call(partial(self.dispatcher.on_click, kind, value, user=user, channel=channel, trigger_id=trigger))
+        await self.dispatcher.on_click(kind, value, user=user, channel=channel, trigger_id=trigger)
 
     async def view_submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
         context = decode_context(view.get("private_metadata"))
@@ -165,7 +159,7 @@ class Handlers:
         if context is None or not user:
             await ack()
             return
-        _, widget, refusal = await self.work.run(self.dispatcher.form_target(context, user))
+        _, widget, refusal = await self.dispatcher.form_target(context, user)
         if widget is None:
             await ack(response_action="update", view=_notice_view(refusal))
             return
@@ -174,7 +168,7 @@ class Handlers:
             await ack(response_action="errors", errors=errors)
             return
         await ack()
-        self.work.call(self.dispatcher.on_form, context, answer, user)
+        await self.dispatcher.on_form(context, answer, user)
 
 
 def _notice_view(text: str) -> View:

@@ -52,7 +52,7 @@ class JsonFormatter(logging.Formatter):
 
 
 class _Stamp(logging.Filter):
-    """Adds fixed fields (a worker process's index) to every record."""
+    """Adds fixed fields (the replica id) to every record."""
 
     def __init__(self, fields: dict[str, Any]) -> None:
         super().__init__()

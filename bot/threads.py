@@ -73,7 +73,7 @@ class ThreadRecord(BaseModel):
         )
 
 
-def _open(path: Path, table: str) -> SqliteDict:
+def open_table(path: Path, table: str) -> SqliteDict:
     return SqliteDict(
         str(path),
         tablename=table,
@@ -97,7 +97,10 @@ class ThreadStore:
     async def open(self) -> None:
         def _open_all() -> tuple[SqliteDict, SqliteDict]:
             self.directory.mkdir(parents=True, exist_ok=True)
-            return _open(self.directory / "threads.sqlite", "threads"), _open(self.directory / "seen.sqlite", "seen")
+            return (
+                open_table(self.directory / "threads.sqlite", "threads"),
+                open_table(self.directory / "seen.sqlite", "seen"),
+            )
 
         self._threads, self._seen = await asyncio.to_thread(_open_all)
         await self.prune_seen()
@@ -143,6 +146,19 @@ class ThreadStore:
             return any(now - float(self.seen_db.get(k, 0)) < self.seen_ttl for k in keys)
 
         return await asyncio.to_thread(check)
+
+    async def claim(self, keys: list[str]) -> bool:
+        """Record `keys` as handled; False if any was already handled within the TTL."""
+
+        def check_and_mark() -> bool:
+            now = time.time()
+            if any(now - float(self.seen_db.get(k, 0)) < self.seen_ttl for k in keys):
+                return False
+            for k in keys:
+                self.seen_db[k] = now
+            return True
+
+        return await asyncio.to_thread(check_and_mark)
 
     async def remember(self, keys: list[str]) -> None:
         def write() -> None:

@@ -26,11 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
         "started elsewhere has none and stops, asking for --package",
     )
     s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
-    s.add_argument("--port", type=int, default=3000, help="HTTP mode port (default 3000)")
     s.add_argument(
-        "--workers", type=int, help="worker processes sharing the threads, one per CPU core you give the bot (default 1)"
+        "--port", type=int, default=3000, help="HTTP port: Slack events (HTTP mode) and GET /healthz (default 3000)"
     )
     s.set_defaults(module="cli.serve_cmd")
+
+    m = sub.add_parser("migrate", help="copy the embedded store (CREWAGENT_HOME) into a Postgres database")
+    m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
+    m.set_defaults(module="cli.migrate_cmd")
 
     v = sub.add_parser("validate", help="check a package directory or .bmad file")
     v.add_argument("path")

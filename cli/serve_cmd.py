@@ -5,17 +5,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import resource
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
-from bot.app import CrewBot, PackageLoadFailed, build, freeze_startup_heap, load_packages
+from bot.app import PackageLoadFailed, build, freeze_startup_heap
 from bot.config import BotConfig, ConfigError, describe, load_config
-from bot.front import ShardedBot
 from bot.logging import setup_logging
-from bot.pool import WorkerFailed
 from core.errors import CrewError
-from core.store import RuntimeStore
 
 EXIT_USAGE = 2
 
@@ -52,17 +52,34 @@ def _print_package_problems(exc: PackageLoadFailed) -> None:
             print(f"      fix: {problem.fix}", file=sys.stderr)
 
 
-def _bot(config: BotConfig) -> CrewBot | ShardedBot:
-    """One process, or (workers > 1) a front door and worker processes; packages are checked here either way."""
-    if config.workers == 1:
-        return build(config)
-    load_packages(config, RuntimeStore(config.home).packages_dir)
-    return ShardedBot(config)
+def unwritable_projects(config: BotConfig) -> list[Path]:
+    """Project folders this process cannot create files in (every artifact write would fail)."""
+    bad = []
+    for binding in config.bindings().values():
+        try:
+            with tempfile.NamedTemporaryFile(dir=binding.project, prefix=".crewagent-write-check-"):
+                pass
+        except OSError:
+            bad.append(binding.project)
+    return sorted(set(bad))
+
+
+def _unwritable_message(folders: list[Path]) -> str:
+    uid, gid = os.getuid(), os.getgid()
+    names = ", ".join(str(f) for f in folders)
+    return (
+        f"The project folder {names} is not writable by this process (uid {uid}, gid {gid}), so no workflow "
+        "could save its artifacts. Fix it with one of:\n"
+        f"  - give that user the folder: `sudo chown -R {uid}:{gid} /path/to/checkout` on the host;\n"
+        "  - or run the container as the folder's owner: `docker run --user \"$(id -u):$(id -g)\" ...`\n"
+        "    (docker-compose: `user: \"${UID}:${GID}\"`);\n"
+        "  - or mount a checkout the user can write to."
+    )
 
 
 async def serve(config: BotConfig, port: int) -> int:
     try:
-        bot = _bot(config)
+        bot = build(config)
     except PackageLoadFailed as exc:
         _print_package_problems(exc)
         return EXIT_USAGE
@@ -77,11 +94,11 @@ async def serve(config: BotConfig, port: int) -> int:
     try:
         try:
             if config.slack.mode == "socket":
-                await bot.start_socket()
+                await bot.start_socket(health_port=port)  # GET /healthz for container health checks
             else:
                 await bot.start_http("0.0.0.0", port)
-        except WorkerFailed as exc:
-            print(f"crewagent could not start: {exc}", file=sys.stderr)
+        except (CrewError, OSError) as exc:
+            print(f"crewagent could not start: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
             return 1
         freeze_startup_heap()
         log.info("crewagent is up", extra=describe(config))
@@ -97,7 +114,7 @@ async def serve(config: BotConfig, port: int) -> int:
 def raise_open_file_limit() -> None:
     """Every pumping run holds a model connection and its two log files open; allow what the system allows.
 
-    The common default soft limit (1024) is reached near 300 runs at once; worker processes inherit the new one.
+    The common default soft limit (1024) is reached near 300 runs at once.
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wanted = hard if hard != resource.RLIM_INFINITY else 65536
@@ -110,9 +127,7 @@ def raise_open_file_limit() -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(
-            config_path=args.config, project=args.project, packages=args.package or (), workers=args.workers
-        )
+        config = load_config(config_path=args.config, project=args.project, packages=args.package or ())
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
@@ -122,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if not config.model:
         print(NO_MODEL, file=sys.stderr)
+        return EXIT_USAGE
+    unwritable = unwritable_projects(config)
+    if unwritable:
+        print(_unwritable_message(unwritable), file=sys.stderr)
         return EXIT_USAGE
     raise_open_file_limit()
     return asyncio.run(serve(config, args.port))

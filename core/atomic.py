@@ -14,11 +14,37 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+Mirror = Callable[[str, bytes, bool], None]
+"""Called as mirror(path, data, replaced) after a write below its folder: the whole new file when
+`replaced`, else one appended line. Raising fails the write's caller like a disk error would."""
+
+_mirrors: tuple[tuple[str, Mirror], ...] = ()
+
+
+def add_mirror(folder: str | Path, mirror: Mirror) -> None:
+    """Copy every write below `folder` to `mirror`, in the order the writes happen (a shared store
+    keeps what a local folder holds, so another process can take over from it)."""
+    global _mirrors
+    prefix = os.path.join(os.path.realpath(folder), "")
+    _mirrors = (*_mirrors, (prefix, mirror))
+
+
+def remove_mirror(mirror: Mirror) -> None:
+    global _mirrors
+    _mirrors = tuple(m for m in _mirrors if m[1] is not mirror)
+
+
+def _mirror(path: str, data: bytes, replaced: bool) -> None:
+    for prefix, mirror in _mirrors:
+        if path.startswith(prefix):
+            mirror(path, data, replaced)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -51,6 +77,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+    if _mirrors:
+        _mirror(target, data, True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -74,6 +102,8 @@ def append_line(path: str | Path, line: bytes) -> None:
         os.write(fd, line)
     finally:
         os.close(fd)
+    if _mirrors:
+        _mirror(os.fspath(path), line, False)
 
 
 class AppendLog:
@@ -96,6 +126,8 @@ class AppendLog:
         if self._fd is None:
             self._fd = _open_append(self.path)
         os.write(self._fd, line)
+        if _mirrors:
+            _mirror(self.path, line, False)
 
     def hold(self) -> None:
         """Keep the descriptor open from the next line until release()."""

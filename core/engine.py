@@ -55,6 +55,9 @@ class Engine:
     def is_pumping(self, run_id: str) -> bool:
         return run_id in self._active
 
+    def pumping_runs(self) -> list[str]:
+        return list(self._active)
+
     def request_pause(self, run_id: str) -> bool:
         """Finish the current turn, then stop in WaitingUser (paused). False if the run is idle."""
         control = self._active.get(run_id)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from bot.app import build
@@ -21,6 +22,7 @@ from cli.main import build_parser
 from cli.serve_cmd import run as serve_run
 from tests.conftest import EXAMPLES, REPO
 from tests.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack
+from tests.processes import free_port, kill_group, wait_healthy
 from tests.test_bot_support import make_config
 
 
@@ -104,9 +106,8 @@ def test_serve_without_a_model_or_with_bad_config_fails_clearly(
     assert f"{cfg}: acess:" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
 def test_serve_reports_package_problems(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                        capsys: pytest.CaptureFixture[str], workers: str) -> None:
+                                        capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(EXAMPLES / "hello-branch", broken)
     graph = json.loads((broken / "workflow.graph.json").read_text())
@@ -115,7 +116,7 @@ def test_serve_reports_package_problems(project: Path, tmp_path: Path, monkeypat
     monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
     monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
     monkeypatch.setenv("CREWAGENT_MODEL", "m")
-    assert _serve(["--project", str(project), "--package", str(broken), "--workers", workers]) == 2
+    assert _serve(["--project", str(project), "--package", str(broken)]) == 2
     err = capsys.readouterr().err
     assert f"The package {broken} is invalid" in err
     assert "workflow.graph.json" in err and "no-such-node" in err
@@ -145,11 +146,11 @@ async def test_channels_bound_to_other_packages_greet_with_their_agents(project:
             await bot.close()
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(
-    project: Path, tmp_path: Path, workers: str
+async def test_serve_process_connects_over_socket_mode_serves_health_and_stops_on_sigterm(
+    project: Path, tmp_path: Path
 ) -> None:
-    async with FakeSlack() as slack:
+    port = free_port()
+    async with FakeSlack() as slack, aiohttp.ClientSession() as http:
         env = {
             **os.environ,
             "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -161,25 +162,46 @@ async def test_serve_process_connects_over_socket_mode_and_stops_on_sigterm(
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cli", "serve", "--project", str(project),
-            "--package", str(EXAMPLES / "hello-branch"), "--workers", workers,
+            "--package", str(EXAMPLES / "hello-branch"), "--port", str(port),
             cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
         try:
-            await slack.socket_mode.wait_connected(timeout=8)
+            await slack.socket_mode.wait_connected(timeout=30)
             opened = slack.calls_to("apps.connections.open")
             assert opened, "Socket Mode asked SLACK_API_URL for its websocket"
+            health = await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=30)
+            assert health["ok"] is True and health["socket_mode"] == "connected"
             proc.send_signal(signal.SIGTERM)
-            _, stderr = await asyncio.wait_for(proc.communicate(), 8)
+            _, stderr = await asyncio.wait_for(proc.communicate(), 10)
         finally:
+            kill_group(proc.pid)
             if proc.returncode is None:
-                proc.kill()
                 await proc.wait()
         assert proc.returncode == 0
         lines = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
         assert any(entry["msg"] == "crewagent is up" for entry in lines)
         assert BOT_TOKEN not in stderr.decode() and APP_TOKEN not in stderr.decode()
-        serving = {entry["worker"] for entry in lines if entry["msg"] == "worker serving"}
-        assert serving == (set() if workers == "1" else {0, 1})
+
+
+def test_workers_key_is_refused_with_what_to_do_instead(project: Path, tmp_path: Path) -> None:
+    old = tmp_path / "crewagent.yml"
+    old.write_text("workers: 2\n")
+    with pytest.raises(ConfigError, match="run several `crewagent serve` replicas"):
+        load_config(config_path=old, project=project, packages=[EXAMPLES / "hello-branch"], env={})
+
+
+def test_database_url_comes_from_the_file_or_the_environment(project: Path, tmp_path: Path) -> None:
+    packages = [EXAMPLES / "hello-branch"]
+    env = {"CREWAGENT_DATABASE_URL": "postgresql://u@db/crew"}
+    assert load_config(project=project, packages=packages, env=env).database_url == "postgresql://u@db/crew"
+    assert load_config(project=project, packages=packages, env={}).database_url is None
+    file = tmp_path / "crewagent.yml"
+    file.write_text("database_url: postgresql://u@other/crew\nlease_seconds: 3\n")
+    config = load_config(config_path=file, project=project, packages=packages, env=env)
+    assert config.database_url == "postgresql://u@other/crew" and config.lease_seconds == 3
+    with pytest.raises(ConfigError, match="CREWAGENT_DATABASE_URL: must start with postgresql://"):
+        load_config(project=project, packages=packages, env={"CREWAGENT_DATABASE_URL": "mysql://x"})
 
 
 def test_serve_raises_the_open_file_limit_for_many_runs() -> None:
