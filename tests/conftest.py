@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.postgres import PostgresServer, find_bindir
 
 pytest_plugins = ("tests.gitrepos",)  # git_config / team_repo: real repositories with a bare remote
 
@@ -20,6 +23,7 @@ _LEAKY_ENV = (
     "SLACK_APP_TOKEN",
     "SLACK_SIGNING_SECRET",
     "SLACK_API_URL",
+    "CREWAGENT_DATABASE_URL",
 )
 
 
@@ -36,3 +40,26 @@ def project(tmp_path: Path) -> Path:
     dest = tmp_path / "project"
     shutil.copytree(EXAMPLES / "sample-project", dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One Postgres for the session (started on first use, stopped with its process group at the end)."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
+    server = PostgresServer.start(bindir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def database_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh, empty database for one test."""
+    name = postgres_server.create_database()
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.drop_database(name)
