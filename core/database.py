@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
@@ -94,8 +95,13 @@ def create_schema(conn: Connection) -> None:
 
 def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0) -> ConnectionPool:
     """A pool of autocommit connections, the schema ensured; raises CrewError when Postgres is unreachable."""
+    try:
+        with psycopg.connect(check_url(url), autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
+            create_schema(conn)
+    except psycopg.Error as exc:
+        raise _unreachable(exc) from None
     pool = ConnectionPool(
-        check_url(url),
+        url,
         min_size=1,
         max_size=max_size,
         kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
@@ -104,13 +110,16 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0) -> Connecti
     )
     try:
         pool.open(wait=True, timeout=timeout)
-        with pool.connection() as conn:
-            create_schema(conn)
     except Exception as exc:
         pool.close()
-        raise CrewError(
-            "DATABASE_UNREACHABLE",
-            f"Cannot use the Postgres database ({type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else 'no detail'}). "
-            "Check the database URL, that the server runs, and that the user may create tables.",
-        ) from None
+        raise _unreachable(exc) from None
     return pool
+
+
+def _unreachable(exc: Exception) -> CrewError:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return CrewError(
+        "DATABASE_UNREACHABLE",
+        f"Cannot use the Postgres database ({detail}). "
+        "Check the database URL, that the server runs, and that the user may create tables.",
+    )

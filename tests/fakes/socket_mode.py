@@ -81,11 +81,18 @@ class SocketModeServer(LoopbackServer):
             async with self._changed:
                 await self._changed.wait_for(lambda: self.connected)
 
+    async def wait_connections(self, count: int, timeout: float = 5.0) -> None:
+        """Wait until `count` client sockets are open at once (one app, several connections)."""
+        async with asyncio.timeout(timeout):
+            async with self._changed:
+                await self._changed.wait_for(lambda: sum(not ws.closed for ws in self._sockets) >= count)
+
     async def send_envelope(
         self,
         type: str,
         payload: dict[str, Any],
         *,
+        via: int | None = None,
         envelope_id: str | None = None,
         accepts_response_payload: bool | None = None,
         retry_attempt: int = 0,
@@ -95,7 +102,9 @@ class SocketModeServer(LoopbackServer):
         """Send `payload` wrapped like Slack does; returns the envelope_id.
 
         `type` is "events_api", "interactive" or "slash_commands". Waits up to
-        `timeout` for a client when none is connected yet.
+        `timeout` for a client when none is connected yet. `via` picks the open
+        connection by its connecting order (default: the newest), as Slack spreads
+        an app's events over its connections.
         """
         await self.wait_connected(timeout)
         envelope_id = envelope_id or str(uuid.uuid4())
@@ -113,7 +122,8 @@ class SocketModeServer(LoopbackServer):
             envelope["retry_attempt"] = retry_attempt
             envelope["retry_reason"] = retry_reason
         self._pending.setdefault(envelope_id, asyncio.get_running_loop().create_future())
-        await self._latest_socket().send_str(json.dumps(envelope))
+        socket = self._latest_socket() if via is None else [ws for ws in self._sockets if not ws.closed][via]
+        await socket.send_str(json.dumps(envelope))
         return envelope_id
 
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:
