@@ -1,12 +1,17 @@
-"""Slack-side load: ack latency under busy threads, run throughput with a slow model, memory per idle session.
+"""Slack-side load: ack latency under busy threads, run throughput with a slow model, memory per idle
+session, and (replicas over Postgres) failover time after kill -9.
 
-The bot runs in its own process (as deployed), in HTTP mode, against FakeSlack and ScriptedLLM on
-loopback in this process; deliveries are signed like Slack's. Targets (SPEC §7):
+The bot runs in its own process(es) (as deployed), in HTTP mode, against FakeSlack and ScriptedLLM on
+loopback in this process; deliveries are signed like Slack's and spread round-robin over the
+replicas. Targets (SPEC §7):
 - ack p99 ≤ 20 ms with 100 active threads (runs pumping against a slow model while events arrive);
 - 200 concurrent runs with a 500 ms model finish within 1.2× the time of one run (run cap raised);
 - memory per idle session: RSS growth of the bot process per stored idle thread.
 
     python -m bench.slack_load [--threads 100] [--bursts 40] [--burst-size 10] [--runs 200] [--idle 1000]
+    python -m bench.slack_load --database auto --replicas 2 [--lease 15]   # replicas over Postgres
+
+`--database auto` starts a throwaway PostgreSQL server (the system's binaries, as the tests do).
 """
 
 from __future__ import annotations
@@ -43,55 +48,13 @@ EXAMPLES = REPO / "examples"
 
 
 def _bot_main(
-    conn: Connection, env: dict[str, str], project: str, packages: list[str], max_runs: int, workers: int
+    conn: Connection, env: dict[str, str], project: str, packages: list[str], max_runs: int, lease: float
 ) -> None:
     os.environ.update(env)
-    if workers > 1:
-        asyncio.run(_sharded_async(conn, project, packages, max_runs, workers))
-    else:
-        asyncio.run(_bot_async(conn, project, packages, max_runs))
+    asyncio.run(_bot_async(conn, project, packages, max_runs, lease))
 
 
-async def _sharded_async(conn: Connection, project: str, packages: list[str], max_runs: int, workers: int) -> None:
-    """`workers: N`: this process is the front door; only CPU figures are offered (summed over the workers)."""
-    from bot.app import freeze_startup_heap
-    from bot.config import load_config
-    from bot.front import ShardedBot
-    from bot.logging import setup_logging
-
-    setup_logging("WARNING")
-    config = load_config(project=project, packages=packages, workers=workers)
-    config.limits.max_concurrent_runs = max_runs
-    config.log_level = "WARNING"
-    bot = ShardedBot(config)
-    port = await bot.start_http("127.0.0.1", 0)
-    freeze_startup_heap()
-    conn.send(("port", port))
-    loop = asyncio.get_running_loop()
-    try:
-        while True:
-            command = await loop.run_in_executor(None, conn.recv)
-            if command == "stop":
-                break
-            if command == "cpu":
-                per_worker = {f"worker {i}": _process_cpu(pid) for i, pid in enumerate(bot.pool.pids()) if pid}
-                front = time.process_time()
-                conn.send(("cpu", front + sum(per_worker.values()), {"front door process": front, **per_worker}))
-            else:
-                conn.send(("unsupported", command))
-    finally:
-        await bot.close()
-        conn.send(("stopped",))
-
-
-def _process_cpu(pid: int) -> float:
-    """CPU seconds (user + system) another process has used, from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int) -> None:
+async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int, lease: float) -> None:
     from bot.app import build, freeze_startup_heap
     from bot.config import load_config
     from bot.logging import setup_logging
@@ -99,6 +62,7 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
     setup_logging("WARNING")
     config = load_config(project=project, packages=packages)
     config.limits.max_concurrent_runs = max_runs
+    config.lease_seconds = lease
     bot = build(config)
     port = await bot.start_http("127.0.0.1", 0)
     freeze_startup_heap()  # as `crewagent serve` does
@@ -112,23 +76,19 @@ async def _bot_async(conn: Connection, project: str, packages: list[str], max_ru
             if command == "stop":
                 break
             if command == "memory":
-                conn.send(("memory", _memory_kib(), await bot.work.run(bot.store.count())))
+                conn.send(("memory", _memory_kib(), await bot.store.count()))
             elif command == "cpu":
                 conn.send(("cpu", time.process_time(), _thread_cpu()))
             elif command == "profile-start":
-                profiles = [_Profile(), _Profile()]
+                profiles = [_Profile()]
                 profiles[0].start()
-                await bot.work.run(profiles[1].start_async())
                 conn.send(("profiling",))
             elif isinstance(command, tuple) and command[0] == "profile-stop":
                 profiles[0].stop()
-                await bot.work.run(profiles[1].stop_async())
-                profiles[0].dump(command[1] + ".front.prof")
-                profiles[1].dump(command[1] + ".work.prof")
+                profiles[0].dump(command[1] + ".prof")
                 conn.send(("profiled",))
             elif command == "sample-start":
-                work_thread = await bot.work.run(_current_thread_id())
-                sampler = _Sampler(work_thread)
+                sampler = _Sampler(await _current_thread_id())
                 sampler.start()
                 conn.send(("sampling",))
             elif command == "sample-stop" and sampler is not None:
@@ -147,7 +107,7 @@ async def _current_thread_id() -> int:
 
 
 class _Profile:
-    """cProfile hooks one thread; the bot runs two loops, so each loop gets its own profile."""
+    """cProfile of the event loop's thread."""
 
     def __init__(self) -> None:
         import cProfile
@@ -159,12 +119,6 @@ class _Profile:
 
     def stop(self) -> None:
         self.profile.disable()
-
-    async def start_async(self) -> None:
-        self.start()
-
-    async def stop_async(self) -> None:
-        self.stop()
 
     def dump(self, path: str) -> None:
         self.profile.dump_stats(path)
@@ -236,7 +190,7 @@ class _Sampler:
 
 
 def _thread_cpu() -> dict[str, float]:
-    """CPU seconds per thread name (the front door, the work loop, to_thread workers, sqlite writers)."""
+    """CPU seconds per thread name (the event loop, to_thread workers, sqlite writers)."""
     import threading
 
     names = {t.native_id: t.name for t in threading.enumerate()}
@@ -249,7 +203,7 @@ def _thread_cpu() -> dict[str, float]:
         except OSError:
             continue
         name = names.get(int(task), "other")
-        group = "work loop" if name == "crewagent-work" else "front door" if name == "MainThread" else (
+        group = "event loop" if name == "MainThread" else (
             "to_thread workers" if name.startswith(("asyncio_", "ThreadPoolExecutor")) else "other threads"
         )
         totals[group] = totals.get(group, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
@@ -276,7 +230,8 @@ class BotProcess:
         project: Path,
         packages: list[str],
         max_runs: int,
-        workers: int = 1,
+        database_url: str | None = None,
+        lease: float = 15.0,
     ) -> None:
         env = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -287,10 +242,12 @@ class BotProcess:
             "OPENAI_API_KEY": "bench",
             "CREWAGENT_HOME": str(home),
         }
+        if database_url:
+            env["CREWAGENT_DATABASE_URL"] = database_url
         self.conn, child = mp.get_context("spawn").Pipe()
         self.process = mp.get_context("spawn").Process(
             target=_bot_main,
-            args=(child, env, str(project), [str(EXAMPLES / p) for p in packages], max_runs, workers),
+            args=(child, env, str(project), [str(EXAMPLES / p) for p in packages], max_runs, lease),
         )
         self.url = ""
 
@@ -334,37 +291,91 @@ class BotProcess:
         _, counts = await self._ask("sample-stop")
         return counts
 
+    def kill(self) -> None:
+        """kill -9, as a crashed host would."""
+        self.process.kill()
+        self.process.join(10)
+
     async def __aexit__(self, *exc: object) -> None:
         try:
-            await self._ask("stop", timeout=60)
+            if self.process.is_alive():
+                await self._ask("stop", timeout=60)
         finally:
             self.process.join(10)
             if self.process.is_alive():
                 self.process.kill()
 
 
+class Bots:
+    """One bot process, or N replicas over one database (each with its own CREWAGENT_HOME)."""
+
+    def __init__(
+        self,
+        slack: FakeSlack,
+        llm: ScriptedLLM,
+        home: Path,
+        project: Path,
+        packages: list[str],
+        max_runs: int,
+        *,
+        replicas: int = 1,
+        database_url: str | None = None,
+        lease: float = 15.0,
+    ) -> None:
+        self.processes = [
+            BotProcess(slack, llm, home.with_name(f"{home.name}-{i}"), project, packages, max_runs, database_url, lease)
+            for i in range(replicas)
+        ]
+
+    @property
+    def urls(self) -> list[str]:
+        return [bot.url for bot in self.processes]
+
+    async def cpu(self) -> tuple[float, dict[str, float]]:
+        total, groups = 0.0, {}
+        for bot in self.processes:
+            if bot.process.is_alive():
+                seconds, threads = await bot.cpu()
+                total += seconds
+                for name, spent in threads.items():
+                    groups[name] = groups.get(name, 0.0) + spent
+        return total, groups
+
+    async def __aenter__(self) -> Bots:
+        for bot in self.processes:
+            await bot.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for bot in self.processes:
+            await bot.__aexit__(*exc)
+
+
 # ---- the load generator process ------------------------------------------------------------------
 
 
-def _load_main(conn: Connection, url: str, bursts: list[list[dict[str, Any]]], gap: float) -> None:
+def _load_main(conn: Connection, urls: list[str], bursts: list[list[dict[str, Any]]], gap: float) -> None:
     """Deliver the bursts from a process of its own, so the fakes' work never delays the measuring side."""
-    conn.send(asyncio.run(_load_async(url, bursts, gap)))
+    conn.send(asyncio.run(_load_async(urls, bursts, gap)))
 
 
-async def _load_async(url: str, bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
+async def _load_async(urls: list[str], bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
     latencies: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        await timed_delivery(http, url, message_event("warm-up", thread_ts=new_ts()))  # open a connection
+        for url in urls:  # open a connection to each replica
+            await timed_delivery(http, url, message_event("warm-up", thread_ts=new_ts()))
         for burst in bursts:
-            latencies += await asyncio.gather(*(timed_delivery(http, url, e) for e in burst))
+            latencies += await asyncio.gather(
+                *(timed_delivery(http, urls[i % len(urls)], e) for i, e in enumerate(burst))
+            )
             await asyncio.sleep(gap)
     return latencies
 
 
-async def generate_load(url: str, bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
+async def generate_load(urls: list[str], bursts: list[list[dict[str, Any]]], gap: float) -> list[float]:
     ctx = mp.get_context("spawn")
     conn, child = ctx.Pipe()
-    process = ctx.Process(target=_load_main, args=(child, url, bursts, gap))
+    process = ctx.Process(target=_load_main, args=(child, urls, bursts, gap))
     process.start()
     try:
         loop = asyncio.get_running_loop()
@@ -413,19 +424,25 @@ async def timed_delivery(http: aiohttp.ClientSession, url: str, envelope: dict[s
 
 
 async def ack_latency(
-    http: aiohttp.ClientSession, workdir: Path, threads: int, bursts: int, burst_size: int, workers: int = 1
+    http: aiohttp.ClientSession,
+    workdir: Path,
+    threads: int,
+    bursts: int,
+    burst_size: int,
+    replicas: int = 1,
+    database_url: str | None = None,
 ) -> dict[str, float]:
     """Open `threads` threads whose runs keep pumping (slow model), then fire bursts of thread replies."""
     responder = hello_branch_responder(preset_branch="greenfield")
     async with FakeSlack() as slack, ScriptedLLM(latency=5.0, responder=responder) as llm:
         project = _project(workdir, "ack")
         home = workdir / "home-ack"
-        async with BotProcess(
-            slack, llm, home, project, ["hello-branch"], max_runs=threads + 10, workers=workers
-        ) as bot:
+        async with Bots(
+            slack, llm, home, project, ["hello-branch"], threads + 10, replicas=replicas, database_url=database_url
+        ) as bots:
             tops = [new_ts() for _ in range(threads)]
-            for ts in tops:
-                await timed_delivery(http, bot.url, app_mention_event("<@UBOT> hello-branch", ts=ts))
+            for i, ts in enumerate(tops):
+                await timed_delivery(http, bots.urls[i % replicas], app_mention_event("<@UBOT> hello-branch", ts=ts))
             await wait_until(lambda: len(llm.requests) >= threads, 60, "every thread's run to be pumping")
             planned = [
                 [
@@ -434,7 +451,7 @@ async def ack_latency(
                 ]
                 for burst in range(bursts)
             ]
-            latencies = await generate_load(bot.url, planned, gap=0.02)  # bursts a few tens of ms apart
+            latencies = await generate_load(bots.urls, planned, gap=0.02)  # bursts a few tens of ms apart
     return {
         "deliveries": len(latencies),
         "p50_ms": statistics.median(latencies),
@@ -450,7 +467,8 @@ async def run_throughput(
     latency: float,
     profile: str | None = None,
     sample: bool = False,
-    workers: int = 1,
+    replicas: int = 1,
+    database_url: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
     """Wall time for one hello-branch run, then for `runs` at once: the same workload, 7 model calls each."""
     results: dict[str, Any] = {}
@@ -460,21 +478,25 @@ async def run_throughput(
         async with FakeSlack() as slack, ScriptedLLM(latency=latency, responder=responder) as llm:
             project = _project(workdir, f"runs-{count}")
             home = workdir / f"home-runs-{count}"
-            async with BotProcess(
-                slack, llm, home, project, ["hello-branch"], max_runs=count + 8, workers=workers
-            ) as bot:
+            async with Bots(
+                slack, llm, home, project, ["hello-branch"], count + 8, replicas=replicas,
+                database_url=database_url() if database_url else None,
+            ) as bots:
+                bot = bots.processes[0]
                 tops = [new_ts() for _ in range(count)]
                 mentions = [app_mention_event("<@UBOT> hello-branch", ts=t) for t in tops]
                 if profile and label == "many":
                     await bot.profile_start()
                 if sample and label == "many":
                     await bot.sample_start()
-                (bot_cpu, threads_before), own_cpu = await bot.cpu(), time.process_time()
+                (bot_cpu, threads_before), own_cpu = await bots.cpu(), time.process_time()
                 started = time.perf_counter()
-                await asyncio.gather(*(timed_delivery(http, bot.url, m) for m in mentions))
+                await asyncio.gather(
+                    *(timed_delivery(http, bots.urls[i % replicas], m) for i, m in enumerate(mentions))
+                )
                 await wait_until(lambda: completions(slack) >= set(tops), 600, "every run to complete")
                 results[f"{label}_s"] = time.perf_counter() - started
-                bot_cpu_after, threads_after = await bot.cpu()
+                bot_cpu_after, threads_after = await bots.cpu()
                 if sample and label == "many":
                     results["samples"] = await bot.sample_stop()
                 if profile and label == "many":
@@ -485,9 +507,45 @@ async def run_throughput(
                 }
                 results[f"{label}_fakes_cpu_s"] = time.process_time() - own_cpu
                 results[f"{label}_llm_calls"] = len(llm.requests)
-                results["home_fs"], results["project_fs"] = filesystem_of(home), filesystem_of(project)
+                results["home_fs"], results["project_fs"] = filesystem_of(home.parent), filesystem_of(project)
     results["ratio"] = results["many_s"] / results["one_s"]
     return results
+
+
+async def failover(http: aiohttp.ClientSession, workdir: Path, database_url: str, lease: float) -> dict[str, float]:
+    """Two replicas; kill -9 the one pumping a run in the middle of a model call, and time until the
+    other has resumed it (the thread shows the resume notice) and completed it."""
+    competent = hello_branch_responder(preset_branch="greenfield")
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def respond(body: dict[str, Any]) -> Any:
+        if len(llm.requests) == 2:
+            held.set()
+            await release.wait()
+        return competent(body)
+
+    async with FakeSlack() as slack, ScriptedLLM(responder=respond) as llm:
+        project = _project(workdir, "failover")
+        async with Bots(
+            slack, llm, workdir / "home-failover", project, ["hello-branch"], 8,
+            replicas=2, database_url=database_url, lease=lease,
+        ) as bots:
+            top = new_ts()
+            await timed_delivery(http, bots.urls[0], app_mention_event("<@UBOT> hello-branch", ts=top))
+            await asyncio.wait_for(held.wait(), 60)
+            bots.processes[0].kill()  # it received the mention, so it holds the thread
+            killed = time.perf_counter()
+            release.set()
+
+            def posted(needle: str) -> bool:
+                return any(needle in str(p.get("text")) for p in slack.calls_to("chat.postMessage")
+                           if p.get("thread_ts") == top)
+
+            await wait_until(lambda: posted("resuming this run"), lease * 4 + 60, "the run to be resumed")
+            resumed = time.perf_counter() - killed
+            await wait_until(lambda: posted("completed"), 120, "the resumed run to complete")
+            completed = time.perf_counter() - killed
+    return {"lease_s": lease, "resumed_s": resumed, "completed_s": completed}
 
 
 def filesystem_of(path: Path) -> str:
@@ -544,7 +602,7 @@ def _report_runs(runs: dict[str, Any], args: argparse.Namespace, where: str) -> 
     count, calls = args.runs, runs["many_llm_calls"]
     threads = ", ".join(f"{name} {spent:.1f} s" for name, spent in sorted(runs["many_threads_cpu_s"].items()))
     print(
-        f"runs with a {args.latency * 1000:.0f} ms model, {args.workers} worker(s) [{where}: CREWAGENT_HOME on {runs['home_fs']}, "
+        f"runs with a {args.latency * 1000:.0f} ms model, {_store(args)} [{where}: CREWAGENT_HOME on {runs['home_fs']}, "
         f"project on {runs['project_fs']}]: one run {runs['one_s']:.2f} s, "
         f"{count} concurrent runs {runs['many_s']:.2f} s → {runs['ratio']:.2f}× (target ≤ 1.2×); "
         f"model calls {runs['one_llm_calls']} / {calls}"
@@ -559,16 +617,43 @@ def _report_runs(runs: dict[str, Any], args: argparse.Namespace, where: str) -> 
         return
     busy = {name: n for name, n in samples.items() if not name.startswith("idle")}
     total = sum(samples.values()) or 1
-    per_turn = runs["many_threads_cpu_s"].get("work loop", 0.0) / max(calls, 1) * 1000
+    per_turn = runs["many_threads_cpu_s"].get("event loop", 0.0) / max(calls, 1) * 1000
     print(
-        f"  work loop, sampled every 2 ms (separate run; sampling shortens the GIL switch interval): busy {sum(busy.values()) / total:.0%} of the time; "
+        f"  event loop, sampled every 2 ms (separate run; sampling shortens the GIL switch interval): busy {sum(busy.values()) / total:.0%} of the time; "
         f"its {per_turn:.1f} ms of CPU per model turn goes to:"
     )
     for name, n in sorted(busy.items(), key=lambda item: -item[1]):
         print(f"    {n / max(sum(busy.values()), 1):5.1%}  {name}")
 
 
+def _store(args: argparse.Namespace) -> str:
+    return f"{args.replicas} replica(s) on Postgres" if args.database else "embedded store, 1 process"
+
+
 async def main(args: argparse.Namespace) -> int:
+    server = None
+    if args.database == "auto":
+        from tests.postgres import PostgresServer, find_bindir
+
+        bindir = find_bindir()
+        if bindir is None:
+            print("--database auto needs the PostgreSQL server binaries (initdb, postgres)", file=sys.stderr)
+            return 2
+        server = PostgresServer.start(bindir)
+    try:
+        return await _main(args, server)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def _main(args: argparse.Namespace, server: Any) -> int:
+    def fresh_database() -> str:
+        if server is not None:
+            return str(server.url(server.create_database()))
+        return str(args.database)
+
+    database = fresh_database if args.database else None
     bases = {"disk": None, "shm": "/dev/shm"}
     places = ["disk", "shm"] if args.storage == "both" else [args.storage]
     workdirs = {place: Path(tempfile.mkdtemp(prefix="crewagent-slack-bench-", dir=bases[place])) for place in places}
@@ -578,9 +663,12 @@ async def main(args: argparse.Namespace) -> int:
         connector = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=connector) as http:
             if "ack" in args.only:
-                ack = await ack_latency(http, workdir, args.threads, args.bursts, args.burst_size, args.workers)
+                ack = await ack_latency(
+                    http, workdir, args.threads, args.bursts, args.burst_size, args.replicas,
+                    database() if database else None,
+                )
                 print(
-                    f"ack latency, {args.threads} active threads, {ack['deliveries']} deliveries in bursts of "
+                    f"ack latency, {_store(args)}, {args.threads} active threads, {ack['deliveries']} deliveries in bursts of "
                     f"{args.burst_size}: p50 {ack['p50_ms']:.1f} ms, p99 {ack['p99_ms']:.1f} ms, "
                     f"max {ack['max_ms']:.1f} ms "
                     f"(target p99 ≤ 20 ms)"
@@ -588,16 +676,25 @@ async def main(args: argparse.Namespace) -> int:
                 ok = ok and ack["p99_ms"] <= 20
             if "runs" in args.only:
                 for place in places:
-                    runs = await run_throughput(http, workdirs[place], args.runs, args.latency, workers=args.workers)
+                    runs = await run_throughput(
+                        http, workdirs[place], args.runs, args.latency, replicas=args.replicas, database_url=database
+                    )
                     _report_runs(runs, args, place)
                     ok = ok and runs["ratio"] <= 1.2
                     if args.sample or args.profile:
                         probed = await run_throughput(
-                            http, workdirs[place], args.runs, args.latency, args.profile, sample=args.sample
+                            http, workdirs[place], args.runs, args.latency, args.profile, sample=args.sample,
+                            database_url=database,
                         )
                         _report_runs(probed, args, f"{place}, instrumented")
                 if args.profile:
-                    print(f"  profiles of the {args.runs}-run phase: {args.profile}.front.prof, {args.profile}.work.prof")
+                    print(f"  profile of the {args.runs}-run phase: {args.profile}.prof")
+            if "failover" in args.only and database:
+                fail = await failover(http, workdir, database(), args.lease)
+                print(
+                    f"failover after kill -9 of the pumping replica (lease {fail['lease_s']:.1f} s): resumed by the "
+                    f"other after {fail['resumed_s']:.2f} s, run completed after {fail['completed_s']:.2f} s"
+                )
             if "memory" in args.only:
                 memory = await idle_memory(http, workdir, args.idle)
                 print(
@@ -621,9 +718,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--latency", type=float, default=0.5, help="model latency in seconds")
     p.add_argument("--idle", type=int, default=1000, help="idle sessions for the memory test")
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument("--replicas", type=int, default=1, help="bot replicas (needs --database when more than 1)")
     p.add_argument(
-        "--workers", type=int, default=1, help="bot worker processes (`workers:` in crewagent.yml); ack and runs tests"
+        "--database", metavar="URL|auto", help="run the replicas over Postgres: a postgresql:// URL (its tables are "
+        "shared by every scenario), or `auto` for a throwaway server with a fresh database per scenario",
     )
+    p.add_argument("--lease", type=float, default=15.0, help="lease_seconds for the failover scenario")
     p.add_argument(
         "--storage",
         choices=("disk", "shm", "both"),
@@ -632,7 +732,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "for the run test (every state write is a rename, and renames on this VM's disk cost ~30x tmpfs)",
     )
     p.add_argument(
-        "--only", nargs="+", choices=("ack", "runs", "memory"), default=["ack", "runs", "memory"],
+        "--only", nargs="+", choices=("ack", "runs", "memory", "failover"),
+        default=["ack", "runs", "memory", "failover"],
         help="scenarios to run",
     )
     p.add_argument(
@@ -642,8 +743,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--sample", action="store_true", help="sample the work loop's stack during an extra concurrent run"
     )
     args = p.parse_args(argv)
-    if args.workers > 1 and (args.sample or args.profile or "memory" in args.only):
-        p.error("--sample, --profile and the memory test look inside one bot process; use them with --workers 1")
+    if args.replicas > 1 and not args.database:
+        p.error("--replicas above 1 needs --database (URL or auto)")
+    if args.replicas > 1 and (args.sample or args.profile or "memory" in args.only):
+        p.error("--sample, --profile and the memory test look inside one bot process; add --only ack runs failover")
     return args
 
 
