@@ -83,7 +83,7 @@ class SharedStore:
         self.url = url
         self.runtime = runtime
         self.sync_pool = sync_pool
-        self.pool = AsyncConnectionPool(url, min_size=1, max_size=8, kwargs={"autocommit": True}, open=False)
+        self.pool = AsyncConnectionPool(url, min_size=1, max_size=12, kwargs={"autocommit": True}, open=False)
         self.replicas = Replicas(self.pool, url, lease_seconds=lease_seconds)
 
     async def open(self) -> None:
@@ -283,7 +283,7 @@ def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> Crew
     shared: SharedStore | None = None
     if config.database_url:
         url = check_url(config.database_url)
-        sync_pool = open_pool(url)
+        sync_pool = open_pool(url, max_size=12)
         runtime = PostgresRuntimeStore(sync_pool, config.home)
         shared = SharedStore(url, runtime, sync_pool, config.lease_seconds)
         store: RuntimeStore = runtime

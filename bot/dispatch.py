@@ -149,6 +149,10 @@ class Dispatcher:
             package = binding.package(run.package_id)
             return self.runs.snapshot(run, package) if package is not None else None
 
+        if self.handover is not None and not self.engine.is_pumping(run_id):
+            run = await asyncio.to_thread(self.runs.store.read_record, run_id)
+            if run is not None:
+                await self.handover.refresh(record.key, run)  # another replica may have moved it on
         return await asyncio.to_thread(read)
 
     async def _load(self, key: ThreadKey) -> ThreadRecord | None:
@@ -231,8 +235,10 @@ class Dispatcher:
             kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
         )
         if self.handover is not None:
-            if command in URGENT_COMMANDS:
-                await self.handover.signal_control(event)  # reaches the replica pumping the run, if any
+            if command in URGENT_COMMANDS or command is None:
+                # Reaches the replica pumping the run, if any: it stops the run, or says the reply waits.
+                signal = event if command is not None else event.model_copy(update={"text": ""})
+                await self.handover.signal_control(signal)
             await self.handover.push(event)
             return
         live = self.live_record(key)
@@ -272,9 +278,11 @@ class Dispatcher:
         if live is None or not self.pumping(live):
             return
         if event.kind == "text":
-            command = parse_global_command(event.text)
+            command = parse_global_command(event.text) if event.text else None
             if command in URGENT_COMMANDS:
                 self.lanes.spawn(self._urgent(live, event.user, command, event.dedupe), name=f"urgent:{event.key}")
+            elif not event.text and self.access.may_steer(event.user, live.session).allowed:
+                self.lanes.spawn(self._refuse(event.key, event.user, BUSY_NOTE), name=f"busy:{event.key}")
         elif event.kind == "click" and event.value is not None:
             value = event.value
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from core.events import RunPhase
+from core.runs_model import RunRecord
 from core.store_pg import PostgresRuntimeStore
 
 from .lanes import ThreadLanes
@@ -34,6 +36,8 @@ class Handover:
         self.lanes = lanes
         self.dispatcher: Dispatcher | None = None  # set by Dispatcher
         self._scheduled: set[ThreadKey] = set()
+        # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
+        self._copying: weakref.WeakValueDictionary[ThreadKey, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def start(self) -> int:
         """Join the replicas; returns how many threads this replica took over at once."""
@@ -103,9 +107,22 @@ class Handover:
         if run is None:
             return
         if not current:
-            await asyncio.to_thread(self.runtime.materialise, run)
+            await self._rebuild(key, run)
         if run.phase == RunPhase.RUNNING:
             await dispatcher.resume_thread(key, run_id)
+
+    async def refresh(self, key: ThreadKey, run: RunRecord) -> None:
+        """Bring a run's local folder up to date for reading (an upload, a status) unless this replica
+        drives the thread, whose local copy is the newest there is."""
+        if self.lanes.lane(key) is None:
+            await self._rebuild(key, run)
+
+    async def _rebuild(self, key: ThreadKey, run: RunRecord) -> None:
+        lock = self._copying.get(key)
+        if lock is None:
+            lock = self._copying[key] = asyncio.Lock()
+        async with lock:
+            await asyncio.to_thread(self.runtime.materialise, run)
 
     # ---- signals --------------------------------------------------------------------
 

@@ -37,7 +37,9 @@ LIVE_SQL = "EXISTS (SELECT 1 FROM crew_replicas r WHERE r.id = {col} AND r.heart
 
 
 class Replicas:
-    def __init__(self, pool: AsyncConnectionPool, url: str, *, lease_seconds: float, replica_id: str | None = None):
+    def __init__(
+        self, pool: AsyncConnectionPool, url: str, *, lease_seconds: float, replica_id: str | None = None
+    ) -> None:
         self.pool = pool
         self.url = url
         self.lease_seconds = lease_seconds

@@ -5,6 +5,10 @@ state write, a log line) is copied to Postgres as it happens, in the same order,
 goes on (core.atomic mirrors). A replica that takes a thread over rebuilds the run's folder from
 Postgres (`materialise`) and goes on from there, exactly as a restarted single process would from
 its disk.
+
+A copied write is one round trip to Postgres on the writer's thread, the event loop included (as
+the local write before it is a system call there): the log line must be shared before the pump
+posts what it says, or a replica resuming the run would post it again.
 """
 
 from __future__ import annotations

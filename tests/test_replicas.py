@@ -245,6 +245,10 @@ async def test_stop_sent_to_a_replica_that_is_not_pumping_stops_the_run(
         holder = await c.holder(top)
         other = next(r for r in c.replicas if r.id != holder)
         mark = len(c.slack.calls)
+        await c.reply(top, "and make it short", via=other.index)
+        note = await c.slack.wait_for("chat.postEphemeral", lambda p: "Still working on the run" in str(p.get("text")),
+                                      since=mark, timeout=WAIT)
+        assert note["user"] == "U1" and note["thread_ts"] == top
         await c.reply(top, "*stop", via=other.index)
         await c.posted(lambda p: p.get("thread_ts") == top and "Stopping now" in message_text(p), since=mark)
         status = await c.slack.wait_for(
