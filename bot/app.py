@@ -280,15 +280,22 @@ def load_packages(config: BotConfig, cache_dir: Path) -> dict[Path, Package]:
 def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> CrewBot:
     """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages, model settings
     or an unreachable database."""
-    shared: SharedStore | None = None
-    if config.database_url:
-        url = check_url(config.database_url)
-        sync_pool = open_pool(url, max_size=12)
-        runtime = PostgresRuntimeStore(sync_pool, config.home)
-        shared = SharedStore(url, runtime, sync_pool, config.lease_seconds)
-        store: RuntimeStore = runtime
-    else:
-        store = RuntimeStore(config.home)
+    if not config.database_url:
+        return _build(config, RuntimeStore(config.home), None, llm_settings)
+    url = check_url(config.database_url)
+    sync_pool = open_pool(url, max_size=12)
+    runtime = PostgresRuntimeStore(sync_pool, config.home)
+    try:
+        return _build(config, runtime, SharedStore(url, runtime, sync_pool, config.lease_seconds), llm_settings)
+    except BaseException:
+        runtime.close()
+        sync_pool.close()
+        raise
+
+
+def _build(
+    config: BotConfig, store: RuntimeStore, shared: SharedStore | None, llm_settings: LLMSettings | None
+) -> CrewBot:
     runs = RunManager(store)
     llm = LLMClient(llm_settings or LLMSettings.from_env(model=config.model))
     engine = Engine(

@@ -85,7 +85,10 @@ class Handover:
             while (item := await self.replicas.next_event(key)) is not None:
                 seq, event = item
                 if event is not None and self.dispatcher is not None:
-                    await self.dispatcher.run_event(event)
+                    try:
+                        await self.dispatcher.run_event(event)
+                    except Exception:  # one broken event must not block the thread's queue for good
+                        log.exception("thread event failed", extra={"slack_thread": str(key)})
                 await self.replicas.done(seq)
         finally:
             try:

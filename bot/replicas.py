@@ -113,26 +113,48 @@ class Replicas:
             log.exception("lost the notification connection to Postgres")
 
     async def _beat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
+        """Renew the heartbeat on a connection of its own: under load every pooled connection may be
+        busy with thread work, and a late heartbeat would hand live threads to other replicas."""
         interval = max(0.05, self.lease_seconds / 4)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                async with self.pool.connection(timeout=interval * 2) as conn:
-                    cur = await conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.id,))
-                    if cur.rowcount == 0:
-                        await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
-                self.last_beat = time.monotonic()
-            except Exception:
-                log.warning("heartbeat failed", exc_info=True)
-                if time.monotonic() - self.last_beat > self.lease_seconds:
-                    on_lost()  # others may already drive our threads: stop pumping them
-                continue
-            try:
-                await on_tick()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("replica scan failed")
+        conn: AsyncConnection[Any] | None = None
+        scan: asyncio.Task[None] | None = None
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    if conn is None or conn.closed:
+                        conn = await AsyncConnection.connect(
+                            self.url, autocommit=True, connect_timeout=max(1, int(interval * 2))
+                        )
+                    async with asyncio.timeout(interval * 2):
+                        cur = await conn.execute(
+                            "UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.id,)
+                        )
+                        if cur.rowcount == 0:
+                            await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
+                    self.last_beat = time.monotonic()
+                except Exception:
+                    log.warning("heartbeat failed", exc_info=True)
+                    if conn is not None:
+                        await conn.close()
+                        conn = None
+                    if time.monotonic() - self.last_beat > self.lease_seconds:
+                        on_lost()  # others may already drive our threads: stop pumping them
+                    continue
+                if scan is None or scan.done():
+                    scan = asyncio.create_task(self._scan(on_tick), name="replica-scan")  # never delays a beat
+        finally:
+            if scan is not None:
+                scan.cancel()
+            if conn is not None:
+                await conn.close()
+
+    @staticmethod
+    async def _scan(on_tick: Callable[[], Any]) -> None:
+        try:
+            await on_tick()
+        except Exception:
+            log.exception("replica scan failed")
 
     # ---- thread leases ------------------------------------------------------------
 

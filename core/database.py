@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS crew_runs (
     phase text NOT NULL,
     data jsonb NOT NULL
 );
+CREATE INDEX IF NOT EXISTS crew_runs_running ON crew_runs (run_id) WHERE phase = 'running';
 CREATE TABLE IF NOT EXISTS crew_run_files (
     run_id text NOT NULL,
     rel text NOT NULL,
@@ -43,6 +44,7 @@ CREATE TABLE IF NOT EXISTS crew_threads (
     run_id text,
     data jsonb NOT NULL
 );
+CREATE INDEX IF NOT EXISTS crew_threads_by_run ON crew_threads (run_id);
 CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL
