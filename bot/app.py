@@ -12,6 +12,7 @@ Both connection modes serve GET /healthz over HTTP (for container health checks)
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 from collections.abc import Awaitable, Callable
@@ -89,6 +90,11 @@ class SharedStore:
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)
 
+    async def flush(self) -> None:
+        """Every run write so far is in Postgres (a thread hop only when some are still queued)."""
+        if self.runtime.pending():
+            await asyncio.to_thread(self.runtime.flush)
+
     async def reachable(self) -> bool:
         try:
             async with self.pool.connection(timeout=2) as conn:
@@ -99,7 +105,7 @@ class SharedStore:
 
     async def close(self) -> None:
         await self.pool.close()
-        self.runtime.close()
+        await asyncio.to_thread(self.runtime.close)
         self.sync_pool.close()
 
 
@@ -341,7 +347,7 @@ def _build(
         )
     finally:
         bolt_logger.setLevel(level)
-    io = SlackIO(work_client)
+    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
     handover: Handover | None = None

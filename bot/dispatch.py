@@ -235,11 +235,12 @@ class Dispatcher:
             kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
         )
         if self.handover is not None:
+            signal = None
             if command in URGENT_COMMANDS or command is None:
                 # Reaches the replica pumping the run, if any: it stops the run, or says the reply waits.
-                signal = event if command is not None else event.model_copy(update={"text": ""})
-                await self.handover.signal_control(signal)
-            await self.handover.push(event)
+                # The command alone: a NOTIFY payload is limited to 8000 bytes.
+                signal = event.model_copy(update={"text": f"*{command}" if command else ""})
+            await self.handover.push(event, signal)
             return
         live = self.live_record(key)
         if live is not None and self.pumping(live):
@@ -393,9 +394,7 @@ class Dispatcher:
         )
         if self.handover is not None:
             event.dedupe = [f"click:{uuid.uuid4().hex}"]  # the urgent path and the queued one share it
-            if urgent:
-                await self.handover.signal_control(event)
-            await self.handover.push(event)
+            await self.handover.push(event, event if urgent else None)
             return
         self.lanes.submit(key, lambda: self.run_event(event))
 

@@ -47,16 +47,15 @@ class Handover:
         return await self.adopt_orphans()
 
     async def stop(self) -> None:
+        await asyncio.to_thread(self.runtime.flush)
         await self.replicas.stop()
 
     # ---- queueing -----------------------------------------------------------------
 
-    async def push(self, event: ThreadEvent) -> None:
-        await self.replicas.push(event)
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
+        """Queue `event` for its thread (and signal `control` to the replica pumping its run)."""
+        await self.replicas.push(event, control)
         self.kick(event.key)
-
-    async def signal_control(self, event: ThreadEvent) -> None:
-        await self.replicas.signal_control(event.model_dump(mode="json"))
 
     def kick(self, key: ThreadKey) -> None:
         """Try to drive the thread (at most one attempt queued per thread)."""
@@ -92,6 +91,8 @@ class Handover:
                 await self.replicas.done(seq)
         finally:
             try:
+                if self.runtime.pending():  # the next driver must find every write of ours
+                    await asyncio.shield(asyncio.to_thread(self.runtime.flush))
                 await asyncio.shield(self.replicas.release(key))
             except Exception:
                 log.warning("could not release a thread lease", extra={"slack_thread": str(key)}, exc_info=True)

@@ -205,14 +205,22 @@ class Replicas:
 
     # ---- the per-thread queue -------------------------------------------------------
 
-    async def push(self, event: ThreadEvent) -> None:
-        """Queue the event behind the thread's earlier ones and wake whoever drives the thread."""
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute(
-                "INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s)",
-                (event.thread, Jsonb(event.model_dump(mode="json"))),
-            )
-            await conn.execute("SELECT pg_notify(%s, %s)", (INBOX_CHANNEL, event.thread))
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
+        """Queue the event behind the thread's earlier ones and wake whoever drives the thread; with
+        `control`, also tell every replica (this one too) about it: the one pumping the thread's run
+        acts on a pause/stop at once. One statement, one round trip (the ack waits for it)."""
+        data = Jsonb(event.model_dump(mode="json"))
+        queue = "WITH queued AS (INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s) RETURNING seq) "
+        async with self.pool.connection() as conn:
+            if control is None:
+                await conn.execute(
+                    queue + "SELECT pg_notify(%s, %s) FROM queued", (event.thread, data, INBOX_CHANNEL, event.thread)
+                )
+            else:
+                await conn.execute(
+                    queue + "SELECT pg_notify(%s, %s), pg_notify(%s, %s) FROM queued",
+                    (event.thread, data, INBOX_CHANNEL, event.thread, CONTROL_CHANNEL, control.model_dump_json()),
+                )
 
     async def next_event(self, key: ThreadKey) -> tuple[int, ThreadEvent | None] | None:
         """The thread's oldest queued event (None for an unreadable one); None when nothing is queued."""
@@ -237,9 +245,3 @@ class Replicas:
             cur = await conn.execute("SELECT 1 FROM crew_inbox WHERE thread_key = %s LIMIT 1", (str(key),))
             return await cur.fetchone() is not None
 
-    # ---- signals --------------------------------------------------------------------
-
-    async def signal_control(self, payload: dict[str, Any]) -> None:
-        """Tell every replica (this one too) about a pause/stop; the one pumping the run acts on it."""
-        async with self.pool.connection() as conn:
-            await conn.execute("SELECT pg_notify(%s, %s)", (CONTROL_CHANNEL, json.dumps(payload)))

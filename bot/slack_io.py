@@ -7,6 +7,7 @@ Rate limits are retried by slack_sdk's own retry handler.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -27,8 +28,10 @@ def _slack_error(exc: Exception) -> str:
 
 
 class SlackIO:
-    def __init__(self, client: AsyncWebClient) -> None:
+    def __init__(self, client: AsyncWebClient, *, before_send: Callable[[], Awaitable[None]] | None = None) -> None:
         self.client = client
+        # Awaited before anything reaches a user: replicas make the run's writes durable first.
+        self.before_send = before_send
         if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
             client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
         # slack_sdk decides whether to format its debug lines (the whole request and response) from
@@ -39,6 +42,8 @@ class SlackIO:
             client.logger.setLevel(client.logger.getEffectiveLevel())
 
     async def _call(self, what: str, coro: Any) -> Any:
+        if self.before_send is not None and what != "reactions":
+            await self.before_send()
         try:
             return await coro
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:

@@ -215,3 +215,19 @@ def test_serve_raises_the_open_file_limit_for_many_runs() -> None:
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "True", done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write to any folder, so no folder is unwritable to it")
+def test_serve_refuses_a_project_it_cannot_write_and_says_how_to_fix_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    monkeypatch.setenv("SLACK_APP_TOKEN", APP_TOKEN)
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    project.chmod(0o555)
+    try:
+        assert _serve(["--project", str(project), "--package", str(EXAMPLES / "hello-branch")]) == 2
+    finally:
+        project.chmod(0o755)
+    err = capsys.readouterr().err
+    assert f"The project folder {project} is not writable" in err and "chown" in err and "--user" in err

@@ -62,6 +62,7 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
         log = here.conversation_log(record)
         append_line(log, b'{"role":"user","content":"one"}\n')
         append_line(log, b'{"role":"assistant","content":"two"}\n')
+        assert here.flush()
 
         assert elsewhere.read_record(record.run_id) == record
         elsewhere.materialise(record)
@@ -71,6 +72,7 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
 
         # A whole-file rewrite of a log replaces the lines appended before it.
         atomic_write_text(log, '{"role":"user","content":"compacted"}\n')
+        assert here.flush()
         elsewhere.materialise(record)
         assert elsewhere.conversation_log(record).read_text() == '{"role":"user","content":"compacted"}\n'
         # Files outside run folders (packages, projects) stay local.
@@ -156,9 +158,12 @@ async def test_threads_with_queued_events_or_a_running_run_and_no_live_driver_ar
         record = ThreadRecord.new(KEY, owner="U1", binding="default")
         record.session.run_id = run.run_id
         await PostgresThreadStore(async_pool).put(record)
+        assert runtime.flush()
         assert await a.orphans() == []
         run.phase = RunPhase.RUNNING
         runtime.save_record(run)
+        assert runtime.read_record(run.run_id) == run  # read your own writes before they reach Postgres
+        assert runtime.flush()
         assert await a.orphans() == [str(KEY)]
     finally:
         runtime.close()
