@@ -276,3 +276,34 @@ async def test_sigterm_hands_the_threads_over_and_leaves_no_process(
             assert await cur.fetchone() == (0,)
             cur = await conn.execute("SELECT count(*) FROM crew_leases WHERE replica IS NOT NULL")
             assert await cur.fetchone() == (0,)
+
+
+async def test_sigterm_mid_run_exits_in_time_and_another_replica_resumes_the_run(
+    database_url: str, project: Path, tmp_path: Path
+) -> None:
+    async with cluster(database_url, project, tmp_path, mode="http") as c:
+        held = asyncio.Event()
+        release = asyncio.Event()
+        competent = hello_branch_responder(preset_branch="greenfield")
+        calls = 0
+
+        async def respond(body: dict[str, Any]) -> Reply:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                held.set()
+                await release.wait()
+            return competent(body)
+
+        c.llm.responder = respond
+        top = await c.mention("hello-branch", via=0)
+        await asyncio.wait_for(held.wait(), WAIT)
+        holder = await c.holder(top)
+        leaving = next(r for r in c.replicas if r.id == holder)
+        leaving.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(leaving.process.wait(), 10) == 0  # a container runtime's grace
+        assert not group_alive(leaving.process.pid)
+        release.set()
+        await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
+        done = await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
+        assert "artifacts/plan-greenfield.md" in message_text(done)
