@@ -56,6 +56,8 @@ def unwritable_projects(config: BotConfig) -> list[Path]:
     """Project folders this process cannot create files in (every artifact write would fail)."""
     bad = []
     for binding in config.bindings().values():
+        if binding.project is None:
+            continue  # a `repo:` binding: the bot clones it under its own home
         try:
             with tempfile.NamedTemporaryFile(dir=binding.project, prefix=".crewagent-write-check-"):
                 pass
@@ -72,7 +74,7 @@ def _unwritable_message(folders: list[Path]) -> str:
         "could save its artifacts. Fix it with one of:\n"
         f"  - give that user the folder: `sudo chown -R {uid}:{gid} /path/to/checkout` on the host;\n"
         "  - or run the container as the folder's owner: `docker run --user \"$(id -u):$(id -g)\" ...`\n"
-        "    (docker-compose: `user: \"${UID}:${GID}\"`);\n"
+        "    (docker-compose.yml: set CREW_UID and CREW_GID to those ids);\n"
         "  - or mount a checkout the user can write to."
     )
 
