@@ -65,11 +65,9 @@ class Replicas:
         """Register as live, listen for signals, and beat (each beat then runs `on_tick`)."""
         async with self.pool.connection() as conn:
             await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
-        self._listener = await AsyncConnection.connect(self.url, autocommit=True)
-        for channel in (INBOX_CHANNEL, CONTROL_CHANNEL, SLOTS_CHANNEL):
-            await self._listener.execute(f"LISTEN {channel}")
+        self._listener = await self._connect_listener()
         self._tasks = [
-            asyncio.create_task(self._listen(self._listener, on_inbox, on_control), name="replica-listen"),
+            asyncio.create_task(self._listen(on_inbox, on_control), name="replica-listen"),
             asyncio.create_task(self._beat(on_tick, on_lost), name="replica-beat"),
         ]
 
@@ -92,25 +90,38 @@ class Replicas:
         except Exception:
             log.warning("could not hand back leases on shutdown; they expire after the lease time", exc_info=True)
 
-    async def _listen(
-        self, conn: AsyncConnection[Any], on_inbox: Callable[[str], None], on_control: Callable[[dict[str, Any]], None]
-    ) -> None:
-        try:
-            async for note in conn.notifies():
-                if note.channel == INBOX_CHANNEL:
-                    on_inbox(note.payload)
-                elif note.channel == SLOTS_CHANNEL:
-                    self.slot_freed.set()
-                elif note.channel == CONTROL_CHANNEL:
-                    try:
-                        on_control(json.loads(note.payload))
-                    except ValueError:
-                        continue
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # The periodic scan still finds queued work; signals are only lost until the next start.
-            log.exception("lost the notification connection to Postgres")
+    async def _connect_listener(self) -> AsyncConnection[Any]:
+        conn = await AsyncConnection.connect(self.url, autocommit=True)
+        for channel in (INBOX_CHANNEL, CONTROL_CHANNEL, SLOTS_CHANNEL):
+            await conn.execute(f"LISTEN {channel}")
+        return conn
+
+    async def _listen(self, on_inbox: Callable[[str], None], on_control: Callable[[dict[str, Any]], None]) -> None:
+        """Hand each notification on; reconnect when the connection drops (the periodic scan still
+        finds queued work meanwhile; only pause/stop signals sent in the gap are missed)."""
+        while True:
+            conn = self._listener
+            try:
+                if conn is None or conn.closed:
+                    conn = self._listener = await self._connect_listener()
+                async for note in conn.notifies():
+                    if note.channel == INBOX_CHANNEL:
+                        on_inbox(note.payload)
+                    elif note.channel == SLOTS_CHANNEL:
+                        self.slot_freed.set()
+                    elif note.channel == CONTROL_CHANNEL:
+                        try:
+                            on_control(json.loads(note.payload))
+                        except ValueError:
+                            continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("lost the notification connection to Postgres; reconnecting", exc_info=True)
+                if self._listener is not None:
+                    await self._listener.close()
+                    self._listener = None
+                await asyncio.sleep(1.0)
 
     async def _beat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
         """Renew the heartbeat on a connection of its own: under load every pooled connection may be

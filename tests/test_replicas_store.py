@@ -242,3 +242,37 @@ def test_migrate_copies_an_embedded_store_into_postgres(
 def test_migrate_to_a_database_that_is_not_there_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["migrate", "--to", "postgresql://nobody@127.0.0.1:9/none"]) == 2
     assert "Cannot use the Postgres database" in capsys.readouterr().err
+
+
+async def test_signals_arrive_again_after_the_listening_connection_drops(
+    async_pool: AsyncConnectionPool, database_url: str
+) -> None:
+    from bot.thread_event import ThreadEvent
+
+    a = Replicas(async_pool, database_url, lease_seconds=30, replica_id="a")
+    received: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+
+    async def tick() -> None:
+        return None
+
+    await a.start(on_inbox=lambda key: None, on_control=received.put_nowait, on_tick=tick, on_lost=lambda: None)
+    try:
+        stop = ThreadEvent(kind="text", thread=str(KEY), user="U1", text="*stop")
+        await a.push(stop, stop)
+        assert (await asyncio.wait_for(received.get(), 20))["text"] == "*stop"
+        async with async_pool.connection() as conn:  # what a Postgres restart or a network cut does to it
+            cur = await conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN%%' "
+                "AND datname = current_database()"
+            )
+            assert await cur.fetchall() == [(True,)]
+        async with asyncio.timeout(30):
+            while True:
+                await a.push(stop, stop)  # sent until the new connection listens
+                try:
+                    assert (await asyncio.wait_for(received.get(), 0.5))["text"] == "*stop"
+                    break
+                except TimeoutError:
+                    continue
+    finally:
+        await a.stop()
