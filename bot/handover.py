@@ -67,6 +67,7 @@ class Handover:
 
     async def adopt_orphans(self) -> int:
         """Threads whose driver died (or that never had one): try to take each over."""
+        await self.replicas.forget_dead()
         keys = [k for k in map(ThreadKey.parse, await self.replicas.orphans()) if k is not None]
         for key in keys:
             self.kick(key)

@@ -214,6 +214,13 @@ class Replicas:
             )
             return [row[0] for row in await cur.fetchall()]
 
+    async def forget_dead(self, after_seconds: float = 3600.0) -> None:
+        """Drop rows of replicas gone for long (their leases are free already; this keeps the table small)."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM crew_replicas WHERE heartbeat < now() - make_interval(secs => %s)", (after_seconds,)
+            )
+
     # ---- the per-thread queue -------------------------------------------------------
 
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
