@@ -187,10 +187,11 @@ async def test_events_of_one_thread_spread_over_replicas_are_handled_once_each_i
         assert [q.splitlines()[-1] for q in asked] == [f"in order {n}" for n in range(1, 7)]
 
 
+@pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_duplicate_posts(
-    database_url: str, project: Path, tmp_path: Path
+    database_url: str, project: Path, tmp_path: Path, mode: Mode
 ) -> None:
-    async with cluster(database_url, project, tmp_path, mode="http") as c:
+    async with cluster(database_url, project, tmp_path, mode=mode) as c:
         held = asyncio.Event()
         release = asyncio.Event()
         competent = hello_branch_responder(preset_branch="greenfield")
