@@ -19,7 +19,6 @@ import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.checkout.binding import Checkout
@@ -28,21 +27,26 @@ from core.llm import LLMClient, LLMSettings
 from core.errors import CrewError
 from core.package.loader import load_package
 from core.package.validate import PackageInvalid
-from core.package.models import Package
+from core.package.models import Graph, Package
+from core.runs_model import RunSnapshot
 from core.runs import RunManager
 from core.session.service import SessionService
 from core.store import RuntimeStore
 from core.tools.registry import ToolHost
 
 from .access import AccessPolicy
+from .bolt_app import CrewBoltApp
 from .config import BotConfig
 from .dedupe import Deduper
 from .dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
 from .lanes import ThreadLanes
+from .native import Fallbacks
 from .slack_io import SlackIO
 from .status import StatusBoard
-from .threads import ThreadKey, ThreadStore
+from .status_line import StatusLines
+from .surface import AgentSurface
+from .threads import ThreadKey, ThreadRecord, ThreadStore
 from .worker import WorkLoop
 
 log = logging.getLogger(__name__)
@@ -75,7 +79,7 @@ class CrewBot:
         self,
         *,
         config: BotConfig,
-        bolt_app: AsyncApp,
+        bolt_app: CrewBoltApp,
         client: AsyncWebClient,
         work_client: AsyncWebClient,
         work: WorkLoop,
@@ -128,7 +132,12 @@ class CrewBot:
         return await self.work.run(self._idle(timeout))
 
     async def _idle(self, timeout: float | None) -> bool:
-        return await self.lanes.idle(timeout) and await self.board.idle(timeout)
+        lines = self.dispatcher.surface.lines if self.dispatcher.surface is not None else None
+        return (
+            await self.lanes.idle(timeout)
+            and await self.board.idle(timeout)
+            and (lines is None or await lines.idle(timeout))
+        )
 
     def web_app(self) -> web.Application:
         """POST /slack/events (Bolt verifies the signature and the 5-minute timestamp window), GET /healthz."""
@@ -188,6 +197,8 @@ class CrewBot:
     async def _close_work(self, grace: float) -> None:
         await self.lanes.close(grace)
         await self.board.close()
+        if self.dispatcher.surface is not None:
+            await self.dispatcher.surface.lines.close()
         if self._prepared:
             await self.store.close()
         await self.llm.aclose()
@@ -277,7 +288,7 @@ def build(
     level = bolt_logger.level
     bolt_logger.setLevel(logging.ERROR)  # Bolt warns that SLACK_BOT_TOKEN is unused when a client is given
     try:
-        bolt_app = AsyncApp(client=client, signing_secret=secret, name="crewagent", logger=bolt_logger)
+        bolt_app = CrewBoltApp(client=client, signing_secret=secret, name="crewagent", logger=bolt_logger)
     finally:
         bolt_logger.setLevel(level)
     work = WorkLoop()
@@ -291,6 +302,39 @@ def build(
         allowed_users=frozenset(config.access.allowed_users),
         admins=frozenset(config.access.admins),
     )
+    fallbacks = Fallbacks()
+    lines = StatusLines(
+        work_client,
+        io,
+        fallbacks,
+        interval=config.limits.status_line_interval,
+        rate=config.limits.status_lines_per_second,
+    )
+
+    def plan_source(record: ThreadRecord, snapshot: RunSnapshot) -> tuple[Graph, Callable[[str | None], str]] | None:
+        runtime = bindings.get(record.binding) or bindings["default"]
+        package = runtime.package(record.session.package_id) or runtime.package(snapshot.workflow_id)
+        package = package or next((p for p in runtime.packages if p.workflow(snapshot.workflow_id)), None)
+        workflow = package.workflow(snapshot.workflow_id) if package else None
+        if package is None or workflow is None:
+            return None
+
+        def agent_name(agent_id: str | None) -> str:
+            agent = package.agent(agent_id or "") if agent_id else None
+            return agent.metadata.name if agent else snapshot.agent_name
+
+        return workflow.graph, agent_name
+
+    surface = AgentSurface(
+        client=work_client,
+        io=io,
+        board=board,
+        lines=lines,
+        fallbacks=fallbacks,
+        plan_source=plan_source,
+        stop_run=engine.request_stop,
+        stream_interval=config.limits.stream_flush_interval,
+    )
     dispatcher = Dispatcher(
         config=config,
         io=io,
@@ -303,6 +347,7 @@ def build(
         runs=runs,
         deduper=deduper,
         owns=owns,
+        surface=surface,
     )
     Handlers(dispatcher, deduper, work).register(bolt_app)
     return CrewBot(

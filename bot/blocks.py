@@ -155,9 +155,14 @@ def agent_label(agent: AgentCard) -> str:
 # ---- outputs ----------------------------------------------------------------
 
 
+def agent_header(agent: AgentCard | None) -> str | None:
+    return f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
+
+
 def reply(text: str, agent: AgentCard | None = None) -> list[SlackMessage]:
-    header = f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
-    return text_messages(text, header=header)
+    from .markdown import markdown_messages  # markdown blocks render the model's Markdown as written
+
+    return markdown_messages(text, header=agent_header(agent))
 
 
 def notice(text: str, level: str = "info") -> SlackMessage:

@@ -30,15 +30,18 @@ from . import actions as act
 from . import blocks
 from .access import AccessPolicy
 from .actions import ButtonValue
+from .agent_view import suggested_prompts
 from .artifacts import ArtifactUnavailable, read_artifact
 from .config import BotConfig
 from .dedupe import Deduper
 from .delivery import Deliveries
+from .feedback import FeedbackRecorder
 from .forms import FormContext, build_modal
 from .lanes import ThreadLanes
 from .render import ThreadRenderer
 from .slack_io import SlackIO
 from .status import StatusBoard
+from .surface import AgentSurface
 from .threads import ThreadKey, ThreadRecord, ThreadStore
 from .widgets import answer_for, form_mode
 
@@ -47,7 +50,6 @@ log = logging.getLogger(__name__)
 Emit = Callable[[Output], Awaitable[None]]
 SessionCall = Callable[[Emit], Awaitable[list[Output]]]
 
-WORKING_REACTION = "hourglass_flowing_sand"
 TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
 STEERING_COMMANDS = frozenset({"pause", "stop", "resume", "retry"})
 URGENT_COMMANDS = frozenset({"pause", "stop"})
@@ -89,8 +91,11 @@ class Dispatcher:
         runs: RunManager,
         deduper: Deduper,
         owns: Callable[[ThreadKey], bool] | None = None,
+        surface: AgentSurface | None = None,
     ) -> None:
         self.config = config
+        self.surface = surface  # streams, status line, plan, titles (None: plain posts and edits)
+        self.feedback = FeedbackRecorder(runs, io)
         self.io = io
         self.store = store
         self.lanes = lanes
@@ -164,7 +169,9 @@ class Dispatcher:
         if lane is not None:
             lane.live = record
         self.maybe_tidy()
-        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, fresh_status=fresh_status)
+        renderer = ThreadRenderer(
+            record, self.io, self.board, self.snapshot, fresh_status=fresh_status, surface=self.surface, user=user
+        )
         run_before = saved_run = record.session.run_id
 
         def claim_new_run() -> None:
@@ -181,8 +188,9 @@ class Dispatcher:
                 claim_new_run()
                 await self.store.put(record)
 
-        if reaction_ts:
-            await self.io.react(record.channel, reaction_ts, WORKING_REACTION)
+        lines = self.surface.lines if self.surface is not None else None
+        if lines is not None and (gated or reaction_ts):
+            lines.working(record.key, reaction_ts=reaction_ts)
         try:
             if gated:
                 if self.slots.locked():
@@ -198,8 +206,8 @@ class Dispatcher:
         finally:
             claim_new_run()
             await self.store.put(record)
-            if reaction_ts:
-                await self.io.react(record.channel, reaction_ts, WORKING_REACTION, add=False)
+            if lines is not None:
+                lines.done(record.key)
 
     # ---- typed text -------------------------------------------------------------
 
@@ -229,7 +237,7 @@ class Dispatcher:
         if not verdict.allowed:
             await self._refuse(record.key, user, verdict.reason)
             return
-        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot)
+        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, surface=self.surface, user=user)
         service = self.binding(record).service
         outputs = await self._call(lambda emit: service.control(record.session, command, emit=emit), renderer)
         for output in outputs:
@@ -314,6 +322,9 @@ class Dispatcher:
         if kind == act.DELIVER:
             deliver = self._deliver_click
             self.lanes.submit(key, lambda: self._clicked(deliver, key, value, user, message_ts))
+            return
+        if kind == act.FEEDBACK:
+            self.lanes.spawn(self.feedback.record(key, value, user), name=f"feedback:{key}")
             return
         job = {
             act.AGENT: self._agent_click,

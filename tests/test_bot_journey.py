@@ -28,7 +28,7 @@ from tests.scripts import (
     user_inputs,
     user_texts,
 )
-from tests.test_bot_support import Mode, bot_harness, message_text
+from tests.test_bot_support import Mode, bot_harness, is_status, message_text, plan_tasks
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
@@ -56,7 +56,7 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         assert question["thread_ts"] == top
         status = await h.wait_status(top, "Waiting for your reply")
         assert "Create Story" in message_text(status) or "create-story" in message_text(status).lower()
-        statuses = [m for m in h.thread(top) if "Progress:" in message_text(m)]
+        statuses = [m for m in h.thread(top) if is_status(m)]
         assert len(statuses) == 1
 
         # 4. A plain reply answers; the run completes.
@@ -71,7 +71,7 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         assert re.search(r"9 model calls · [\d,]+ tokens", message_text(done)), "usage on the completion"
         final = await h.wait_status(top, "Completed")
         assert "6/6" in message_text(final)
-        assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 1
+        assert len([m for m in h.thread(top) if is_status(m)]) == 1
         assert h.slack.calls_to("chat.update"), "the status message is updated in place"
 
         # 5. Upload an artifact into the thread.
@@ -292,7 +292,7 @@ async def test_typed_star_commands_in_a_run_thread(project: Path) -> None:
 
         mark = h.mark()
         await h.reply(top, "*status")
-        fresh = await h.posted(lambda p: "Progress:" in message_text(p), since=mark)
+        fresh = await h.posted(lambda p: is_status(p), since=mark)
         assert "Waiting for your reply" in message_text(fresh)
 
         mark = h.mark()
@@ -312,4 +312,4 @@ async def test_typed_star_commands_in_a_run_thread(project: Path) -> None:
         await h.reply(top, "*resume")
         await h.posted_text("What is the topic?", since=mark)
         await h.settle()
-        assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 2  # the original + *status
+        assert len([m for m in h.thread(top) if is_status(m)]) == 2  # the original + *status

@@ -222,19 +222,20 @@ class FakeSlack(LoopbackServer):
 
     async def wait_for(
         self,
-        method: str,
+        method: str | tuple[str, ...],
         predicate: Callable[[dict[str, Any]], bool] | None = None,
         timeout: float = 5.0,
         *,
         since: int = 0,
     ) -> dict[str, Any]:
-        """Params of the first call to `method` at index >= `since` that
+        """Params of the first call to `method` (or any of several) at index >= `since` that
         satisfies `predicate`, waiting for it if needed (pass
         `since=len(slack.calls)` to ignore earlier calls)."""
+        methods = (method,) if isinstance(method, str) else method
 
         def find() -> dict[str, Any] | None:
             for call in self.calls[since:]:
-                if call.method == method and (predicate is None or predicate(call.params)):
+                if call.method in methods and (predicate is None or predicate(call.params)):
                     return call.params
             return None
 
