@@ -52,6 +52,8 @@ def describe_tool(summary: str) -> str | None:
         return None
     target, _, failure = rest.partition(" — ")
     target = target.strip()
+    if target in ("@project", "@project/"):
+        target = "the project"
     for mount, name in MOUNT_NAMES.items():
         if target.startswith(mount):
             target = name + target[len(mount) :]

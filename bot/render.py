@@ -149,11 +149,14 @@ class ThreadRenderer:
             surface.lines.working(key, "The model endpoint is slow; retrying")
 
     async def emit(self, output: Output) -> None:
+        if isinstance(output, ReplyDelta):
+            await self._piece(output)  # only ever emitted live; never kept, so never seen twice
+            return
         if id(output) in self._seen:
             return
         self._seen.add(id(output))
         record = self.record
-        if not isinstance(output, (ReplyDelta, Reply, RunProgress)):
+        if not isinstance(output, (Reply, RunProgress)):
             await self._end_stream()
         if isinstance(output, ShowAgents):
             record.epoch += 1
@@ -175,8 +178,6 @@ class ThreadRenderer:
         elif isinstance(output, Clarify):
             record.epoch += 1
             await self.post(blocks.menu(output.text, output.candidates, key=self.key, epoch=record.epoch))
-        elif isinstance(output, ReplyDelta):
-            await self._piece(output)
         elif isinstance(output, Reply):
             await self._reply(output)
         elif isinstance(output, RunStarted):

@@ -60,6 +60,9 @@ def make_config(
     config.limits.max_concurrent_runs = max_runs
     config.limits.status_update_interval = interval
     config.limits.status_edits_per_second = 200.0
+    config.limits.stream_flush_interval = 0.0  # every piece goes out: tests see each append
+    config.limits.status_line_interval = 0.0
+    config.limits.status_lines_per_second = 200.0
     config.limits.shutdown_grace = 5.0
     if access is not None:
         config.access = access

@@ -454,6 +454,7 @@ class FakeSlack(LoopbackServer):
         ts = self._next_ts()
         message = self._bot_message(params, ts)
         self.messages[(channel, ts)] = message
+        self.statuses.pop((str(channel), str(params.get("thread_ts"))), None)  # a reply clears the status line
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
     def _chat_update(self, api: _Api) -> ApiResult:
@@ -711,6 +712,7 @@ class FakeSlack(LoopbackServer):
         message = self._bot_message({"thread_ts": params["thread_ts"], "text": text}, ts)
         self.messages[(channel, ts)] = message
         self.streams[(channel, ts)] = "streaming"
+        self.statuses.pop((channel, str(params["thread_ts"])), None)
         return {"ok": True, "channel": channel, "ts": ts}
 
     def _streaming(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, ApiResult | None]:
