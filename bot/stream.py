@@ -55,7 +55,8 @@ class ReplyStream:
         self.on_user_stop = on_user_stop
         self.text = ""  # what the model has written so far (leading blanks dropped)
         self.sent = 0  # how much of it Slack has
-        self.streaming = fallbacks.allows(str(key), STREAM)
+        # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
+        self.streaming = fallbacks.allows(str(key), STREAM) and (key.is_dm or bool(recipient))
         self.stopped = False  # the user stopped it from Slack
         self.first_sent_at: float | None = None  # time.monotonic() of the first piece reaching Slack
         self._stream: AsyncChatStream | None = None
