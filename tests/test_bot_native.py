@@ -203,3 +203,19 @@ async def test_the_bots_own_edits_are_dropped_before_bolt_authorizes_them(projec
         assert await h.event(event_envelope(own)) == 200
         assert h.bot.bolt_app.own_edits_dropped == 1
         assert len(h.slack.calls_to("auth.test")) == auth_before
+
+
+async def test_a_group_dm_works_like_a_channel_a_mention_opens_a_thread(project: Path) -> None:
+    async with bot_harness(project) as h:
+        chatter = new_ts()
+        await h.event(message_event("anyone up for lunch?", channel="G5", ts=chatter, channel_type="mpim"))
+        top = await h.mention("", channel="G5")
+        greeting = await h.posted_text("These agents are available")
+        assert greeting["channel"] == "G5" and greeting["thread_ts"] == top
+        reply = new_ts()
+        h.slack.add_message("G5", "Bob", ts=reply, thread_ts=top)
+        await h.event(message_event("Bob", channel="G5", ts=reply, thread_ts=top, channel_type="mpim"))
+        await h.posted_text("[1] Create the next story")
+        await h.settle()
+        replied_to = {p.get("thread_ts") for p in h.slack.calls_to("chat.postMessage") if p["channel"] == "G5"}
+        assert replied_to == {top}  # the group's own chatter is left alone
