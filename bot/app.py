@@ -313,7 +313,7 @@ def build(
 
     def plan_source(record: ThreadRecord, snapshot: RunSnapshot) -> tuple[Graph, Callable[[str | None], str]] | None:
         runtime = bindings.get(record.binding) or bindings["default"]
-        package = runtime.package(record.session.package_id) or runtime.package(snapshot.workflow_id)
+        package = runtime.package(record.session.package_id)
         package = package or next((p for p in runtime.packages if p.workflow(snapshot.workflow_id)), None)
         workflow = package.workflow(snapshot.workflow_id) if package else None
         if package is None or workflow is None:

@@ -99,8 +99,6 @@ class ThreadRenderer:
         await self._stream.add(output.text)
         if not started and self._stream.started:
             self.surface.lines.replied(self.record.key)
-            if self._stream.first_sent_at is not None:
-                self.surface.first_pieces.append(self._stream.first_sent_at)
 
     async def _end_stream(self, text: str | None = None) -> None:
         stream, self._stream, self._stream_turn = self._stream, None, None

@@ -58,7 +58,6 @@ class ReplyStream:
         # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
         self.streaming = fallbacks.allows(str(key), STREAM) and (key.is_dm or bool(recipient))
         self.stopped = False  # the user stopped it from Slack
-        self.first_sent_at: float | None = None  # time.monotonic() of the first piece reaching Slack
         self._stream: AsyncChatStream | None = None
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
@@ -128,8 +127,6 @@ class ReplyStream:
 
     def _sent_now(self) -> None:
         self.sent = len(self.text)
-        if self.first_sent_at is None:
-            self.first_sent_at = time.monotonic()
 
     def _failed(self, exc: BaseException) -> None:
         code = error_code(exc)

@@ -44,11 +44,8 @@ class AgentSurface:
     stream_interval: float = 1.0
     plans: PlanBook = field(default_factory=PlanBook)
     append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST))
-    streams_started: int = 0
-    first_pieces: list[float] = field(default_factory=list)  # time.monotonic() of each reply's first piece in Slack
 
     def reply_stream(self, key: ThreadKey, recipient: str | None, agent: AgentCard | None, run_id: str | None) -> ReplyStream:
-        self.streams_started += 1
         stop = (lambda: self.stop_run(run_id)) if run_id else None
         return ReplyStream(
             client=self.client,
