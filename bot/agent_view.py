@@ -38,7 +38,8 @@ def suggested_prompts(packages: Sequence[Package], runs: Sequence[RunRecord]) ->
     seen: set[str] = set()
     for order, (package, agent) in enumerate(agents):
         for item in agent.menu:
-            workflow = package.workflow_by_path(item.workflow) if item.workflow else None
+            ref = item.workflow or ""
+            workflow = (package.workflow(ref) or package.workflow_by_path(ref)) if ref else None
             if workflow is None or not item.trigger or item.trigger in seen:
                 continue
             seen.add(item.trigger)
