@@ -41,7 +41,7 @@ from .dedupe import Deduper
 from .dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
 from .lanes import ThreadLanes
-from .native import Fallbacks
+from .fallbacks import Fallbacks
 from .slack_io import SlackIO
 from .status import StatusBoard
 from .status_line import StatusLines

@@ -27,7 +27,7 @@ from .agent_view import PROMPTS_TITLE, PromptPacer
 from .dedupe import Deduper
 from .dispatch import Dispatcher
 from .forms import decode_context, parse_submission
-from .native import SLACK_FAILURES, error_code
+from .fallbacks import SLACK_FAILURES, error_code
 from .threads import ThreadKey
 from .worker import WorkLoop
 

@@ -31,7 +31,7 @@ from core.runs_model import RunSnapshot
 from . import blocks
 from .agent_view import thread_title
 from .blocks import SlackMessage
-from .native import PLAN
+from .fallbacks import PLAN
 from .plan import describe_tool, plan_status
 from .slack_io import SlackIO
 from .status import StatusBoard
@@ -244,6 +244,8 @@ class ThreadRenderer:
         record = self.record
         run_id = record.session.run_id
         snapshot = await self.snapshots(record, run_id) if run_id else None
+        if self.surface is not None:
+            self.surface.lines.working(record.key, "Queued: waiting for a free run slot")
         if snapshot is not None and record.status_ts and record.status_run_id == run_id:
             await self._redraw(snapshot, urgent=True, queued=True)
         else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from slack_bolt.context.set_status.async_set_status import AsyncSetStatus
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .native import SLACK_FAILURES, STATUS, Fallbacks
+from .fallbacks import SLACK_FAILURES, STATUS, Fallbacks
 from .slack_io import SlackIO
 from .threads import ThreadKey
 

@@ -25,7 +25,7 @@ from core.outputs import AgentCard
 
 from . import blocks
 from .blocks import SlackMessage
-from .native import SLACK_FAILURES, STREAM, Fallbacks, error_code
+from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
 from .rate import CallBudget
 from .slack_io import SlackIO
 from .status import StatusBoard

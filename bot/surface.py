@@ -16,7 +16,7 @@ from core.outputs import AgentCard
 from core.package.models import Graph
 from core.runs_model import RunSnapshot
 
-from .native import SLACK_FAILURES, TITLE, Fallbacks
+from .fallbacks import SLACK_FAILURES, TITLE, Fallbacks
 from .plan import PlanBook
 from .rate import CallBudget
 from .slack_io import SlackIO
