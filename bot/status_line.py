@@ -4,7 +4,8 @@ Many events want to change a thread's line; only the newest wording matters. One
 sends each thread's newest wording at most once per `interval` seconds (clearing goes first),
 and at most `rate` calls per second for all threads together, so a busy bot stays inside the
 method's rate tier. A thread where Slack refuses the method shows the working reaction on the
-user's message instead (what the bot did before), decided once per thread.
+user's message instead (what the bot did before), decided once per thread. Slack drops a line
+after two minutes without a message, so a line still wanted after `REFRESH_AFTER` is sent again.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from slack_bolt.context.set_status.async_set_status import AsyncSetStatus
 from slack_sdk.web.async_client import AsyncWebClient
@@ -27,6 +28,7 @@ WORKING_REACTION = "hourglass_flowing_sand"
 THINKING = "Waiting for the model"
 STATUS_VERB = "is working…"
 MAX_LOADING_MESSAGES = 10
+REFRESH_AFTER = 100.0  # seconds; Slack clears a status line after 120 s without a reply
 
 
 @dataclass
@@ -37,15 +39,21 @@ class _Line:
     last_sent: float = 0.0
     reaction_ts: str | None = None  # where the fallback reaction goes
     reacted: bool = False
-    extra: list[str] = field(default_factory=list)
 
 
 class StatusLines:
     def __init__(
-        self, client: AsyncWebClient, io: SlackIO, fallbacks: Fallbacks, *, interval: float = 2.0, rate: float = 1.5
+        self,
+        client: AsyncWebClient,
+        io: SlackIO,
+        fallbacks: Fallbacks,
+        *,
+        interval: float = 2.0,
+        rate: float = 1.5,
+        refresh_after: float = REFRESH_AFTER,
     ) -> None:
         self.client, self.io, self.fallbacks = client, io, fallbacks
-        self.interval, self.rate = interval, rate
+        self.interval, self.rate, self.refresh_after = interval, rate, refresh_after
         self.calls = 0
         self._lines: dict[ThreadKey, _Line] = {}
         self._dirty: dict[ThreadKey, None] = {}
@@ -87,6 +95,18 @@ class StatusLines:
         self._settled.clear()
         self._wake.set()
 
+    def _refresh_in(self, now: float) -> float | None:
+        """Seconds until the oldest line on show needs sending again (None: nothing is shown)."""
+        shown = [line.last_sent for line in self._lines.values() if line.shown and line.shown == line.wanted]
+        return max(0.0, min(shown) + self.refresh_after - now) if shown else None
+
+    def _refresh(self, now: float) -> None:
+        for line in self._lines.values():
+            if line.shown and line.shown == line.wanted and now - line.last_sent >= self.refresh_after:
+                self._dirty[line.key] = None  # sent again: Slack is about to drop it
+        if self._dirty and self._settled is not None:
+            self._settled.clear()
+
     def _next(self, now: float) -> tuple[_Line | None, float]:
         wait = float("inf")
         for key in self._dirty:
@@ -105,7 +125,10 @@ class StatusLines:
             if not self._dirty:
                 self._settled.set()
                 self._wake.clear()
-                await self._wake.wait()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), self._refresh_in(time.monotonic()))
+                except TimeoutError:
+                    self._refresh(time.monotonic())
                 continue
             line, wait = self._next(time.monotonic())
             if line is None:
@@ -130,15 +153,15 @@ class StatusLines:
         if not self.fallbacks.allows(str(key), STATUS):
             await self._react(line)
             return
-        if line.wanted == line.shown:
+        if line.wanted == line.shown and time.monotonic() - line.last_sent < self.refresh_after:
             return
         line.last_sent = time.monotonic()
         set_status = AsyncSetStatus(self.client, key.channel, key.thread_ts)
-        loading = [line.wanted] if line.wanted else None
+        wanted = line.wanted  # what this call shows, whatever is wanted by the time it returns
         try:
             self.calls += 1
-            await set_status(status=STATUS_VERB if line.wanted else "", loading_messages=loading)
-            line.shown = line.wanted
+            await set_status(status=STATUS_VERB if wanted else "", loading_messages=[wanted] if wanted else None)
+            line.shown = wanted
         except SLACK_FAILURES as exc:
             self.fallbacks.fall_back(str(key), STATUS, exc)
             await self._react(line)

@@ -100,3 +100,25 @@ def test_a_call_budget_allows_its_burst_then_refills_at_its_rate() -> None:
     assert [budget.take() for _ in range(4)] == [True, True, True, False]
     slow = CallBudget(per_minute=0.0, burst=1)
     assert slow.take() and not slow.take()
+
+
+async def test_a_status_line_still_wanted_is_sent_again_before_slack_drops_it() -> None:
+    from bot.fallbacks import Fallbacks
+    from bot.slack_io import SlackIO
+    from bot.status_line import StatusLines
+    from bot.threads import ThreadKey
+    from tests.fakes import FakeSlack
+
+    async with FakeSlack() as slack:
+        client = slack.client()
+        lines = StatusLines(client, SlackIO(client), Fallbacks(), interval=0, rate=1000, refresh_after=0.05)
+        key = ThreadKey("T1", "C1", "1.1")
+        lines.working(key, "Writing artifacts/a.md")
+        first = await slack.wait_for("assistant.threads.setStatus")
+        again = await slack.wait_for("assistant.threads.setStatus", since=len(slack.calls))
+        assert first["loading_messages"] == again["loading_messages"] == ["Writing artifacts/a.md"]
+        lines.done(key)
+        since = len(slack.calls)
+        cleared = await slack.wait_for("assistant.threads.setStatus", lambda p: p["status"] == "", since=since)
+        assert cleared and ("C1", "1.1") not in slack.statuses
+        await lines.close()
