@@ -572,6 +572,14 @@ class Dispatcher:
     async def _tidy(self) -> None:
         await self.tidy_worktrees()
 
+    # ---- agent view -----------------------------------------------------------------
+
+    async def suggested_prompts(self, channel: str) -> list[dict[str, str]]:
+        """Prompts for the DM `channel`: its binding's agents and most used workflow items."""
+        binding = self.bindings.get(self.config.binding_name(channel)) or self.bindings["default"]
+        runs = await asyncio.wait_for(asyncio.to_thread(self.runs.list, binding.project), 10)
+        return suggested_prompts(binding.packages, runs)
+
     # ---- restart ------------------------------------------------------------------
 
     async def resume_interrupted(self) -> int:

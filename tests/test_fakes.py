@@ -216,8 +216,8 @@ async def test_web_client_posts_updates_and_deletes_messages(fake_slack: FakeSla
 async def test_web_client_reads_and_misc_methods(fake_slack: FakeSlack) -> None:
     client = fake_slack.client()
     with pytest.raises(SlackApiError) as refused:
-        await client.users_info(user="U9")  # the manifest does not ask for users:read
-    assert refused.value.response["error"] == "missing_scope" and refused.value.response["needed"] == "users:read"
+        await client.team_info()  # the manifest does not ask for team:read
+    assert refused.value.response["error"] == "missing_scope" and refused.value.response["needed"] == "team:read"
     fake_slack.scopes |= {"users:read", "im:read", "channels:history", "team:read"}
     fake_slack.users["U9"] = {"real_name": "Nine", "tz": "Europe/Paris"}
     info = await client.users_info(user="U9")
