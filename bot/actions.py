@@ -25,6 +25,7 @@ FORM = "form"
 CONTROL = "control"
 ARTIFACT = "artifact"
 DELIVER = "deliver"  # Commit & push a completed run's branch
+FEEDBACK = "feedback"
 FORM_CALLBACK = f"{PREFIX}:form"
 
 ControlAction = Literal["pause", "stop", "resume", "retry", "status"]

@@ -23,7 +23,6 @@ from aiohttp import web
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.checkout.binding import Checkout
@@ -33,7 +32,8 @@ from core.llm import LLMClient, LLMSettings
 from core.errors import CrewError
 from core.package.loader import load_package
 from core.package.validate import PackageInvalid
-from core.package.models import Package
+from core.package.models import Graph, Package
+from core.runs_model import RunSnapshot
 from core.runs import RunManager
 from core.session.service import SessionService
 from core.store import RuntimeStore
@@ -41,17 +41,21 @@ from core.store_pg import PostgresRuntimeStore
 from core.tools.registry import ToolHost
 
 from .access import AccessPolicy
+from .bolt_app import CrewBoltApp
 from .config import BotConfig
 from .dedupe import Deduper
 from .dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
 from .handover import Handover
 from .lanes import ThreadLanes
+from .fallbacks import Fallbacks
 from .model_slots import GlobalSlots
 from .replicas import Replicas
 from .slack_io import SlackIO
 from .status import StatusBoard
-from .threads import ThreadStore
+from .status_line import StatusLines
+from .surface import AgentSurface
+from .threads import ThreadRecord, ThreadStore
 from .threads_pg import PostgresThreadStore
 
 log = logging.getLogger(__name__)
@@ -116,7 +120,7 @@ class CrewBot:
         self,
         *,
         config: BotConfig,
-        bolt_app: AsyncApp,
+        bolt_app: CrewBoltApp,
         client: AsyncWebClient,
         work_client: AsyncWebClient,
         store: ThreadStore | PostgresThreadStore,
@@ -174,7 +178,12 @@ class CrewBot:
 
     async def idle(self, timeout: float | None = None) -> bool:
         """True once no thread work is queued or running (within `timeout` seconds)."""
-        return await self.lanes.idle(timeout) and await self.board.idle(timeout)
+        lines = self.dispatcher.surface.lines if self.dispatcher.surface is not None else None
+        return (
+            await self.lanes.idle(timeout)
+            and await self.board.idle(timeout)
+            and (lines is None or await lines.idle(timeout))
+        )
 
     def web_app(self) -> web.Application:
         """POST /slack/events (Bolt verifies the signature and the 5-minute timestamp window), GET /healthz."""
@@ -231,6 +240,8 @@ class CrewBot:
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
         await self.board.close()
+        if self.dispatcher.surface is not None:
+            await self.dispatcher.surface.lines.close()
         if self._prepared:
             if self.dispatcher.handover is not None:
                 await self.dispatcher.handover.stop()
@@ -342,7 +353,7 @@ def _build(
     try:
         # process_before_response: an event is queued for its thread before Slack gets the ack, so
         # events acked one after the other are handled in that order, whichever replica got them.
-        bolt_app = AsyncApp(
+        bolt_app = CrewBoltApp(
             client=client, signing_secret=secret, name="crewagent", logger=bolt_logger, process_before_response=True
         )
     finally:
@@ -365,6 +376,39 @@ def _build(
         allowed_users=frozenset(config.access.allowed_users),
         admins=frozenset(config.access.admins),
     )
+    fallbacks = Fallbacks()
+    lines = StatusLines(
+        work_client,
+        io,
+        fallbacks,
+        interval=config.limits.status_line_interval,
+        rate=config.limits.status_lines_per_second,
+    )
+
+    def plan_source(record: ThreadRecord, snapshot: RunSnapshot) -> tuple[Graph, Callable[[str | None], str]] | None:
+        runtime = bindings.get(record.binding) or bindings["default"]
+        package = runtime.package(record.session.package_id)
+        package = package or next((p for p in runtime.packages if p.workflow(snapshot.workflow_id)), None)
+        workflow = package.workflow(snapshot.workflow_id) if package else None
+        if package is None or workflow is None:
+            return None
+
+        def agent_name(agent_id: str | None) -> str:
+            agent = package.agent(agent_id or "") if agent_id else None
+            return agent.metadata.name if agent else snapshot.agent_name
+
+        return workflow.graph, agent_name
+
+    surface = AgentSurface(
+        client=work_client,
+        io=io,
+        board=board,
+        lines=lines,
+        fallbacks=fallbacks,
+        plan_source=plan_source,
+        stop_run=engine.request_stop,
+        stream_interval=config.limits.stream_flush_interval,
+    )
     dispatcher = Dispatcher(
         config=config,
         io=io,
@@ -378,6 +422,7 @@ def _build(
         deduper=deduper,
         handover=handover,
         slots=slots,
+        surface=surface,
     )
     Handlers(dispatcher, deduper).register(bolt_app)
     return CrewBot(

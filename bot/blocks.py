@@ -38,6 +38,7 @@ from core.runs_model import RunSnapshot
 from . import actions as act
 from .actions import ButtonValue
 from .delivery_blocks import delivery_blocks
+from .feedback_blocks import feedback_block
 from .mrkdwn import escape, split_text, to_mrkdwn, truncate
 
 MAX_BLOCKS = 50
@@ -155,9 +156,14 @@ def agent_label(agent: AgentCard) -> str:
 # ---- outputs ----------------------------------------------------------------
 
 
+def agent_header(agent: AgentCard | None) -> str | None:
+    return f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
+
+
 def reply(text: str, agent: AgentCard | None = None) -> list[SlackMessage]:
-    header = f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
-    return text_messages(text, header=header)
+    from .markdown import markdown_messages  # markdown blocks render the model's Markdown as written
+
+    return markdown_messages(text, header=agent_header(agent))
 
 
 def notice(text: str, level: str = "info") -> SlackMessage:
@@ -286,7 +292,7 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
     if snapshot.artifacts:
         lines.append("Artifacts written in the project:")
         blocks.append(section("\n".join(lines)))
-        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 5]):
+        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 6]):  # + heading, usage, 2 delivery, feedback, note
             value = ButtonValue(s=key, r=snapshot.run_id, f=path)
             accessory = (
                 button("Upload here", act.action_id(act.ARTIFACT, index), value) if act.fits(value) else None
@@ -298,6 +304,7 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
         blocks.append(section("\n".join(lines)))
     blocks += usage_blocks(snapshot)
     blocks.extend(delivery_blocks(snapshot, key=key))
+    blocks.append(feedback_block(key, snapshot.run_id))
     blocks.append(
         context("You can keep chatting in this thread; changes to the finished run ask for confirmation first.")
     )

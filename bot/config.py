@@ -83,7 +83,11 @@ class Limits(_Strict):
     max_turns_without_progress: int = Field(default=40, ge=1)
     max_turns_per_input: int = Field(default=400, ge=1)
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
-    status_edits_per_second: float = Field(default=3.0, gt=0)  # all status edits together (Slack rate limits)
+    # All chat.update calls together: chat.update is Tier 3 (about 50 per minute per workspace).
+    status_edits_per_second: float = Field(default=0.8, gt=0)
+    stream_flush_interval: float = Field(default=1.0, ge=0)  # seconds between appends to one streamed reply
+    status_line_interval: float = Field(default=2.0, ge=0)  # seconds between status-line changes of one thread
+    status_lines_per_second: float = Field(default=1.5, gt=0)  # all status-line calls together
     # Seconds in-flight turns get on SIGTERM; with the rest of shutdown this stays within a container
     # runtime's default 10 s grace. What is cut off stays resumable.
     shutdown_grace: float = Field(default=6.0, ge=0)

@@ -31,15 +31,18 @@ from . import actions as act
 from . import blocks
 from .access import AccessPolicy
 from .actions import ButtonValue
+from .agent_view import suggested_prompts
 from .artifacts import ArtifactUnavailable, read_artifact
 from .config import BotConfig
 from .dedupe import Deduper
 from .delivery import Deliveries
+from .feedback import FeedbackRecorder
 from .forms import FormContext, build_modal
 from .lanes import ThreadLanes
 from .render import ThreadRenderer
 from .slack_io import SlackIO
 from .status import StatusBoard
+from .surface import AgentSurface
 from .thread_event import ThreadEvent
 from .threads import ThreadKey, ThreadRecord, ThreadStore
 from .threads_pg import PostgresThreadStore
@@ -53,7 +56,6 @@ log = logging.getLogger(__name__)
 Emit = Callable[[Output], Awaitable[None]]
 SessionCall = Callable[[Emit], Awaitable[list[Output]]]
 
-WORKING_REACTION = "hourglass_flowing_sand"
 TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
 STEERING_COMMANDS = frozenset({"pause", "stop", "resume", "retry"})
 URGENT_COMMANDS = frozenset({"pause", "stop"})
@@ -106,8 +108,11 @@ class Dispatcher:
         deduper: Deduper,
         handover: Handover | None = None,
         slots: Slots | None = None,
+        surface: AgentSurface | None = None,
     ) -> None:
         self.config = config
+        self.surface = surface  # streams, status line, plan, titles (None: plain posts and edits)
+        self.feedback = FeedbackRecorder(runs, io)
         self.io = io
         self.store = store
         self.lanes = lanes
@@ -187,7 +192,9 @@ class Dispatcher:
         if lane is not None:
             lane.live = record
         self.maybe_tidy()
-        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, fresh_status=fresh_status)
+        renderer = ThreadRenderer(
+            record, self.io, self.board, self.snapshot, fresh_status=fresh_status, surface=self.surface, user=user
+        )
         run_before = saved_run = record.session.run_id
 
         def claim_new_run() -> None:
@@ -204,8 +211,9 @@ class Dispatcher:
                 claim_new_run()
                 await self.store.put(record)
 
-        if reaction_ts:
-            await self.io.react(record.channel, reaction_ts, WORKING_REACTION)
+        lines = self.surface.lines if self.surface is not None else None
+        if lines is not None and (gated or reaction_ts):
+            lines.working(record.key, reaction_ts=reaction_ts)
         try:
             if gated:
                 if self.slots.locked():
@@ -221,8 +229,8 @@ class Dispatcher:
         finally:
             claim_new_run()
             await self.store.put(record)
-            if reaction_ts:
-                await self.io.react(record.channel, reaction_ts, WORKING_REACTION, add=False)
+            if lines is not None:
+                lines.done(record.key)
 
     # ---- typed text -------------------------------------------------------------
 
@@ -304,7 +312,7 @@ class Dispatcher:
         if not verdict.allowed:
             await self._refuse(record.key, user, verdict.reason)
             return
-        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot)
+        renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, surface=self.surface, user=user)
         service = self.binding(record).service
         outputs = await self._call(lambda emit: service.control(record.session, command, emit=emit), renderer)
         for output in outputs:
@@ -386,6 +394,9 @@ class Dispatcher:
             return
         if kind == act.ARTIFACT:
             self.lanes.spawn(self._upload(key, value, user), name=f"upload:{key}")
+            return
+        if kind == act.FEEDBACK:
+            self.lanes.spawn(self.feedback.record(key, value, user), name=f"feedback:{key}")
             return
         if kind not in (act.AGENT, act.MENU, act.WIDGET, act.CONTROL, act.DELIVER):
             return
@@ -637,6 +648,14 @@ class Dispatcher:
 
     async def _tidy(self) -> None:
         await self.tidy_worktrees()
+
+    # ---- agent view -----------------------------------------------------------------
+
+    async def suggested_prompts(self, channel: str) -> list[dict[str, str]]:
+        """Prompts for the DM `channel`: its binding's agents and most used workflow items."""
+        binding = self.bindings.get(self.config.binding_name(channel)) or self.bindings["default"]
+        runs = await asyncio.wait_for(asyncio.to_thread(self.runs.list, binding.project), 10)
+        return suggested_prompts(binding.packages, runs)
 
     # ---- restart ------------------------------------------------------------------
 

@@ -23,9 +23,11 @@ from slack_sdk.models.views import View
 
 from . import actions as act
 from .actions import ButtonValue
+from .agent_view import PROMPTS_TITLE, PromptPacer
 from .dedupe import Deduper
 from .dispatch import Dispatcher
 from .forms import decode_context, parse_submission
+from .fallbacks import SLACK_FAILURES, error_code
 from .threads import ThreadKey
 
 log = logging.getLogger(__name__)
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
 _USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER)
+_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER, act.FEEDBACK)
 _SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET)
 
 
@@ -52,8 +54,10 @@ class Handlers:
     def __init__(self, dispatcher: Dispatcher, deduper: Deduper) -> None:
         self.dispatcher = dispatcher
         self.deduper = deduper
+        self.pacer = PromptPacer()
 
     def register(self, app: AsyncApp) -> None:
+        app.event("app_home_opened")(self.app_home_opened)
         app.event("app_mention")(self.app_mention)
         app.event("message")(self.message)
         for kind in _CLICK_KINDS:
@@ -63,6 +67,20 @@ class Handlers:
         app.view(act.FORM_CALLBACK)(self.view_submission)
 
     # ---- events -------------------------------------------------------------------
+
+    async def app_home_opened(self, event: dict[str, Any], context: Any) -> None:
+        """Someone opened the bot's DM: offer its agents and most used workflows as suggested prompts."""
+        set_prompts = getattr(context, "set_suggested_prompts", None)
+        user = str(event.get("user") or "")
+        if event.get("tab") != "messages" or set_prompts is None or not user or not self.pacer.due(user):
+            return
+        prompts = await self.dispatcher.suggested_prompts(str(event.get("channel") or ""))
+        if not prompts:
+            return
+        try:
+            await set_prompts(prompts=prompts, title=PROMPTS_TITLE)
+        except SLACK_FAILURES as exc:
+            log.info("suggested prompts not set", extra={"error": error_code(exc)})
 
     def _from_human(self, event: dict[str, Any], bot_user_id: str | None) -> bool:
         user = event.get("user")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.events import RunPhase
+from core.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted
 from core.outputs import (
     Clarify,
     Dismissed,
@@ -18,6 +18,7 @@ from core.outputs import (
     Notice,
     Output,
     Reply,
+    ReplyDelta,
     RunProgress,
     RunStarted,
     RunStatus,
@@ -28,9 +29,14 @@ from core.outputs import (
 from core.runs_model import RunSnapshot
 
 from . import blocks
+from .agent_view import thread_title
 from .blocks import SlackMessage
+from .fallbacks import PLAN
+from .plan import describe_tool, plan_status
 from .slack_io import SlackIO
 from .status import StatusBoard
+from .stream import ReplyStream
+from .surface import AgentSurface
 from .threads import ThreadRecord
 from .widgets import widget_messages
 
@@ -46,8 +52,15 @@ class ThreadRenderer:
         snapshots: SnapshotSource,
         *,
         fresh_status: bool = False,
+        surface: AgentSurface | None = None,
+        user: str | None = None,
     ) -> None:
         self.record = record
+        self.surface = surface
+        self.user = user or record.session.owner  # whom a streamed reply is for
+        self._stream: ReplyStream | None = None
+        self._stream_turn: tuple[str | None, int] | None = None
+        self._streamed: list[str] = []  # replies already shown by finished streams
         self.io = io
         self.board = board
         self.snapshots = snapshots
@@ -68,12 +81,81 @@ class ThreadRenderer:
         for message in messages:
             await self.io.post(self.record.channel, self.record.thread_ts, message)
             self.posted += 1
+        if messages and self.surface is not None:
+            self.surface.lines.replied(self.record.key)
+
+    # ---- streamed replies ---------------------------------------------------------
+
+    async def _piece(self, output: ReplyDelta) -> None:
+        if self.surface is None:
+            return  # shown whole when the Reply comes
+        turn = (output.run_id, output.turn)
+        if self._stream is not None and self._stream_turn != turn:
+            await self._end_stream()
+        if self._stream is None:
+            self._stream = self.surface.reply_stream(self.record.key, self.user, output.agent, output.run_id)
+            self._stream_turn = turn
+        started = self._stream.started
+        await self._stream.add(output.text)
+        if not started and self._stream.started:
+            self.surface.lines.replied(self.record.key)
+
+    async def _end_stream(self, text: str | None = None) -> None:
+        stream, self._stream, self._stream_turn = self._stream, None, None
+        if stream is None:
+            return
+        if text is not None or stream.text:
+            await stream.finish(text if text is not None else stream.text)
+            self._streamed.append(stream.text.strip())
+            self.posted += 1
+
+    async def _reply(self, output: Reply) -> None:
+        text = output.text.strip()
+        if self._stream is not None and text.startswith(self._stream.text[: self._stream.sent].strip()):
+            await self._end_stream(output.text)
+            return
+        await self._end_stream()
+        if text in self._streamed:
+            return  # a conversation's last answer, already streamed as its turn was written
+        await self.post(blocks.reply(output.text, output.agent))
+
+    # ---- the run's plan and the status line ---------------------------------------
+
+    def _status_message(self, snapshot: RunSnapshot, *, queued: bool = False, working: bool = False) -> SlackMessage:
+        surface = self.surface
+        if surface is not None and surface.fallbacks.allows(self.key, PLAN):
+            source = surface.plan_source(self.record, snapshot)
+            if source is not None:
+                graph, agent_name = source
+                details = surface.plans.details(snapshot.run_id)
+                return plan_status(snapshot, graph, agent_name, details, key=self.key, queued=queued)
+        return blocks.status(snapshot, key=self.key, queued=queued, working=working)
+
+    def _note_activity(self, output: RunProgress) -> None:
+        surface, event = self.surface, output.event
+        if surface is None:
+            return
+        key = self.record.key
+        if isinstance(event, ToolExecuted):
+            line = describe_tool(event.summary)
+            if line:
+                surface.plans.note(event.run_id, output.snapshot.current_node_id, line)
+                surface.lines.working(key, line)
+        elif isinstance(event, NodeStarted):
+            surface.lines.working(key, f"Working on {event.title}")
+        elif isinstance(event, LLMRetrying):
+            surface.lines.working(key, "The model endpoint is slow; retrying")
 
     async def emit(self, output: Output) -> None:
+        if isinstance(output, ReplyDelta):
+            await self._piece(output)  # only ever emitted live; never kept, so never seen twice
+            return
         if id(output) in self._seen:
             return
         self._seen.add(id(output))
         record = self.record
+        if not isinstance(output, (Reply, RunProgress)):
+            await self._end_stream()
         if isinstance(output, ShowAgents):
             record.epoch += 1
             await self.post(blocks.agent_picker(output.text, output.agents, key=self.key, epoch=record.epoch))
@@ -89,11 +171,13 @@ class ThreadRenderer:
                     footer="Pick an item, or type its number, its trigger or what you want.",
                 )
             )
+            if self.surface is not None and not record.session.run_id:
+                await self.surface.set_title(record.key, thread_title(f"{output.agent.icon} {output.agent.name}"))
         elif isinstance(output, Clarify):
             record.epoch += 1
             await self.post(blocks.menu(output.text, output.candidates, key=self.key, epoch=record.epoch))
         elif isinstance(output, Reply):
-            await self.post(blocks.reply(output.text, output.agent))
+            await self._reply(output)
         elif isinstance(output, RunStarted):
             record.epoch += 1  # menus shown before the run are now out of date
             snapshot = output.snapshot
@@ -103,6 +187,8 @@ class ThreadRenderer:
                 await self._redraw(snapshot, urgent=True)  # the same run, re-bound: still one status message
             else:
                 await self._new_status(snapshot)
+            if self.surface is not None:
+                await self.surface.set_title(record.key, thread_title(snapshot.agent_name, snapshot.workflow_name))
         elif isinstance(output, RunProgress):
             await self._progress(output)
         elif isinstance(output, RunStatus):
@@ -123,8 +209,11 @@ class ThreadRenderer:
 
     async def _new_status(self, snapshot: RunSnapshot) -> None:
         record = self.record
-        message = blocks.status(snapshot, key=self.key, working=True)
+        message = self._status_message(snapshot, working=True)
         ts = await self.board.post(record.channel, record.thread_ts, message)
+        if ts is None and self.surface is not None and self.surface.fallbacks.allows(self.key, PLAN):
+            self.surface.fallbacks.fall_back(self.key, PLAN, "plan message refused")
+            ts = await self.board.post(record.channel, record.thread_ts, self._status_message(snapshot, working=True))
         if ts is not None:
             record.status_ts = ts
             record.status_run_id = snapshot.run_id
@@ -133,6 +222,7 @@ class ThreadRenderer:
                 self.run_before = snapshot.run_id
 
     async def _progress(self, output: RunProgress) -> None:
+        self._note_activity(output)
         record = self.record
         if record.status_run_id != output.snapshot.run_id or not record.status_ts:
             await self._new_status(output.snapshot)
@@ -144,10 +234,8 @@ class ThreadRenderer:
         record = self.record
         if not record.status_ts:
             return
-        key = self.key
-
         def render() -> SlackMessage:
-            return blocks.status(snapshot, key=key, queued=queued, working=True)
+            return self._status_message(snapshot, queued=queued, working=True)
 
         self.board.schedule(record.channel, record.status_ts, render, urgent=urgent)
 
@@ -156,6 +244,8 @@ class ThreadRenderer:
         record = self.record
         run_id = record.session.run_id
         snapshot = await self.snapshots(record, run_id) if run_id else None
+        if self.surface is not None:
+            self.surface.lines.working(record.key, "Queued: waiting for a free run slot")
         if snapshot is not None and record.status_ts and record.status_run_id == run_id:
             await self._redraw(snapshot, urgent=True, queued=True)
         else:
@@ -164,6 +254,7 @@ class ThreadRenderer:
     async def finish(self) -> None:
         """Redraw the status from the stored run; post errors, and completion / failure once per transition."""
         record = self.record
+        await self._end_stream()
         errors, self._errors = self._errors, []
         run_id = record.session.run_id or record.status_run_id
         snapshot = await self.snapshots(record, run_id) if run_id else None
@@ -171,8 +262,7 @@ class ThreadRenderer:
             await self.post([blocks.error(e.message) for e in errors])
             return
         if record.status_ts and record.status_run_id == run_id:
-            key = self.key
-            self.board.schedule(record.channel, record.status_ts, lambda: blocks.status(snapshot, key=key), urgent=True)
+            self.board.schedule(record.channel, record.status_ts, lambda: self._status_message(snapshot), urgent=True)
         before = self.phase_before if self.run_before == run_id else None
         outcome = _outcome(snapshot)
         failed_now = outcome == RunPhase.FAILED and before != RunPhase.FAILED

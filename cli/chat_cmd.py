@@ -281,14 +281,26 @@ def _prompt(session: Session) -> str:
 class Screen:
     """Renders session outputs as plain text lines; run events go through the shared EventPrinter."""
 
-    def __init__(self, package: Package, write: Write) -> None:
+    def __init__(self, package: Package, write: Write, pieces: Write | None = None) -> None:
         self.package = package
         self.write = write
-        self.events = EventPrinter(package, write)
+        self.events = EventPrinter(package, write, pieces=pieces)
         self.announced: set[str] = set()  # runs whose completion was printed (post-completion chat repeats it)
 
     async def show(self, output: Output) -> None:
         w = self.write
+        live = self.events.live
+        if output.kind == "reply_delta":
+            who = f"{output.agent.icon} {output.agent.name}" if output.agent else "assistant"
+            live.piece((output.run_id, output.turn), who, output.text)
+            return
+        if output.kind == "reply":
+            if not live.streamed(output.text):
+                who = f"{output.agent.icon} {output.agent.name}" if output.agent else "assistant"
+                w(f"\n{who}:\n{output.text.strip()}")
+            return
+        if output.kind != "run_progress":
+            live.end()
         if output.kind == "show_agents":
             w(output.text)
             for n, agent in enumerate(output.agents, 1):
@@ -301,9 +313,6 @@ class Screen:
                 w(f"  {item.index}. {trigger}{item.label}")
             if output.kind == "show_menu" and not items:
                 w("  (no menu items; just type to talk)")
-        elif output.kind == "reply":
-            who = f"{output.agent.icon} {output.agent.name}" if output.agent else "assistant"
-            w(f"\n{who}:\n{output.text.strip()}")
         elif output.kind == "run_started":
             snap = output.snapshot
             w(f"\nRun {snap.run_id}: {snap.workflow_name} ({snap.steps_total} steps) with {agents_line(snap)}.")

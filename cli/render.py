@@ -14,6 +14,7 @@ from typing import Any
 from core.events import (
     ArtifactWritten,
     AssistantText,
+    AssistantTextDelta,
     EngineEvent,
     LLMRetrying,
     NodeStarted,
@@ -32,6 +33,45 @@ ReadLine = Callable[[str], str | None]
 def stdout_write(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def stdout_pieces(text: str) -> None:
+    """Assistant text as it streams: no newline, shown at once."""
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+class LiveText:
+    """Streams one reply at a time to a terminal; remembers whether the full text was already shown."""
+
+    def __init__(self, pieces: Write | None) -> None:
+        self.pieces = pieces
+        self.shown: str | None = None  # the text streamed so far (None: nothing is streaming)
+        self._key: tuple[str | None, int] | None = None
+
+    def piece(self, key: tuple[str | None, int], heading: str, text: str) -> None:
+        if self.pieces is None:
+            return
+        if self._key != key:
+            self.end()
+            self._key, self.shown = key, ""
+            self.pieces(f"\n{heading}:\n")
+        if not self.shown:
+            text = text.lstrip()
+        if text:
+            self.pieces(text)
+            self.shown = (self.shown or "") + text
+
+    def streamed(self, text: str) -> bool:
+        """Close the live reply; True when it already showed `text` (so it is not printed again)."""
+        shown = self.shown
+        self.end()
+        return shown is not None and shown.strip() == text.strip()
+
+    def end(self) -> None:
+        if self.shown is not None and self.pieces is not None:
+            self.pieces("\n")
+        self.shown, self._key = None, None
 
 
 def stdin_read_line(prompt: str) -> str | None:
@@ -54,9 +94,12 @@ class EventPrinter:
         *,
         verbose: bool = False,
         steps_done: int | None = None,
+        pieces: Write | None = None,
     ) -> None:
+        """`pieces` shows streamed text as it comes (default: on a real terminal, when writing to stdout)."""
         self.package = package
         self.write = write
+        self.live = LiveText(pieces if pieces is not None else (stdout_pieces if write is stdout_write else None))
         self.verbose = verbose
         self._steps_done = steps_done  # known progress, so the first completed step is reported too
 
@@ -68,6 +111,14 @@ class EventPrinter:
         self.show(event)
 
     def show(self, event: EngineEvent) -> None:
+        if isinstance(event, AssistantTextDelta):
+            self.live.piece((event.run_id, event.turn), self.agent_name(event.agent_id), event.text)
+            return
+        if isinstance(event, AssistantText):
+            if not self.live.streamed(event.text):
+                self.write(f"\n{self.agent_name(event.agent_id)}:\n{event.text.strip()}")
+            return
+        self.live.end()
         if isinstance(event, NodeStarted):
             self.write(f"\n▶ {event.title} [{event.node_id}] — {self.agent_name(event.agent_id)}")
         elif isinstance(event, ArtifactWritten):
@@ -82,8 +133,6 @@ class EventPrinter:
                 self.write(f"  ! {event.summary}")
             elif self.verbose:
                 self.write(f"  · {event.summary}")
-        elif isinstance(event, AssistantText):
-            self.write(f"\n{self.agent_name(event.agent_id)}:\n{event.text.strip()}")
         elif isinstance(event, LLMRetrying):
             self.write(f"  … model endpoint: {event.reason}; retrying (attempt {event.attempt + 1})")
         elif isinstance(event, PhaseChanged):

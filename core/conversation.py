@@ -7,7 +7,8 @@ and the history is a plain list the caller keeps (e.g. in its session record).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from .errors import CrewError
 from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
 from .llm import LLMClient
+from .llm_stream import DeltaListener
 from .llm_wire import MessageJSON, ToolSet
 from .package.models import Agent, Package
 from .policy import SystemToolPolicy, effective_policy
@@ -51,12 +53,14 @@ async def converse(
     max_turns: int = 12,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     composer: PromptComposer | None = None,
+    on_delta: Callable[[int, str], Awaitable[None]] | None = None,
 ) -> ConversationReply:
     """Answer `user_text` as `agent` (None = plain chat) with a small read-only tool loop.
 
     `history` holds OpenAI-style message dicts from earlier calls (it is not modified; the reply
     carries the extended copy). `extra_context` messages (an exec script, prompt text, a data
     preview — alias paths only) are added, and kept in the history, just before the user input.
+    `on_delta(turn, text)` hears the assistant text of each model call as it streams.
     Raises CrewError (LLM_* codes, ENGINE_MAX_TURNS_EXCEEDED) when no answer can be produced.
     """
     mode = mode or ("agent" if agent is not None else "chat")
@@ -78,8 +82,13 @@ async def converse(
     budget = budget_tokens - sum(message_tokens(m) for m in system)
     reply = ConversationReply(text="", history=out)
     encoded = MessageJSON()  # each turn of the tool loop re-sends the earlier messages
-    for _ in range(max_turns):
-        answer = await llm.complete(system + fit_messages(out, max(budget, 0)), specs, message_json=encoded)
+    for turn in range(1, max_turns + 1):
+        listener: DeltaListener | None = None
+        if on_delta is not None:
+            listener = partial(on_delta, turn)
+        answer = await llm.complete(
+            system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener
+        )
         reply.llm_calls += 1
         message: dict[str, Any] = {"role": "assistant", "content": answer.content}
         if answer.tool_calls:

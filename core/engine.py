@@ -8,7 +8,7 @@ per-package prompt caches and the encoded tool specs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -129,6 +129,7 @@ class Engine:
         project_root: str | Path,
         mode: Literal["agent", "chat", "script"] | None = None,
         extra_context: Sequence[str] = (),
+        on_delta: Callable[[int, str], Awaitable[None]] | None = None,
     ) -> ConversationReply:
         """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.conversation)."""
         return await converse(
@@ -145,4 +146,5 @@ class Engine:
             max_turns=self.settings.conversation_max_turns,
             budget_tokens=self.settings.history_budget_tokens,
             composer=self.composer(package),
+            on_delta=on_delta,
         )

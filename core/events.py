@@ -62,6 +62,15 @@ class AssistantText(_Event):
     agent_id: str | None = None
 
 
+class AssistantTextDelta(_Event):
+    """A piece of assistant text as the model streams it; the whole text follows as AssistantText."""
+
+    kind: Literal["assistant_text_delta"] = "assistant_text_delta"
+    text: str
+    turn: int  # the model call it belongs to: one call's pieces make one message
+    agent_id: str | None = None
+
+
 class WidgetRequested(_Event):
     kind: Literal["widget_requested"] = "widget_requested"
     widget: dict[str, Any]  # validated ui_ask_user payload (widgetId, type, message, ...)
@@ -81,6 +90,7 @@ EngineEvent = Annotated[
         StateUpdated,
         PhaseChanged,
         AssistantText,
+        AssistantTextDelta,
         WidgetRequested,
         LLMRetrying,
     ],

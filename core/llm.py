@@ -36,6 +36,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, Field, ValidationError
 
 from .errors import CrewError
+from .llm_stream import DeltaListener, is_event_stream, read_event_stream
 from .llm_wire import MessageJSON, ToolSet, request_body
 
 PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
@@ -119,23 +120,32 @@ class LLMClient:
         *,
         on_retry: RetryListener | None = None,
         message_json: MessageJSON | None = None,
+        on_delta: DeltaListener | None = None,
     ) -> LLMReply:
-        """One completion. Raises CrewError(LLM_*) once the SDK has used up its retries.
+        """One completion, streamed: `on_delta` hears each piece of assistant text as it arrives.
+        Raises CrewError(LLM_*) once the SDK has used up its retries.
 
         When the same specs or messages go out with many calls, `tools` may be a ToolSet and
         `message_json` the conversation's MessageJSON (core.llm_wire), so they are encoded once.
         """
-        body = request_body(self.model, messages, tools, self.settings.temperature, message_json)
+        body = request_body(self.model, messages, tools, self.settings.temperature, message_json, stream=True)
         token_listener = _retry_listener.set(on_retry)
         token_failure = _last_failure.set([])
         try:
-            raw = await self._client.post("/chat/completions", content=body, cast_to=httpx2.Response)
+            raw = await self._client.post("/chat/completions", content=body, cast_to=httpx2.Response, stream=True)
+            try:
+                if is_event_stream(raw):
+                    completion = await read_event_stream(self._client, raw, on_delta)
+                else:  # an endpoint that does not stream answers with one body
+                    completion = _completion(await raw.aread())
+            finally:
+                await raw.aclose()
         except openai.APIError as exc:
             raise self._map_error(exc) from None
         finally:
             _retry_listener.reset(token_listener)
             _last_failure.reset(token_failure)
-        return self._parse(_completion(raw.content))
+        return self._parse(completion)
 
     # ---- mapping ----------------------------------------------------------
 

@@ -77,8 +77,12 @@ def request_body(
     tools: ToolSet | Sequence[dict[str, Any]] | None,
     temperature: float | None,
     known: MessageJSON | None = None,
+    *,
+    stream: bool = False,
 ) -> bytes:
-    """`{"model", "messages", "tools", "tool_choice": "auto", "temperature"}`; no tools, no tool keys."""
+    """`{"model", "messages", "tools", "tool_choice": "auto", "temperature"}`; no tools, no tool keys.
+
+    `stream` asks for server-sent chunks, with the token usage in a last chunk of its own."""
     texts = known.encode_all(messages) if known is not None else [_ENCODER.encode(m) for m in messages]
     parts = ['{"model":', _ENCODER.encode(model), ',"messages":[', ",".join(texts), "]"]
     if tools:
@@ -86,5 +90,7 @@ def request_body(
         parts += [',"tools":', tools_json, ',"tool_choice":"auto"']
     if temperature is not None:
         parts += [',"temperature":', _ENCODER.encode(temperature)]
+    if stream:
+        parts.append(',"stream":true,"stream_options":{"include_usage":true}')
     parts.append("}")
     return "".join(parts).encode("utf-8")

@@ -51,6 +51,16 @@ class Reply(BaseModel):
     run_id: str | None = None
 
 
+class ReplyDelta(BaseModel):
+    """A piece of a Reply while the model is still writing it; the Reply itself follows."""
+
+    kind: Literal["reply_delta"] = "reply_delta"
+    text: str
+    turn: int  # pieces of one model call share it; a new turn starts a new message
+    agent: AgentCard | None = None
+    run_id: str | None = None
+
+
 class RunStarted(BaseModel):
     kind: Literal["run_started"] = "run_started"
     snapshot: RunSnapshot
@@ -98,6 +108,7 @@ Output = Annotated[
         ShowMenu,
         Clarify,
         Reply,
+        ReplyDelta,
         RunStarted,
         RunProgress,
         RunStatus,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import state as run_state
 from .errors import CrewError
-from .events import AssistantText, LLMRetrying, RunPhase, WidgetRequested
+from .events import AssistantText, AssistantTextDelta, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
 from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from .llm import LLMReply
@@ -243,7 +243,17 @@ class Pump:
         async def on_retry(attempt: int, reason: str) -> None:
             await self.reporter.emit(LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason))
 
-        call = self.engine.llm.complete(messages, tools, on_retry=on_retry, message_json=self.history.wire_json)
+        async def on_delta(text: str) -> None:
+            piece = AssistantTextDelta(run_id=self.record.run_id, text=text, turn=turn, agent_id=ctx.agent_id)
+            await self.reporter.emit(piece)
+
+        call = self.engine.llm.complete(
+            messages,
+            tools,
+            on_retry=on_retry,
+            message_json=self.history.wire_json,
+            on_delta=on_delta if self.on_event is not None else None,
+        )
         task = asyncio.create_task(call)
         self.control.llm_task = task
         started = time.perf_counter()

@@ -71,6 +71,7 @@ class StateView:
     steps_done: int = 0
     artifacts: tuple[str, ...] = ()
     unreadable: RunError | None = None  # the state file is missing or broken
+    steps_completed: tuple[str, ...] = ()
 
 
 def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[Any], complete: bool) -> StateView:
@@ -81,6 +82,7 @@ def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[An
         node_agent_id=node.agentId if node else None,
         steps_done=run_state.steps_done(fm, graph),
         artifacts=tuple(str(a) for a in artifacts),
+        steps_completed=tuple(str(s) for s in fm.get("stepsCompleted") or ()),
     )
 
 
@@ -222,4 +224,5 @@ class RunManager:
             branch=record.worktree.branch if record.worktree else None,
             pushed=record.delivery is not None,
             pull_request_url=record.delivery.pull_request_url if record.delivery else None,
+            steps_completed=list(view.steps_completed),
         )

@@ -130,3 +130,4 @@ class RunSnapshot(BaseModel):
     branch: str | None = None  # the run's git branch, when its project is a repository
     pushed: bool = False  # the branch has been pushed (see pull_request_url)
     pull_request_url: str | None = None
+    steps_completed: list[str] = []  # node ids, in the order they were completed

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from bot.config import Access
 from tests.scripts import STORY_KEY, hello_branch_responder, script_create_story, script_hello_branch
-from tests.test_bot_support import bot_harness, elements, element_text, message_text
+from tests.test_bot_support import bot_harness, elements, element_text, is_status, message_text
 
 
 async def _nothing_posted_after(h, mark: int) -> None:
@@ -34,7 +34,7 @@ async def test_stale_clicks_are_explained_and_change_nothing(project: Path) -> N
         await h.click(item, menu)
         await h.wait_status(top, "Waiting for your reply")
         await h.settle()
-        first_status = next(p for p in h.slack.calls_to("chat.postMessage") if "Progress:" in message_text(p))
+        first_status = next(p for p in h.slack.calls_to("chat.postMessage") if is_status(p))
         pause = next(e for e in elements(first_status) if element_text(e) == "Pause")
 
         mark = h.mark()

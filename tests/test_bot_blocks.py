@@ -50,15 +50,19 @@ def test_markdown_becomes_mrkdwn() -> None:
     ]
 
 
-def test_long_text_is_split_into_valid_sections_and_messages() -> None:
-    text = "\n\n".join(f"Paragraph {i}: " + "word " * 400 for i in range(120))
+def test_long_text_is_split_into_markdown_blocks_within_slacks_limit() -> None:
+    text = "\n\n".join(f"Paragraph {i}: " + "word " * 400 for i in range(120)) + "\n\n| a | b |\n|---|---|\n| **x** | y |"
     messages = blocks.reply(text, AgentCard(id="sm", name="Bob", title="Scrum Master", icon="🏃"))
     payloads = _check(messages)
     assert len(payloads) > 1
-    sections = [b for p in payloads for b in p["blocks"] if b["type"] == "section"]
-    assert all(len(b["text"]["text"]) <= 3000 for b in sections)
-    joined = " ".join(b["text"]["text"] for b in sections)
-    assert "Paragraph 0:" in joined and "Paragraph 119:" in joined
+    assert payloads[0]["blocks"][0] == {"type": "context", "elements": [{"type": "mrkdwn", "text": "🏃 Bob · Scrum Master"}]}
+    markdown = [b for p in payloads for b in p["blocks"] if b["type"] == "markdown"]
+    assert [len([b for b in p["blocks"] if b["type"] == "markdown"]) for p in payloads] == [1] * len(payloads)
+    assert all(len(b["text"]) <= 12_000 for b in markdown)
+    joined = "\n".join(b["text"] for b in markdown)
+    assert all(f"Paragraph {i}: word" in joined for i in range(120))
+    assert "| **x** | y |" in joined  # the model's Markdown as written: no conversion
+    assert not [b for p in payloads for b in p["blocks"] if b["type"] == "section"]
 
 
 def test_code_block_cut_in_two_stays_closed() -> None:

@@ -28,7 +28,7 @@ from tests.scripts import (
     user_inputs,
     user_texts,
 )
-from tests.test_bot_support import Mode, bot_harness, message_text
+from tests.test_bot_support import Mode, bot_harness, is_status, message_text, plan_tasks
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
@@ -56,8 +56,11 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         assert question["thread_ts"] == top
         status = await h.wait_status(top, "Waiting for your reply")
         assert "Create Story" in message_text(status) or "create-story" in message_text(status).lower()
-        statuses = [m for m in h.thread(top) if "Progress:" in message_text(m)]
+        statuses = [m for m in h.thread(top) if is_status(m)]
         assert len(statuses) == 1
+        assert question in [p for m, p in h.slack.calls if m == "streamed"]  # the question was streamed
+        assert plan_tasks(status)["step-01-select-story"]["status"] == "in_progress"
+        assert [p for p in h.slack.calls_to("assistant.threads.setStatus") if p["thread_ts"] == top]
 
         # 4. A plain reply answers; the run completes.
         mark = h.mark()
@@ -71,7 +74,10 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         assert re.search(r"9 model calls · [\d,]+ tokens", message_text(done)), "usage on the completion"
         final = await h.wait_status(top, "Completed")
         assert "6/6" in message_text(final)
-        assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 1
+        assert {t["status"] for t in plan_tasks(final).values()} == {"complete"}
+        plan_edits = [p for p in h.slack.calls_to("chat.update") if any(b["type"] == "plan" for b in p["blocks"])]
+        assert len(plan_edits) >= 2  # the plan moved step by step
+        assert len([m for m in h.thread(top) if is_status(m)]) == 1
         assert h.slack.calls_to("chat.update"), "the status message is updated in place"
 
         # 5. Upload an artifact into the thread.
@@ -104,6 +110,9 @@ async def test_hello_branch_branches_on_a_button_click(project: Path) -> None:
         await h.settle()
         assert "artifacts/plan-brownfield.md" in message_text(done)
         assert (project / "artifacts/plan-brownfield.md").is_file()
+        tasks = plan_tasks(await h.wait_status(top, "Completed"))
+        assert tasks["step-03b-brownfield"]["status"] == "complete"
+        assert tasks["step-03a-greenfield"]["status"] == "pending" and "not taken" in tasks["step-03a-greenfield"]["title"]
         assert not (project / "artifacts/plan-greenfield.md").exists()
         h.llm.assert_consumed()
 
@@ -292,7 +301,7 @@ async def test_typed_star_commands_in_a_run_thread(project: Path) -> None:
 
         mark = h.mark()
         await h.reply(top, "*status")
-        fresh = await h.posted(lambda p: "Progress:" in message_text(p), since=mark)
+        fresh = await h.posted(lambda p: is_status(p), since=mark)
         assert "Waiting for your reply" in message_text(fresh)
 
         mark = h.mark()
@@ -312,4 +321,4 @@ async def test_typed_star_commands_in_a_run_thread(project: Path) -> None:
         await h.reply(top, "*resume")
         await h.posted_text("What is the topic?", since=mark)
         await h.settle()
-        assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 2  # the original + *status
+        assert len([m for m in h.thread(top) if is_status(m)]) == 2  # the original + *status

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from core.events import RunPhase
 from tests.scripts import HELLO_LINEAR_ANSWER, script_hello_linear
-from tests.test_bot_support import bot_harness, message_text
+from tests.test_bot_support import bot_harness, is_status, message_text, plan_tasks
 
 
 async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> None:
@@ -21,7 +21,8 @@ async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> No
         for leak in ("Traceback", str(h.bot.engine.store.home), str(project)):
             assert leak not in text
         status = await h.wait_status(top, "Failed")
-        assert "Reason:" in message_text(status)
+        failed_step = [t for t in plan_tasks(status).values() if t["status"] == "error"]
+        assert len(failed_step) == 1 and "HTTP 500" in str(failed_step[0]["output"])  # the reason, on its step
         retry, message = h.button(top, "Retry")
         assert "failed" in message_text(message) and message["ts"] != status["ts"]
 
@@ -50,7 +51,7 @@ async def test_a_run_cut_off_by_a_restart_is_resumed_on_start(project: Path) -> 
         done = await h.posted_text("completed.")
         assert done["thread_ts"] == top
         assert (project / "artifacts/hello-linear/result.md").is_file()
-        assert len([m for m in h.thread(top) if "Progress:" in message_text(m)]) == 1
+        assert len([m for m in h.thread(top) if is_status(m)]) == 1
         assert h.bots[-1].resumed == 1
 
         mark = h.mark()

@@ -22,6 +22,7 @@ from bot.config import Access, BotConfig, load_config
 from core.llm import LLMSettings
 from tests.conftest import EXAMPLES
 from tests.fakes import BOT_TOKEN, APP_TOKEN, FakeSlack, ScriptedLLM
+from tests.fakes.slack_api import STREAMED
 from tests.fakes.slack_events import (
     app_mention_event,
     block_actions_payload,
@@ -59,6 +60,9 @@ def make_config(
     config.limits.max_concurrent_runs = max_runs
     config.limits.status_update_interval = interval
     config.limits.status_edits_per_second = 200.0
+    config.limits.stream_flush_interval = 0.0  # every piece goes out: tests see each append
+    config.limits.status_line_interval = 0.0
+    config.limits.status_lines_per_second = 200.0
     config.limits.shutdown_grace = 5.0
     if access is not None:
         config.access = access
@@ -176,7 +180,8 @@ class Harness:
     async def posted(
         self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0, timeout: float = 8.0
     ) -> dict[str, Any]:
-        return await self.slack.wait_for("chat.postMessage", predicate, timeout=timeout, since=since)
+        """A message the bot posted, or a reply it finished streaming."""
+        return await self.slack.wait_for(("chat.postMessage", STREAMED), predicate, timeout=timeout, since=since)
 
     async def posted_text(self, needle: str, *, since: int = 0, timeout: float = 8.0) -> dict[str, Any]:
         return await self.posted(lambda p: needle in message_text(p), since=since, timeout=timeout)
@@ -204,7 +209,7 @@ class Harness:
         return hits[-1] if newest else hits[0]
 
     def status_message(self, thread_ts: str, channel: str = "C1") -> dict[str, Any]:
-        hits = [m for m in self.thread(thread_ts, channel) if "Progress:" in message_text(m)]
+        hits = [m for m in self.thread(thread_ts, channel) if is_status(m)]
         assert hits, "no run status message in the thread"
         return hits[-1]
 
@@ -215,13 +220,13 @@ class Harness:
         deadline = time.monotonic() + timeout
         since = 0
         while True:
-            statuses = [m for m in self.thread(thread_ts, channel) if "Progress:" in message_text(m)]
+            statuses = [m for m in self.thread(thread_ts, channel) if is_status(m)]
             hits = [m for m in statuses if needle in message_text(m)]
             if hits:
                 return hits[-1]
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                texts = [message_text(m) for m in self.thread(thread_ts, channel) if "Progress:" in message_text(m)]
+                texts = [message_text(m) for m in self.thread(thread_ts, channel) if is_status(m)]
                 raise AssertionError(f"status never showed {needle!r}; status: {texts}")
             await self._next_message_call(len(self.slack.calls), remaining)
 
@@ -240,13 +245,30 @@ class Harness:
         assert await self.bot.idle(8.0), "bot work did not finish"
 
 
+def is_status(message: dict[str, Any]) -> bool:
+    """The run's status message: its plan, or the drawn status where the plan is not available."""
+    return any(b.get("type") == "plan" for b in message.get("blocks") or []) or "Progress:" in message_text(message)
+
+
+def plan_tasks(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The status message's task cards by node id."""
+    plans = [b for b in message.get("blocks") or [] if b.get("type") == "plan"]
+    assert plans, "the status message has no plan"
+    return {t["task_id"]: t for t in plans[0].get("tasks") or []}
+
+
 def message_text(message: dict[str, Any]) -> str:
-    """Everything readable in a message: text, section/context texts, button labels."""
+    """Everything readable in a message: text, section/context/markdown texts, plan and task titles, buttons."""
     parts = [str(message.get("text") or "")]
     for block in message.get("blocks") or []:
         text = block.get("text")
         if isinstance(text, dict):
             parts.append(str(text.get("text", "")))
+        elif isinstance(text, str):  # a markdown block
+            parts.append(text)
+        if block.get("type") == "plan":
+            parts.append(str(block.get("title", "")))
+            parts += [str(t.get("title", "")) for t in block.get("tasks") or []]
         for element in block.get("elements") or []:
             if isinstance(element, dict) and isinstance(element.get("text"), (str, dict)):
                 t = element["text"]

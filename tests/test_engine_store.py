@@ -159,7 +159,15 @@ async def test_the_request_carries_the_composed_messages_unchanged() -> None:
         finally:
             await client.aclose()
     assert llm.requests == [
-        {"model": "m", "messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0.2}
+        {
+            "model": "m",
+            "messages": messages,
+            "tools": tools,
+            "tool_choice": "auto",
+            "temperature": 0.2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
     ]
     assert reply.content == "done" and [(c.name, c.arguments) for c in reply.tool_calls] == [
         ("fs_list", '{"path": "@project"}')

@@ -215,6 +215,10 @@ async def test_web_client_posts_updates_and_deletes_messages(fake_slack: FakeSla
 
 async def test_web_client_reads_and_misc_methods(fake_slack: FakeSlack) -> None:
     client = fake_slack.client()
+    with pytest.raises(SlackApiError) as refused:
+        await client.team_info()  # the manifest does not ask for team:read
+    assert refused.value.response["error"] == "missing_scope" and refused.value.response["needed"] == "team:read"
+    fake_slack.scopes |= {"users:read", "im:read", "channels:history", "team:read"}
     fake_slack.users["U9"] = {"real_name": "Nine", "tz": "Europe/Paris"}
     info = await client.users_info(user="U9")
     assert info["user"]["real_name"] == "Nine" and info["user"]["tz"] == "Europe/Paris"
@@ -479,3 +483,60 @@ async def test_standalone_socket_mode_server_with_raw_websocket() -> None:
             assert await sm.wait_ack(envelope_id, timeout=2) == {"envelope_id": envelope_id}
         with pytest.raises(TimeoutError):
             await sm.wait_ack("never-sent", timeout=0.1)
+
+
+async def test_streams_follow_slacks_argument_rules(fake_slack: FakeSlack) -> None:
+    client = fake_slack.client()
+    parent = fake_slack.add_message("C1", "go")
+    with pytest.raises(SlackApiError) as no_recipient:
+        await client.chat_startStream(channel="C1", thread_ts=parent["ts"], markdown_text="hi")
+    assert no_recipient.value.response["error"] == "missing_recipient_user_id"
+    with pytest.raises(SlackApiError) as top_level:
+        await client.api_call("chat.startStream", json={"channel": "D1", "markdown_text": "hi"})
+    assert top_level.value.response["error"] == "invalid_arguments"
+
+    stream = await client.chat_stream(
+        channel="C1", thread_ts=parent["ts"], recipient_user_id="U1", recipient_team_id="T1", buffer_size=1
+    )
+    await stream.append(markdown_text="**Hel")
+    await stream.append(markdown_text="lo**")
+    await stream.stop(blocks=[{"type": "divider"}])
+    streamed = await fake_slack.wait_for("streamed")
+    assert streamed["text"] == "**Hello**" and streamed["blocks"] == [{"type": "divider"}]
+    with pytest.raises(SlackApiError) as finished:
+        await client.chat_appendStream(channel="C1", ts=streamed["ts"], markdown_text="more")
+    assert finished.value.response["error"] == "message_not_in_streaming_state"
+
+    second = await client.chat_startStream(channel="D1", thread_ts=parent["ts"], markdown_text="a")
+    fake_slack.stop_stream_by_user("D1", second["ts"])
+    with pytest.raises(SlackApiError) as stopped:
+        await client.chat_appendStream(channel="D1", ts=second["ts"], markdown_text="b")
+    assert stopped.value.response["error"] == "stopped_by_user"
+
+
+async def test_status_lines_and_prompts_are_checked_and_remembered(fake_slack: FakeSlack) -> None:
+    client = fake_slack.client()
+    await client.assistant_threads_setStatus(
+        channel_id="C1", thread_ts="1.1", status="is working…", loading_messages=["Reading a.md"]
+    )
+    assert fake_slack.statuses[("C1", "1.1")]["loading_messages"] == ["Reading a.md"]
+    await client.assistant_threads_setStatus(channel_id="C1", thread_ts="1.1", status="")
+    assert ("C1", "1.1") not in fake_slack.statuses
+    with pytest.raises(SlackApiError):
+        await client.assistant_threads_setStatus(
+            channel_id="C1", thread_ts="1.1", status="x", loading_messages=[str(n) for n in range(11)]
+        )
+    with pytest.raises(SlackApiError):
+        await client.assistant_threads_setSuggestedPrompts(
+            channel_id="D1", prompts=[{"title": str(n), "message": "m"} for n in range(5)]
+        )
+    await client.assistant_threads_setSuggestedPrompts(channel_id="D1", prompts=[{"title": "t", "message": "m"}])
+
+
+async def test_a_method_the_manifest_does_not_grant_is_refused() -> None:
+    async with FakeSlack(scopes={"chat:write"}) as slack:
+        client = slack.client()
+        await client.chat_postMessage(channel="C1", text="ok")
+        with pytest.raises(SlackApiError) as refused:
+            await client.assistant_threads_setTitle(channel_id="D1", thread_ts="1.1", title="t")
+    assert refused.value.response["error"] == "missing_scope"

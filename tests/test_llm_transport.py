@@ -15,6 +15,7 @@ from core.llm_wire import MessageJSON, ToolSet
 from tests.fakes.llm_server import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+STREAMED = {"stream": True, "stream_options": {"include_usage": True}}
 
 
 def _closed_port() -> int:
@@ -78,8 +79,8 @@ async def test_a_tool_set_sends_the_same_body_as_its_specs() -> None:
             await client.complete(MESSAGES, ToolSet.of([]))
         finally:
             await client.aclose()
-    with_tools = {"model": "m", "messages": MESSAGES, "tools": specs, "tool_choice": "auto"}
-    assert llm.requests == [with_tools, with_tools, {"model": "m", "messages": MESSAGES}]
+    with_tools = {"model": "m", "messages": MESSAGES, "tools": specs, "tool_choice": "auto", **STREAMED}
+    assert llm.requests == [with_tools, with_tools, {"model": "m", "messages": MESSAGES, **STREAMED}]
     assert ToolSet.of(specs).names == ("fs_read",)
 
 
@@ -101,3 +102,21 @@ def test_remembered_message_json_keeps_what_the_last_request_sent() -> None:
     assert len(known) <= 100 + MessageJSON.SPARE
     known.encode_all(history[-3:])  # a shorter request: the rest is forgotten
     assert len(known) <= 3 + MessageJSON.SPARE
+
+
+async def test_a_streamed_answer_reaches_the_listener_piece_by_piece_and_assembles_tool_calls() -> None:
+    text = "Here is the plan for story 1-2, in three parts."
+    async with ScriptedLLM(piece_chars=5) as llm:
+        llm.add_reply(content=text, tool_calls=[("fs_read", {"path": "@project/a.md"}), ("fs_list", "{not json")])
+        client = LLMClient(LLMSettings(model="m", base_url=llm.base_url))
+        pieces: list[str] = []
+        try:
+            reply = await client.complete(MESSAGES, on_delta=pieces.append)
+        finally:
+            await client.aclose()
+    assert len(pieces) == 10 and "".join(pieces) == text == reply.content
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("fs_read", '{"path": "@project/a.md"}'),
+        ("fs_list", "{not json"),  # malformed arguments arrive as sent; the tool layer answers them
+    ]
+    assert reply.finish_reason == "tool_calls" and reply.usage and reply.usage["total_tokens"] > 0

@@ -32,8 +32,14 @@ class Outbox:
         self.items: list[Output] = []
         self._emit = emit
 
+    @property
+    def streams(self) -> bool:
+        """Someone renders outputs as they happen, so text pieces are worth producing."""
+        return self._emit is not None
+
     async def put(self, output: Output) -> None:
-        self.items.append(output)
+        if output.kind != "reply_delta":  # pieces are only for the live surface; the Reply holds them all
+            self.items.append(output)
         if self._emit is None:
             return
         try:

@@ -11,8 +11,18 @@ from typing import Literal
 
 from ..engine import PumpResult
 from ..errors import CrewError
-from ..events import AssistantText, EngineEvent, RunPhase, StateUpdated, WidgetRequested
-from ..outputs import Dismissed, ErrorOutput, Notice, Reply, RunProgress, RunStarted, RunStatus, WidgetRequest
+from ..events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
+from ..outputs import (
+    Dismissed,
+    ErrorOutput,
+    Notice,
+    Reply,
+    ReplyDelta,
+    RunProgress,
+    RunStarted,
+    RunStatus,
+    WidgetRequest,
+)
 from ..package.models import Agent, Package
 from ..runs import StateView, new_run_id, resolve_workflow
 from ..runs_model import RunRecord
@@ -107,7 +117,12 @@ async def pump(
             return None
 
     async def on_event(event: EngineEvent) -> None:
-        if isinstance(event, AssistantText):
+        if isinstance(event, AssistantTextDelta):
+            if out.streams:
+                speaker = package.agent(event.agent_id or "")
+                agent = card(speaker) if speaker else None
+                await out.put(ReplyDelta(text=event.text, turn=event.turn, agent=agent, run_id=record.run_id))
+        elif isinstance(event, AssistantText):
             speaker = package.agent(event.agent_id or "")
             await out.put(Reply(text=event.text, agent=card(speaker) if speaker else None, run_id=record.run_id))
         elif isinstance(event, WidgetRequested):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..history import message_tokens
-from ..outputs import Reply, WidgetRequest
+from ..outputs import Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
@@ -34,6 +34,10 @@ async def talk(
     """Ask the model once (with its small read-only tool loop) and show the answer or its question."""
     session.pending_widget = None  # typing instead of answering an open question makes it stale
     previous = list(session.history)
+    shown_as = card(agent) if agent is not None and mode != "chat" else None
+
+    async def on_delta(turn: int, text: str) -> None:
+        await out.put(ReplyDelta(text=text, turn=turn, agent=shown_as))
     reply = await deps.engine.converse(
         package,
         agent,
@@ -42,13 +46,13 @@ async def talk(
         project_root=deps.project_root,
         mode=mode,
         extra_context=extra_context,
+        on_delta=on_delta if out.streams else None,
     )
     added = [m for m in reply.history[len(previous):] if m.get("role") == "user"]
     answer = reply.text.strip()
     if answer:
         added.append({"role": "assistant", "content": answer})
     session.history = trim(previous + added, HISTORY_BUDGET_TOKENS)
-    shown_as = card(agent) if agent is not None and mode != "chat" else None
     if reply.widget is not None:
         if answer and answer != str(reply.widget.get("message") or "").strip():
             await out.put(Reply(text=answer, agent=shown_as))

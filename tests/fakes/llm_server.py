@@ -1,7 +1,10 @@
 """A scripted, OpenAI-compatible chat completions server on loopback.
 
 Tests drive the real `openai.AsyncOpenAI` client against it, so retries,
-timeouts and response parsing are the SDK's own, not a mock's.
+timeouts and response parsing are the SDK's own, not a mock's. A request
+with `"stream": true` is answered with server-sent chunks, as OpenAI does:
+the text in small pieces, each tool call split across chunks, and the usage
+in a last chunk of its own when `stream_options.include_usage` asks for it.
 
     async with ScriptedLLM() as llm:
         llm.add_reply(tool_calls=[("fs_read", {"path": "a.md"})])
@@ -93,11 +96,19 @@ class ScriptedLLM(LoopbackServer):
         default_reply: ReplyLike | None = None,
         responder: Responder | None = None,
         error_retry_after_ms: float | None = 1,
+        piece_chars: int = 12,
+        piece_interval: float = 0.0,
     ) -> None:
         """`latency` delays every call (benchmarks); `error_retry_after_ms`
         is sent as `retry-after-ms` on scripted errors so SDK retries are fast
-        (the SDK ignores `retry-after: 0` and would back off ~0.5s instead)."""
+        (the SDK ignores `retry-after: 0` and would back off ~0.5s instead).
+        A streamed reply sends its text `piece_chars` characters per chunk, `piece_interval`
+        seconds apart (benchmarks measure what happens between the first piece and the last)."""
         super().__init__()
+        self.piece_chars = max(1, piece_chars)
+        self.piece_interval = piece_interval
+        self.first_piece_at: list[float] = []
+        """time.monotonic() at which each streamed reply's first text piece was sent."""
         self.latency = latency
         self.default_reply = default_reply
         self.responder = responder
@@ -218,8 +229,50 @@ class ScriptedLLM(LoopbackServer):
         if isinstance(step, ErrorReply):
             return self._render_error(step)
         if isinstance(step, Reply):
-            return web.json_response(self._render_reply(step, body, request_bytes=len(raw)))
+            completion = self._render_reply(step, body, request_bytes=len(raw))
+            if body.get("stream") is True:
+                return await self._stream(request, completion, body)
+            return web.json_response(completion)
         raise TypeError(f"responder returned unsupported value {step!r}")
+
+    async def _stream(
+        self, request: web.Request, completion: dict[str, Any], body: dict[str, Any]
+    ) -> web.StreamResponse:
+        """The completion as `data:` chunks ending with `data: [DONE]`."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        head = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
+        head["object"] = "chat.completion.chunk"
+        choice = completion["choices"][0]
+        message = choice["message"]
+
+        async def send(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            chunk = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+            chunk.update(extra)
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        await send({"role": "assistant", "content": ""})
+        text = message.get("content") or ""
+        for start in range(0, len(text), self.piece_chars):
+            if start == 0:
+                self.first_piece_at.append(time.monotonic())
+            elif self.piece_interval:
+                await self._sleep(self.piece_interval)
+            await send({"content": text[start : start + self.piece_chars]})
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            first = {"index": index, "id": call["id"], "type": "function"}
+            first["function"] = {"name": call["function"]["name"], "arguments": arguments[:half]}
+            await send({"tool_calls": [first]})
+            await send({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
+        await send({}, choice["finish_reason"])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk = {**head, "choices": [], "usage": completion["usage"]}
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that stop() can cut short, so a slow step never delays teardown."""

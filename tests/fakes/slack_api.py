@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NamedTuple, Self, TypeAlias
 
+import yaml
 from aiohttp import web
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -30,11 +32,48 @@ APP_TOKEN = "xapp-1-A1-fake-app-token"
 
 # Fields slack_sdk may send as JSON strings (form/query) or as JSON (body);
 # decoded so tests see the same shape whichever transport the SDK picked.
-_JSON_FIELDS = frozenset({"blocks", "attachments", "view", "files", "metadata", "prompts"})
+_JSON_FIELDS = frozenset({"blocks", "attachments", "view", "files", "metadata", "prompts", "chunks", "loading_messages"})
 
 # Methods that are not Web API calls but are recorded alongside them.
 UPLOAD = "upload"
 RESPONSE_URL = "response_url"
+STREAMED = "streamed"
+"""Recorded when a stream is finished (chat.stopStream): the whole message as users now see it."""
+
+MANIFEST = Path(__file__).resolve().parents[2] / "manifest.yml"
+
+# The bot scopes that let a token call each method (any one of them), as Slack's method pages list them.
+METHOD_SCOPES: dict[str, frozenset[str]] = {
+    "chat.postMessage": frozenset({"chat:write"}),
+    "chat.update": frozenset({"chat:write"}),
+    "chat.delete": frozenset({"chat:write"}),
+    "chat.postEphemeral": frozenset({"chat:write"}),
+    "chat.startStream": frozenset({"chat:write"}),
+    "chat.appendStream": frozenset({"chat:write"}),
+    "chat.stopStream": frozenset({"chat:write"}),
+    "assistant.threads.setStatus": frozenset({"chat:write", "assistant:write"}),
+    "assistant.threads.setTitle": frozenset({"assistant:write"}),
+    "assistant.threads.setSuggestedPrompts": frozenset({"assistant:write"}),
+    "reactions.add": frozenset({"reactions:write"}),
+    "reactions.remove": frozenset({"reactions:write"}),
+    "files.getUploadURLExternal": frozenset({"files:write"}),
+    "files.completeUploadExternal": frozenset({"files:write"}),
+    "conversations.info": frozenset({"channels:read", "groups:read", "im:read", "mpim:read"}),
+    "conversations.replies": frozenset({"channels:history", "groups:history", "im:history", "mpim:history"}),
+    "users.info": frozenset({"users:read"}),
+    "team.info": frozenset({"team:read"}),
+}
+CHUNK_TYPES = frozenset({"markdown_text", "plan_update", "task_update", "blocks"})
+TEXT_LIMIT = 12_000
+MAX_BLOCKS = 50
+MAX_LOADING_MESSAGES = 10
+MAX_PROMPTS = 4
+
+
+def manifest_scopes(path: Path = MANIFEST) -> frozenset[str]:
+    """The bot scopes an install of the app from this manifest grants."""
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return frozenset(manifest["oauth_config"]["scopes"]["bot"])
 
 
 class SlackCall(NamedTuple):
@@ -107,8 +146,12 @@ class FakeSlack(LoopbackServer):
         bot_user_id: str = "UBOT",
         bot_id: str = "BBOT",
         app_id: str = "A1",
+        scopes: Iterable[str] | None = None,
     ) -> None:
+        """`scopes` granted to the bot token; by default what manifest.yml asks for, so a method the
+        code calls without the manifest granting it fails with `missing_scope`, as it would in Slack."""
         super().__init__()
+        self.scopes = frozenset(manifest_scopes() if scopes is None else scopes)
         self.team_id = team_id
         self.team = team
         self.bot_user_id = bot_user_id
@@ -126,11 +169,16 @@ class FakeSlack(LoopbackServer):
         """conversations.info overrides by channel id (merged over defaults)."""
         self.users: dict[str, dict[str, Any]] = {}
         """users.info overrides by user id (merged over defaults)."""
+        self.streams: dict[tuple[str, str], str] = {}
+        """State of streamed messages by (channel, ts): "streaming", "stopped_by_user", "expired", "done"."""
+        self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
+        """The assistant status line each thread shows now, by (channel_id, thread_ts)."""
         self._overrides: dict[str, Override] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = itertools.count(100, 100)
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
+        self._pending_records: list[SlackCall] = []  # recorded after the call that made them
         self._handlers: dict[str, Callable[[_Api], ApiResult]] = {
             "auth.test": self._auth_test,
             "apps.connections.open": self._apps_connections_open,
@@ -149,9 +197,12 @@ class FakeSlack(LoopbackServer):
             "users.info": self._users_info,
             "files.getUploadURLExternal": self._files_get_upload_url,
             "files.completeUploadExternal": self._files_complete_upload,
-            "assistant.threads.setStatus": self._assistant_ok,
-            "assistant.threads.setTitle": self._assistant_ok,
-            "assistant.threads.setSuggestedPrompts": self._assistant_ok,
+            "assistant.threads.setStatus": self._set_status,
+            "assistant.threads.setTitle": self._set_title,
+            "assistant.threads.setSuggestedPrompts": self._set_suggested_prompts,
+            "chat.startStream": self._start_stream,
+            "chat.appendStream": self._append_stream,
+            "chat.stopStream": self._stop_stream,
         }
 
     # ---- test API --------------------------------------------------------
@@ -171,19 +222,20 @@ class FakeSlack(LoopbackServer):
 
     async def wait_for(
         self,
-        method: str,
+        method: str | tuple[str, ...],
         predicate: Callable[[dict[str, Any]], bool] | None = None,
         timeout: float = 5.0,
         *,
         since: int = 0,
     ) -> dict[str, Any]:
-        """Params of the first call to `method` at index >= `since` that
+        """Params of the first call to `method` (or any of several) at index >= `since` that
         satisfies `predicate`, waiting for it if needed (pass
         `since=len(slack.calls)` to ignore earlier calls)."""
+        methods = (method,) if isinstance(method, str) else method
 
         def find() -> dict[str, Any] | None:
             for call in self.calls[since:]:
-                if call.method == method and (predicate is None or predicate(call.params)):
+                if call.method in methods and (predicate is None or predicate(call.params)):
                     return call.params
             return None
 
@@ -224,6 +276,14 @@ class FakeSlack(LoopbackServer):
         """A `response_url` for interaction payloads; POSTs to it are
         recorded as calls to "response_url" (name under key "_name")."""
         return f"{self.url}/respond/{name}"
+
+    def stop_stream_by_user(self, channel: str, ts: str) -> None:
+        """The user pressed the stop control on a streaming message: later appends are refused."""
+        self.streams[(channel, ts)] = "stopped_by_user"
+
+    def expire_stream(self, channel: str, ts: str) -> None:
+        """Slack ended the stream on its side (it was idle too long)."""
+        self.streams[(channel, ts)] = "expired"
 
     def add_message(
         self,
@@ -286,6 +346,10 @@ class FakeSlack(LoopbackServer):
         auth_error = self._check_token(method, token)
         if auth_error is not None:
             return web.json_response({"ok": False, "error": auth_error})
+        needed = METHOD_SCOPES.get(method)
+        if needed is not None and not needed & self.scopes:
+            missing = {"ok": False, "error": "missing_scope", "needed": ",".join(sorted(needed))}
+            return web.json_response({**missing, "provided": ",".join(sorted(self.scopes))})
 
         api = _Api(params=params, token=token)
         override = self._overrides.get(method)
@@ -295,6 +359,8 @@ class FakeSlack(LoopbackServer):
             result = self._handlers[method](api)
         else:
             result = {"ok": False, "error": "unknown_method", "req_method": method}
+        while self._pending_records:
+            await self._record(self._pending_records.pop(0))
         return web.json_response(result, headers=api.extra_headers)
 
     def _take_failure(self, method: str) -> _Failure | None:
@@ -388,6 +454,7 @@ class FakeSlack(LoopbackServer):
         ts = self._next_ts()
         message = self._bot_message(params, ts)
         self.messages[(channel, ts)] = message
+        self.statuses.pop((str(channel), str(params.get("thread_ts"))), None)  # a reply clears the status line
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
     def _chat_update(self, api: _Api) -> ApiResult:
@@ -583,10 +650,116 @@ class FakeSlack(LoopbackServer):
             "channels": [upload.channel] if upload.channel else [],
         }
 
-    def _assistant_ok(self, api: _Api) -> ApiResult:
-        if not api.params.get("channel_id") or not api.params.get("thread_ts"):
+    # ---- agent surfaces: status, title, suggested prompts, streams ---------
+
+    def _set_status(self, api: _Api) -> ApiResult:
+        params = api.params
+        if not params.get("channel_id") or not params.get("thread_ts") or "status" not in params:
+            return {"ok": False, "error": "invalid_arguments"}
+        loading = params.get("loading_messages")
+        if loading is not None and (not isinstance(loading, list) or len(loading) > MAX_LOADING_MESSAGES):
+            return {"ok": False, "error": "invalid_arguments", "detail": "at most 10 loading_messages"}
+        key = (str(params["channel_id"]), str(params["thread_ts"]))
+        if params.get("status"):
+            self.statuses[key] = {"status": params["status"], "loading_messages": loading or []}
+        else:
+            self.statuses.pop(key, None)  # an empty status clears the line
+        return {"ok": True}
+
+    def _set_title(self, api: _Api) -> ApiResult:
+        if not api.params.get("channel_id") or not api.params.get("thread_ts") or not api.params.get("title"):
             return {"ok": False, "error": "invalid_arguments"}
         return {"ok": True}
+
+    def _set_suggested_prompts(self, api: _Api) -> ApiResult:
+        prompts = api.params.get("prompts")
+        if not api.params.get("channel_id") or not isinstance(prompts, list) or not prompts:
+            return {"ok": False, "error": "invalid_arguments"}
+        if len(prompts) > MAX_PROMPTS:
+            return {"ok": False, "error": "invalid_arguments", "detail": "at most 4 prompts"}
+        if not all(isinstance(p, dict) and p.get("title") and p.get("message") for p in prompts):
+            return {"ok": False, "error": "invalid_arguments", "detail": "each prompt needs title and message"}
+        return {"ok": True}
+
+    def _stream_text(self, params: dict[str, Any]) -> str | ApiResult:
+        """The markdown a start/append/stop call adds, or the error its chunks deserve."""
+        text = str(params.get("markdown_text") or "")
+        chunks = params.get("chunks")
+        if chunks is not None:
+            if not isinstance(chunks, list) or not all(isinstance(c, dict) and c.get("type") in CHUNK_TYPES for c in chunks):
+                return {"ok": False, "error": "invalid_chunks"}
+            text += "".join(str(c.get("text") or "") for c in chunks if c["type"] == "markdown_text")
+        if len(text) > TEXT_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
+        return text
+
+    def _start_stream(self, api: _Api) -> ApiResult:
+        params = api.params
+        channel = str(params.get("channel") or "")
+        if not channel:
+            return {"ok": False, "error": "channel_not_found"}
+        if not params.get("thread_ts"):
+            return {"ok": False, "error": "invalid_arguments", "detail": "streamed messages are thread replies"}
+        if not channel.startswith("D"):  # outside a DM Slack needs to know who is watching
+            if not params.get("recipient_user_id"):
+                return {"ok": False, "error": "missing_recipient_user_id"}
+            if not params.get("recipient_team_id"):
+                return {"ok": False, "error": "missing_recipient_team_id"}
+        text = self._stream_text(params)
+        if isinstance(text, dict):
+            return text
+        ts = self._next_ts()
+        message = self._bot_message({"thread_ts": params["thread_ts"], "text": text}, ts)
+        self.messages[(channel, ts)] = message
+        self.streams[(channel, ts)] = "streaming"
+        self.statuses.pop((channel, str(params["thread_ts"])), None)
+        return {"ok": True, "channel": channel, "ts": ts}
+
+    def _streaming(self, params: dict[str, Any]) -> tuple[dict[str, Any] | None, ApiResult | None]:
+        channel, ts = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel or not ts:
+            return None, {"ok": False, "error": "invalid_arguments"}
+        message = self.messages.get((channel, ts))
+        if message is None:
+            return None, {"ok": False, "error": "message_not_found"}
+        state = self.streams.get((channel, ts))
+        if state == "stopped_by_user":
+            return None, {"ok": False, "error": "stopped_by_user"}
+        if state != "streaming":
+            return None, {"ok": False, "error": "message_not_in_streaming_state"}
+        return message, None
+
+    def _append_stream(self, api: _Api) -> ApiResult:
+        message, error = self._streaming(api.params)
+        if error is not None:
+            return error
+        assert message is not None
+        text = self._stream_text(api.params)
+        if isinstance(text, dict):
+            return text
+        if not text and not api.params.get("chunks"):
+            return {"ok": False, "error": "invalid_arguments", "detail": "markdown_text or chunks required"}
+        message["text"] = str(message.get("text") or "") + text
+        return {"ok": True, "channel": api.params["channel"], "ts": api.params["ts"]}
+
+    def _stop_stream(self, api: _Api) -> ApiResult:
+        message, error = self._streaming(api.params)
+        if error is not None:
+            return error
+        assert message is not None
+        text = self._stream_text(api.params)
+        if isinstance(text, dict):
+            return text
+        blocks = api.params.get("blocks")
+        if blocks is not None and (not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS):
+            return {"ok": False, "error": "invalid_blocks"}
+        message["text"] = str(message.get("text") or "") + text
+        if blocks:
+            message["blocks"] = blocks
+        channel, ts = str(api.params["channel"]), str(api.params["ts"])
+        self.streams[(channel, ts)] = "done"
+        self._pending_records.append(SlackCall(STREAMED, {"channel": channel, **message}))
+        return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
 
 async def _read_params(request: web.Request) -> dict[str, Any]:
