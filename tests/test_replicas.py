@@ -25,6 +25,7 @@ import pytest
 from tests.conftest import EXAMPLES, REPO
 from tests.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, Reply, ScriptedLLM
 from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.fakes.slack_api import STREAMED
 from tests.processes import free_port, group_alive, kill_group, wait_healthy
 from tests.scripts import hello_branch_responder, user_inputs
 from tests.test_bot_support import SECRET, Mode, message_text
@@ -133,10 +134,15 @@ class Cluster:
     # ---- what users see ------------------------------------------------------------
 
     async def posted(self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0) -> dict[str, Any]:
-        return await self.slack.wait_for("chat.postMessage", predicate, timeout=WAIT, since=since)
+        """A message users see in the thread: posted whole, or a reply whose stream has finished."""
+        return await self.slack.wait_for(("chat.postMessage", STREAMED), predicate, timeout=WAIT, since=since)
 
     def posts(self, top: str) -> list[str]:
-        return [message_text(p) for p in self.slack.calls_to("chat.postMessage") if p.get("thread_ts") == top]
+        return [
+            message_text(call.params)
+            for call in self.slack.calls
+            if call.method in ("chat.postMessage", STREAMED) and call.params.get("thread_ts") == top
+        ]
 
     async def holder(self, top: str) -> str | None:
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
