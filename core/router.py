@@ -7,13 +7,16 @@ each command does (dispatch); this module only decides which command the user me
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import lru_cache
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from .outputs import MenuEntry
-from .package.models import Agent, MenuItem, Workflow
+from .package.models import Agent, MenuItem
+from .package.validate import package_ref
 
 Surface = Literal["web", "ide"]
 Confidence = Literal["exact", "high", "medium", "low"]
@@ -33,6 +36,16 @@ GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status"]
 BUILTIN_ACTIONS = {"menu.show": "ShowMenu", "agent.dismiss": "DismissAgent", "run.resume": "ResumeRun"}
 FUZZY_THRESHOLD = 30
 GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss")
+
+
+class RoutableWorkflow(Protocol):
+    """What the router needs of a workflow (core.package.models.Workflow is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def workflow_path(self) -> str: ...
 
 
 class DataRef(BaseModel):
@@ -78,14 +91,46 @@ def normalise(text: str) -> str:
 _WORD = re.compile(r"[a-z0-9]+")
 _STOPWORDS = frozenset(
     "a an and the to of for on in at with by from my me i you your we our it this that is are be "
-    "please can could would will want like let lets do some new".split()
+    "please can could would will like let lets do some one about up just".split()
 )
+# Verbs people use for "create"; menus say create, users say make, write, draft, a new ...
+_CREATE_WORDS = frozenset("create make write draft build generate produce new start prepare".split())
+# "I need a PRD" asks for one to be made, but only when nothing else in the text says what to do.
+_IMPLIED_CREATE = frozenset("need want get give".split())
+_SYNONYMS = {"doc": "document", "docs": "document", "spec": "specification", "specs": "specification"}
 _V6_TRIGGER = re.compile(r"^\s*\*?(?P<code>[^\s]+)\s+or\s+fuzzy\s+match\s+on\s+(?P<phrase>.+?)\s*$", re.I)
 _DESC_CODE = re.compile(r"^\s*\[(?P<code>[A-Za-z0-9][A-Za-z0-9-]{0,7})\]\s*")
 
 
+def _canonical(word: str) -> str:
+    """One spelling per meaning: create-verbs become `create`, simple plurals their singular."""
+    if word in _CREATE_WORDS:
+        return "create"
+    word = _SYNONYMS.get(word, word)
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
+
+
+@lru_cache(maxsize=4096)
 def _content_words(text: str) -> frozenset[str]:
-    return frozenset(w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+    return frozenset(_canonical(w) for w in _WORD.findall(text.lower()) if w not in _STOPWORDS)
+
+
+@dataclass(frozen=True)
+class _Query:
+    text: str  # normalised
+    words: frozenset[str]  # canonical content words, without the implied-create verbs
+    implied_create: bool  # "need"/"want" with no other verb: the user asks for something to be made
+
+
+def _query(norm: str) -> _Query:
+    raw = [w for w in _WORD.findall(norm) if w not in _STOPWORDS]
+    implied = any(w in _IMPLIED_CREATE for w in raw)
+    words = frozenset(_canonical(w) for w in raw if w not in _IMPLIED_CREATE)
+    return _Query(norm, words, implied)
 
 
 def parse_global_command(text: str) -> GlobalCommand | None:
@@ -214,18 +259,39 @@ def _str_or_none(value: Any) -> str | None:
 # ---------------------------------------------------------------- scoring
 
 
-def _field_score(query: str, q_words: frozenset[str], field: str, word_w: int, sub_w: int) -> int:
+@dataclass(frozen=True, order=True)
+class _Score:
+    """How well a text matches a candidate: the tier decides, the strength breaks ties within it."""
+
+    tier: int  # a field weight (TRIGGER_WEIGHTS...); 0 = no match
+    strength: float = 0.0  # shared content words, plus a half for an implied "create"
+    coverage: int = 0  # the user's words found anywhere in the item (trigger or description)
+
+
+_NO_MATCH = _Score(0)
+
+
+def _field_score(query: _Query, field: str, word_w: int, sub_w: int) -> _Score:
+    """Every word of one side among the other's → `word_w`; most of the text's words in the field,
+    or one text inside the other → `sub_w`."""
     f_words = _content_words(field)
-    if q_words and f_words and (f_words <= q_words or q_words <= f_words):
-        return word_w
-    if len(query) >= 3 and len(field) >= 3 and (query in field or field in query):
-        return sub_w
-    return 0
+    shared = len(query.words & f_words)
+    bonus = 0.5 if query.implied_create and "create" in f_words and "create" not in query.words else 0.0
+    if query.words and f_words and (f_words <= query.words or query.words <= f_words):
+        return _Score(word_w, shared + bonus)
+    if shared >= 2 and shared * 3 >= len(query.words) * 2:
+        return _Score(sub_w, shared + bonus)
+    if len(query.text) >= 3 and len(field) >= 3 and (query.text in field or field in query.text):
+        return _Score(sub_w, shared + bonus)
+    return _NO_MATCH
 
 
-def _score(query: str, cand: _Candidate) -> int:
-    q_words = _content_words(query)
-    return max((_field_score(query, q_words, f, w, s) for f, w, s in cand.fuzzy_fields), default=0)
+def _score(query: _Query, cand: _Candidate) -> _Score:
+    best = max((_field_score(query, f, w, s) for f, w, s in cand.fuzzy_fields), default=_NO_MATCH)
+    if best.tier == 0:
+        return best
+    words = frozenset().union(*(_content_words(f) for f, _, _ in cand.fuzzy_fields))
+    return _Score(best.tier, best.strength, len(query.words & words))
 
 
 def _confidence(score: int) -> Confidence:
@@ -240,7 +306,7 @@ def resolve(
     text: str,
     *,
     surface: Surface,
-    workflows: list[Workflow] | list[str],
+    workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
     """Resolve one user message against the agent's visible menu (D§6.4), then map the hit (D§6.5)."""
     raw = text.strip()
@@ -271,20 +337,24 @@ def resolve(
         if bare and bare in cand.exact_terms:
             return _map(agent, cand.index, cand.item, cand.target, "exact", "trigger", details, workflows)
 
-    scored = [(s, c) for c in candidates if (s := _score(norm, c)) >= FUZZY_THRESHOLD]
-    if scored:
-        best = max(s for s, _ in scored)
-        top = [c for s, c in scored if s == best]
-        items = sorted({c.index for c in top})
-        if len(items) == 1:
-            cand = top[0]
-            reason = f"fuzzy score {best}"
-            return _map(agent, cand.index, cand.item, cand.target, _confidence(best), reason, details, workflows)
+    query = _query(norm)
+    best_per_item: dict[int, tuple[_Score, _Candidate]] = {}
+    for cand in candidates:
+        score = _score(query, cand)
+        if score.tier >= FUZZY_THRESHOLD and (cand.index not in best_per_item or score > best_per_item[cand.index][0]):
+            best_per_item[cand.index] = (score, cand)
+    if best_per_item:
+        best = max(score for score, _ in best_per_item.values())
+        top = sorted(index for index, (score, _) in best_per_item.items() if score == best)
+        if len(top) == 1:  # one item clearly wins: a higher tier, or more of the user's words
+            cand = best_per_item[top[0]][1]
+            reason = f"fuzzy score {best.tier}"
+            return _map(agent, cand.index, cand.item, cand.target, _confidence(best.tier), reason, details, workflows)
         return ResolvedCommand(
             kind="ClarifyChoice",
-            confidence=_confidence(best),
+            confidence=_confidence(best.tier),
             reason="Several menu items match",
-            candidates=[_entry(i, it) for i, it in visible if i in items],
+            candidates=[_entry(i, it) for i, it in visible if i in top],
             details=details,
         )
     return ResolvedCommand(kind="Chat", confidence="low", reason="no menu item matches", details=details)
@@ -298,7 +368,7 @@ def _map(
     confidence: Confidence,
     reason: str,
     details: str,
-    workflows: list[Workflow] | list[str],
+    workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
     """Turn a matched item into a command: workflow > exec > action (D§6.5)."""
     base: dict[str, Any] = {
@@ -348,41 +418,47 @@ def _display_ref(ref: str) -> str:
     return ref.rsplit("/", 1)[-1] if ref.startswith("/") else ref
 
 
-def _workflow_ids(workflows: list[Workflow] | list[str]) -> list[str]:
-    return [w if isinstance(w, str) else w.id for w in workflows]
+def _workflow_ids(workflows: Sequence[RoutableWorkflow]) -> list[str]:
+    return [w.id for w in workflows]
 
 
-def workflow_for_path(md_path: str, workflows: list[Workflow] | list[str]) -> str | None:
-    """Normalise a `workflow.md` path to a workflow id (by the package's paths, or the folder name)."""
-    norm = _display_ref(md_path.strip()).lstrip("/")
-    ids = _workflow_ids(workflows)
-    for wf in workflows:
-        if not isinstance(wf, str) and wf.workflow_path == norm:
-            return wf.id
-    folder = norm.rsplit("/", 2)[-2] if norm.count("/") >= 1 else ""
-    if folder in ids:
-        return folder
-    if "/" not in norm and norm.lower() == "workflow.md" and len(ids) == 1:
-        return ids[0]
-    return None
+def workflow_for_path(md_path: str, workflows: Sequence[RoutableWorkflow]) -> str | None:
+    """The workflow whose `workflow.md` is exactly this path (`@pkg/`, `{package-root}/`, `./` aside).
+
+    Never a guess: a file beside a workflow, or in its folder, is not that workflow.
+    """
+    norm = package_ref(md_path)
+    if norm is None:
+        return None
+    return next((w.id for w in workflows if package_ref(w.workflow_path) == norm), None)
 
 
-def _map_workflow(ref: str, workflows: list[Workflow] | list[str], base: dict[str, Any]) -> ResolvedCommand:
+def looks_like_workflow(md_path: str) -> bool:
+    """`workflow.md`, `workflow-create-prd.md`: a file meant to be run as a workflow, not a script."""
+    name = md_path.rsplit("/", 1)[-1].lower()
+    return name.startswith("workflow") and name.endswith(".md")
+
+
+def _unknown_workflow(ref: str, workflows: Sequence[RoutableWorkflow], base: dict[str, Any]) -> ResolvedCommand:
+    ids = ", ".join(_workflow_ids(workflows)) or "none"
+    return ResolvedCommand(
+        kind="Refused",
+        error_code="UNKNOWN_WORKFLOW",
+        message=f"This package has no workflow '{_display_ref(ref)}'. Known workflows: {ids}.",
+        **base,
+    )
+
+
+def _map_workflow(ref: str, workflows: Sequence[RoutableWorkflow], base: dict[str, Any]) -> ResolvedCommand:
     if _is_classic(ref):
         return _classic(ref, base)
-    ids = _workflow_ids(workflows)
-    workflow_id = ref if ref in ids else workflow_for_path(ref, workflows) if ref.lower().endswith(".md") else None
+    workflow_id = ref if ref in _workflow_ids(workflows) else workflow_for_path(ref, workflows)
     if workflow_id is None:
-        return ResolvedCommand(
-            kind="Refused",
-            error_code="UNKNOWN_WORKFLOW",
-            message=f"This package has no workflow '{_display_ref(ref)}'. Known workflows: {', '.join(ids) or 'none'}.",
-            **base,
-        )
+        return _unknown_workflow(ref, workflows, base)
     return ResolvedCommand(kind="StartWorkflow", workflow_id=workflow_id, **base)
 
 
-def _map_exec(ref: str, workflows: list[Workflow] | list[str], base: dict[str, Any]) -> ResolvedCommand:
+def _map_exec(ref: str, workflows: Sequence[RoutableWorkflow], base: dict[str, Any]) -> ResolvedCommand:
     if _is_classic(ref):
         return _classic(ref, base)
     if not ref.lower().endswith(".md"):
@@ -395,13 +471,8 @@ def _map_exec(ref: str, workflows: list[Workflow] | list[str], base: dict[str, A
     workflow_id = workflow_for_path(ref, workflows)
     if workflow_id is not None:
         return ResolvedCommand(kind="StartWorkflow", workflow_id=workflow_id, **base)
-    if ref.rsplit("/", 1)[-1].lower() == "workflow.md":
-        return ResolvedCommand(
-            kind="Refused",
-            error_code="UNKNOWN_WORKFLOW",
-            message=f"'{_display_ref(ref)}' is not one of this package's workflows.",
-            **base,
-        )
+    if looks_like_workflow(ref):
+        return _unknown_workflow(ref, workflows, base)
     return ResolvedCommand(kind="ExecScript", md_path=ref, **base)
 
 

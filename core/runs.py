@@ -18,21 +18,16 @@ from .store import RuntimeStore, project_id_for
 
 
 def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
-    """A workflow id, or a workflow.md path; empty means the default (single-workflow packages only)."""
-    multi = bool(package.manifest.get("workflows"))
-    ids = ", ".join(w.id for w in package.workflows)
+    """A workflow id, or a workflow.md path; empty means the default: the one bmad.json `entry` names."""
     ref = (workflow_ref or "").strip()
     if not ref:
-        if multi and len(package.workflows) > 1:
-            raise CrewError(
-                "WORKFLOW_REF_REQUIRED",
-                f"Package '{package.id}' has several workflows; choose one with --workflow ({ids}).",
-            )
         return package.default_workflow
     found = package.workflow(ref) or package.workflow_by_path(ref)
     if found is not None:
         return found
+    multi = bool(package.manifest.get("workflows"))
     code = "WORKFLOW_REF_UNKNOWN" if multi else "WORKFLOW_REF_MISMATCH"
+    ids = ", ".join(w.id for w in package.workflows)
     raise CrewError(code, f"Package '{package.id}' has no workflow '{ref}'. Available: {ids}.")
 
 

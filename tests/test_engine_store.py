@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 import pytest
 
@@ -55,7 +56,6 @@ def test_create_rejects_bad_references(runs: RunManager, project: Path) -> None:
     multi = load_package(EXAMPLES / "multi-workflows")
     single = load_package(EXAMPLES / "hello-branch")
     cases = [
-        (multi, None, "analyst", project, "WORKFLOW_REF_REQUIRED"),
         (multi, "nope", "analyst", project, "WORKFLOW_REF_UNKNOWN"),
         (single, "other", "analyst", project, "WORKFLOW_REF_MISMATCH"),
         (single, None, "ghost", project, "AGENT_NOT_FOUND"),
@@ -73,6 +73,20 @@ def test_defaults_pick_the_workflow_and_the_agent_that_starts_it(runs: RunManage
     package = load_package(EXAMPLES / "hello-branch")
     record = runs.create(package, "workflow.md", None, project)
     assert (record.workflow_id, record.active_agent_id) == ("hello-branch", "analyst")
+
+
+def test_a_multi_workflow_package_starts_its_entry_workflow_by_default(runs: RunManager, project: Path) -> None:
+    package = load_package(EXAMPLES / "multi-workflows")  # entry: workflows/hello-linear/workflow.md
+    assert runs.create(package, None, "analyst", project).workflow_id == "hello-linear"
+    # the entry decides, not the order of workflows[]
+    with TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "pkg"
+        shutil.copytree(EXAMPLES / "multi-workflows", copy)
+        manifest = json.loads((copy / "bmad.json").read_text())
+        manifest["entry"].update(workflow="workflows/hello-branch/workflow.md",
+                                 graph="workflows/hello-branch/workflow.graph.json")
+        (copy / "bmad.json").write_text(json.dumps(manifest))
+        assert runs.create(load_package(copy), None, "analyst", project).workflow_id == "hello-branch"
 
 
 def test_store_refuses_a_home_inside_the_project(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:

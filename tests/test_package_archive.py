@@ -146,14 +146,19 @@ def test_pack_then_load_round_trip(tmp_path: Path) -> None:
     (src / ".git").mkdir()
     (src / ".git" / "HEAD").write_text("ref", encoding="utf-8")
     (src / ".DS_Store").write_bytes(b"\0")
+    (src / "assets" / "empty").mkdir()
+    (src / "assets" / "empty" / ".keep").write_bytes(b"")  # what keeps an empty folder in the archive
+    (src / ".crewagent-notes").write_text("authors' notes", encoding="utf-8")
     out = pack_package(src, tmp_path / "dist" / "mini.bmad")
     assert out == (tmp_path / "dist" / "mini.bmad").resolve()
     with zipfile.ZipFile(out) as zf:
         names = zf.namelist()
         assert all(stat.S_ISREG(i.external_attr >> 16) for i in zf.infolist())
     assert "bmad.json" in names and "steps/decide-02.md" in names and "assets/notes.md" in names
-    assert not any(n.startswith(".") or "/." in n for n in names)
+    assert "assets/empty/.keep" in names and ".crewagent-notes" in names  # dot-files are kept
+    assert not any(n.startswith((".git", ".DS_Store")) for n in names)  # VCS metadata and litter are not
     packed = load_package(out, cache_dir=tmp_path / "cache")
+    assert (packed.root / "assets" / "empty").is_dir()
     direct = load_package(src)
     assert packed.model_dump(exclude={"root"}) == direct.model_dump(exclude={"root"})
     assert files_under(out.parent) == ["mini.bmad"]  # the temp file was renamed, not left behind

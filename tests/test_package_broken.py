@@ -94,6 +94,14 @@ CASES: list[tuple[str, Callable[[Path], None], str, str, str]] = [
      "agents.json", "$.agents[0].menu[0].triggers[0].workflow", "workflow 'nope'"),
     ("menu-exec-missing", _delete("assets/notes.md"), "agents.json", "$.agents[0].menu[2].exec",
      "exec file '@pkg/assets/notes.md' does not exist in the package"),
+    ("menu-exec-unlisted-workflow",
+     _json("agents.json", lambda d: d["agents"][0]["menu"][2].update(exec="workflows/x/workflow-validate-prd.md")),
+     "agents.json", "$.agents[0].menu[2].exec",
+     "exec 'workflows/x/workflow-validate-prd.md' names a workflow file that is not one of this package's workflows"),
+    ("menu-exec-project-workflow",
+     _json("agents.json", lambda d: d["agents"][0]["menu"][2].update(
+         exec="{project-root}/_bmad/bmm/workflows/2-plan-workflows/create-prd/workflow-edit-prd.md")),
+     "agents.json", "$.agents[0].menu[2].exec", "is not one of this package's workflows (workflow.md)"),
     ("menu-ide-and-web-only", _json("agents.json", lambda d: d["agents"][0]["menu"][3].update({"web-only": True})),
      "agents.json", "$.agents[0].menu[3]", "both ide-only and web-only"),
 ]

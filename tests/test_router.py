@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from core.package.models import Agent, Graph, Node, Workflow
 from core.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
 
-WORKFLOW_IDS = ["create-prd", "hello-linear", "hello-branch"]
+
+@dataclass(frozen=True)
+class Wf:
+    """A workflow as the router sees it: an id and the path of its workflow.md."""
+
+    id: str
+    workflow_path: str
+
+
+WORKFLOW_IDS = [
+    Wf("create-prd", "workflows/create-prd/workflow.md"),
+    Wf("hello-linear", "workflows/hello-linear/workflow.md"),
+    Wf("hello-branch", "workflows/hello-branch/workflow.md"),
+]
 
 
 def make_agent(menu: list[dict[str, Any]], prompts: list[dict[str, str]] | None = None) -> Agent:
@@ -218,7 +234,8 @@ def test_md_paths_normalise_through_real_workflow_objects() -> None:
     cmd = resolve(agent, "go", surface="web", workflows=[wf])
     assert (cmd.kind, cmd.workflow_id) == ("StartWorkflow", "alpha")
     single = make_agent([{"trigger": "go", "description": "Go", "workflow": "workflow.md"}])
-    assert resolve(single, "go", surface="web", workflows=["create-story-micro"]).workflow_id == "create-story-micro"
+    only = [Wf("create-story-micro", "workflow.md")]
+    assert resolve(single, "go", surface="web", workflows=only).workflow_id == "create-story-micro"
 
 
 def test_empty_menu_numbers_clarify_and_text_chats() -> None:
@@ -251,3 +268,153 @@ def test_global_commands(text: str, expected: str | None) -> None:
 def test_resolved_command_is_plain_data() -> None:
     cmd = resolve(AGENT, "99", surface="web", workflows=WORKFLOW_IDS)
     assert ResolvedCommand.model_validate_json(cmd.model_dump_json()) == cmd
+
+
+# ---- a PM-like menu: three workflows in one folder, phrases with extra words ---------------------
+
+PRD_DIR = "workflows/2-plan-workflows/create-prd"
+PM_WORKFLOWS = [
+    Wf("create-prd", f"{PRD_DIR}/workflow-create-prd.md"),
+    Wf("validate-prd", f"{PRD_DIR}/workflow-validate-prd.md"),
+    Wf("edit-prd", f"{PRD_DIR}/workflow-edit-prd.md"),
+    Wf("create-epics-and-stories", "workflows/3-solutioning/create-epics-and-stories/workflow.md"),
+    Wf("create-story", "workflows/4-implementation/create-story/workflow.md"),
+]
+PM = make_agent(
+    [
+        {"trigger": "CP or fuzzy match on create-prd", "exec": f"{{package-root}}/{PRD_DIR}/workflow-create-prd.md",
+         "description": "[CP] Create PRD: Expert led facilitation to produce your Product Requirements Document"},
+        {"trigger": "VP or fuzzy match on validate-prd", "exec": f"@pkg/{PRD_DIR}/workflow-validate-prd.md",
+         "description": "[VP] Validate PRD: Validate a Product Requirements Document is comprehensive and lean"},
+        {"trigger": "EP or fuzzy match on edit-prd", "exec": f"{PRD_DIR}/workflow-edit-prd.md",
+         "description": "[EP] Edit PRD: Update an existing Product Requirements Document"},
+        {"trigger": "CE or fuzzy match on epics-stories",
+         "exec": "workflows/3-solutioning/create-epics-and-stories/workflow.md",
+         "description": "[CE] Create Epics and Stories: Create the Epics and Stories Listing"},
+        {"trigger": "CS or fuzzy match on create-story", "workflow": "create-story",
+         "description": "[CS] Create Story: Prepare the next story for development"},
+        {"trigger": "CC or fuzzy match on correct-course", "workflow": "workflows/correct-course/workflow.yaml",
+         "description": "[CC] Course Correction: decide how to proceed after a major change"},
+    ]
+)
+
+PM_CASES: list[tuple[str, str, str | None]] = [
+    # (text, expected kind, expected workflow id)
+    ("1", "StartWorkflow", "create-prd"),
+    ("2", "StartWorkflow", "validate-prd"),
+    ("3", "StartWorkflow", "edit-prd"),
+    ("CP", "StartWorkflow", "create-prd"),
+    ("[CP]", "StartWorkflow", "create-prd"),
+    ("create-prd", "StartWorkflow", "create-prd"),
+    ("*create-prd", "StartWorkflow", "create-prd"),
+    ("VP", "StartWorkflow", "validate-prd"),
+    ("[VP]", "StartWorkflow", "validate-prd"),
+    ("EP", "StartWorkflow", "edit-prd"),
+    ("*edit-prd", "StartWorkflow", "edit-prd"),
+    ("CE", "StartWorkflow", "create-epics-and-stories"),
+    # phrases with extra words: one item clearly wins
+    ("make a prd", "StartWorkflow", "create-prd"),
+    ("Make a PRD please", "StartWorkflow", "create-prd"),
+    ("I need a PRD", "StartWorkflow", "create-prd"),
+    ("write a new prd for the billing feature", "StartWorkflow", "create-prd"),
+    ("validate the prd", "StartWorkflow", "validate-prd"),
+    ("I want to validate the PRD", "StartWorkflow", "validate-prd"),
+    ("edit the prd", "StartWorkflow", "edit-prd"),
+    ("update an existing product requirements doc", "StartWorkflow", "edit-prd"),
+    ("make the next story", "StartWorkflow", "create-story"),
+    ("create the epics and stories", "StartWorkflow", "create-epics-and-stories"),
+    # close calls ask
+    ("prd", "ClarifyChoice", None),
+    ("the PRD", "ClarifyChoice", None),
+    # classic targets are refused with the reason
+    ("CC", "Refused", None),
+    # unrelated chat goes to the persona
+    ("what do you think about our pricing?", "Chat", None),
+    ("hello there", "Chat", None),
+    ("I want to chat about the prd", "Chat", None),
+]
+
+
+@pytest.mark.parametrize(("text", "kind", "workflow_id"), PM_CASES)
+def test_pm_menu_routes_each_phrase_to_exactly_its_workflow(text: str, kind: str, workflow_id: str | None) -> None:
+    cmd = resolve(PM, text, surface="web", workflows=PM_WORKFLOWS)
+    assert cmd.kind == kind, cmd
+    assert cmd.workflow_id == workflow_id, cmd
+
+
+def test_prd_close_call_lists_the_three_prd_items() -> None:
+    cmd = resolve(PM, "prd", surface="web", workflows=PM_WORKFLOWS)
+    assert [c.index for c in cmd.candidates] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        f"{PRD_DIR}/workflow-check-prd.md",  # a sibling that is not a workflow of the package
+        f"{PRD_DIR}/workflow.md",  # the folder's name is create-prd, but this file is no workflow
+        "workflows/create-prd/other/workflow.md",
+    ],
+)
+def test_a_path_naming_no_workflow_never_starts_a_sibling(ref: str) -> None:
+    for key in ("exec", "workflow"):
+        agent = make_agent([{"trigger": "go", "description": "Go", key: ref}])
+        cmd = resolve(agent, "go", surface="web", workflows=[*PM_WORKFLOWS, Wf("create-prd-2", "x/workflow.md")])
+        assert (cmd.kind, cmd.error_code, cmd.workflow_id) == ("Refused", "UNKNOWN_WORKFLOW", None), (key, cmd)
+        assert "create-prd" in (cmd.message or "")  # the known workflows are listed
+
+
+# ---- the real BMAD v6 PM agent ---------------------------------------------------------------------
+
+PM_FIXTURE = Path(__file__).resolve().parents[1] / "../shared/fixtures/bmad-method-v6.0.0/src/bmm/agents/pm.agent.yaml"
+
+
+def _imported_pm() -> tuple[Agent, list[Wf]]:
+    """The v6 PM agent as an importer leaves it: same triggers and codes, each `exec` pointing at
+    the package copy of the workflow file it names (three of them share the create-prd folder)."""
+    if not PM_FIXTURE.is_file():
+        pytest.skip("BMAD v6.0.0 fixtures are not beside the repository (../shared/fixtures)")
+    raw = yaml.safe_load(PM_FIXTURE.read_text(encoding="utf-8"))["agent"]
+    workflows: list[Wf] = []
+    menu = []
+    for item in raw["menu"]:
+        item = dict(item)
+        ref = item.get("exec")
+        if isinstance(ref, str):
+            path = ref.replace("{project-root}/_bmad/bmm/", "")
+            item["exec"] = f"@pkg/{path}"
+            name = path.rsplit("/", 1)[-1].removesuffix(".md").removeprefix("workflow-")
+            workflows.append(Wf(name if name != "workflow" else path.split("/")[-2], path))
+        menu.append(item)
+    agent = Agent.model_validate(
+        {"id": "pm", "metadata": {k: raw["metadata"][k] for k in ("name", "title", "icon")},
+         "persona": raw["persona"], "menu": menu}
+    )
+    return agent, workflows
+
+
+@pytest.mark.parametrize(
+    ("text", "workflow_id"),
+    [
+        ("1", "create-prd"),
+        ("CP", "create-prd"),
+        ("create-prd", "create-prd"),
+        ("*create-prd", "create-prd"),
+        ("[CP]", "create-prd"),
+        ("VP", "validate-prd"),
+        ("EP", "edit-prd"),
+        ("validate the prd", "validate-prd"),
+        ("make a prd", "create-prd"),
+        ("I need a PRD", "create-prd"),
+    ],
+)
+def test_real_bmad_pm_menu_routes_right(text: str, workflow_id: str) -> None:
+    agent, workflows = _imported_pm()
+    assert {w.id for w in workflows} >= {"create-prd", "validate-prd", "edit-prd"}
+    cmd = resolve(agent, text, surface="web", workflows=workflows)
+    assert (cmd.kind, cmd.workflow_id) == ("StartWorkflow", workflow_id), cmd
+
+
+def test_real_bmad_pm_classic_item_is_refused_with_its_reason() -> None:
+    agent, workflows = _imported_pm()
+    cmd = resolve(agent, "CC", surface="web", workflows=workflows)
+    assert cmd.kind == "Refused" and cmd.error_code == "NOT_SUPPORTED_CLASSIC_WORKFLOW"

@@ -31,6 +31,9 @@ _CHUNK = 64 * 1024
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # packed archives are byte-for-byte reproducible
 _IGNORED_TOP = {"__MACOSX"}
+# Never part of a package: version-control metadata and desktop litter. Other dot-files are packed
+# (an `assets/.keep` is what keeps an empty folder in the archive).
+_NOT_PACKED = frozenset({".git", ".hg", ".svn", ".DS_Store"})
 _METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
 
 
@@ -241,7 +244,7 @@ def _extract_into(archive: Path, dest: Path, limits: ArchiveLimits) -> None:
 
 
 def pack_package(src_dir: str | Path, out_file: str | Path, *, limits: ArchiveLimits = DEFAULT_LIMITS) -> Path:
-    """Validate `src_dir`, then zip it (hidden files skipped, links refused) atomically into `out_file`.
+    """Validate `src_dir`, then zip it (VCS metadata skipped, links refused) atomically into `out_file`.
 
     Raises PackageInvalid with every problem when the package or its files are not packable.
     """
@@ -278,11 +281,11 @@ def _collect(src: Path, *, skip: Path, limits: ArchiveLimits) -> tuple[list[tupl
     total = 0
     for dirpath, dirnames, filenames in os.walk(src, followlinks=False):
         base = Path(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if d not in _NOT_PACKED)
         for name in [*dirnames, *sorted(filenames)]:
             path = base / name
             rel = path.relative_to(src).as_posix()
-            if name.startswith(".") or path == skip:
+            if name in _NOT_PACKED or path == skip:
                 continue
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode):

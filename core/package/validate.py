@@ -439,7 +439,7 @@ class _Inspection:
         if isinstance(workflow, str) and workflow.strip():
             self.check_menu_workflow(workflow.strip(), file, f"{where}.workflow", targets)
         if isinstance(exec_, str) and exec_.strip():
-            self.check_menu_file(exec_.strip(), file, f"{where}.exec", "exec file", required=True)
+            self.check_menu_exec(exec_.strip(), file, f"{where}.exec", targets)
         if isinstance(data, str) and data.strip():
             self.check_menu_file(data.strip(), file, f"{where}.data", "data file", required=False)
         if isinstance(action, str) and action.startswith("#") and action[1:] not in targets.prompt_ids:
@@ -457,6 +457,21 @@ class _Inspection:
                    f"workflow '{value}' is neither a workflow id ({', '.join(targets.workflow_ids) or 'none'}) "
                    f"nor a workflow.md listed in bmad.json ({', '.join(targets.workflow_paths) or 'none'})",
                    "use one of those ids or paths", "UNKNOWN_WORKFLOW")
+
+    def check_menu_exec(self, value: str, file: str, where: str, targets: _MenuTargets) -> None:
+        """An exec runs the workflow whose workflow.md it names exactly, else it is a markdown script.
+        A workflow-named file that is not a listed workflow would never run as one: an error."""
+        if package_ref(value) in targets.workflow_paths:
+            return
+        name = value.rsplit("/", 1)[-1].lower()
+        if name.startswith("workflow") and name.endswith(".md"):
+            listed = ", ".join(targets.workflow_paths) or "none"
+            self.error(file, where,
+                       f"exec '{value}' names a workflow file that is not one of this package's workflows ({listed})",
+                       "point exec at one of those workflow.md paths, or add a bmad.json workflows[] record "
+                       "(id, workflow, graph) for this file", "UNKNOWN_WORKFLOW")
+            return
+        self.check_menu_file(value, file, where, "exec file", required=True)
 
     def check_menu_file(self, value: str, file: str, where: str, what: str, *, required: bool) -> None:
         if value.startswith(_PROJECT_SIDE):
