@@ -77,9 +77,12 @@ class Engine:
         return True
 
     def interrupted_runs(self, project_root: str | Path | None = None) -> list[RunRecord]:
-        """Runs left in phase `running` by a process that died; a surface offers to resume them."""
+        """Runs left in phase `running` by a process that died; a surface offers to resume them.
+        A sub-workflow's run is not listed: resuming its caller resumes it."""
         return [
-            r for r in self.runs.list(project_root) if r.phase == RunPhase.RUNNING and not self.is_pumping(r.run_id)
+            r
+            for r in self.runs.list(project_root)
+            if r.phase == RunPhase.RUNNING and r.parent_run_id is None and not self.is_pumping(r.run_id)
         ]
 
     def composer(self, package: Package) -> PromptComposer:
@@ -111,9 +114,22 @@ class Engine:
         on_event: EventSink | None = None,
     ) -> PumpResult:
         """Drive the run until it needs the user. Mutates and persists `record` (phase, errors)."""
+        return await self.run_pump(record, package, intent, user_input, on_event, PumpControl())
+
+    async def run_pump(
+        self,
+        record: RunRecord,
+        package: Package,
+        intent: Intent,
+        user_input: str | None,
+        on_event: EventSink | None,
+        control: PumpControl,
+    ) -> PumpResult:
+        """One pump under `control`. A calling run pumps its sub-workflow's run with its own control,
+        so pause and stop of either run reach whichever of the two is working."""
         if record.run_id in self._active:
             raise CrewError("RUN_BUSY", "This run is already working; wait for it, or pause/stop it first.")
-        control = self._active[record.run_id] = PumpControl()
+        self._active[record.run_id] = control
         try:
             return await Pump(self, record, package, intent, user_input, on_event, control).run()
         finally:

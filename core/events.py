@@ -17,6 +17,30 @@ class RunPhase(str, Enum):
 
 class _Event(BaseModel):
     run_id: str
+    parent_run_id: str | None = None  # set on a sub-workflow's events: the run that called it
+
+
+class SubworkflowStarted(_Event):
+    """The run entered a subworkflow node: its child run starts (or, after a stop or crash, goes on)."""
+
+    kind: Literal["subworkflow_started"] = "subworkflow_started"
+    node_id: str  # the caller's node
+    child_run_id: str
+    workflow_id: str
+    workflow_name: str
+    resumed: bool = False
+
+
+class SubworkflowReturned(_Event):
+    """The child completed; the caller recorded its outputs and moved past the node."""
+
+    kind: Literal["subworkflow_returned"] = "subworkflow_returned"
+    node_id: str
+    child_run_id: str
+    workflow_id: str
+    workflow_name: str
+    variables: dict[str, Any] = {}  # copied into the caller's variables
+    artifacts: list[str] = []  # appended to the caller's artifacts
 
 
 class NodeStarted(_Event):
@@ -24,6 +48,7 @@ class NodeStarted(_Event):
     node_id: str
     title: str
     agent_id: str
+    workflow_id: str | None = None
 
 
 class ToolExecuted(_Event):
@@ -93,6 +118,8 @@ EngineEvent = Annotated[
         AssistantTextDelta,
         WidgetRequested,
         LLMRetrying,
+        SubworkflowStarted,
+        SubworkflowReturned,
     ],
     Field(discriminator="kind"),
 ]

@@ -19,8 +19,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import state as run_state
+from . import subflow
 from .errors import CrewError
-from .events import AssistantText, AssistantTextDelta, LLMRetrying, RunPhase, WidgetRequested
+from .events import (
+    AssistantText,
+    AssistantTextDelta,
+    EngineEvent,
+    LLMRetrying,
+    RunPhase,
+    SubworkflowReturned,
+    SubworkflowStarted,
+    WidgetRequested,
+)
 from .engine_model import EventSink, Intent, PumpResult
 from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from .llm import LLMReply
@@ -143,18 +153,24 @@ class Pump:
             results_dir=engine.store.tool_results_dir(record),
             large_result_bytes=engine.settings.large_result_bytes,
         )
+        self.child_input: str | None = None  # for the sub-workflow this run waits on, if it does
         if self.user_input is not None and self.user_input.strip():
-            node = None if self.complete else self._node_id()
-            self.history.append(
-                {"role": "user", "content": wrap_user_input(self.user_input, node)},
-                part="user_input",
-                nodeId=node,
-                scope=self._scope(),
-            )
+            if self._pending_call() is not None:
+                self.child_input = self.user_input
+            else:
+                node = None if self.complete else self._node_id()
+                self.history.append(
+                    {"role": "user", "content": wrap_user_input(self.user_input, node)},
+                    part="user_input",
+                    nodeId=node,
+                    scope=self._scope(),
+                )
         record.last_error = None
         await self.reporter.phase(RunPhase.RUNNING)
         self.anchor = self._anchor()
-        if not self.complete and self.intent in ("start", "resume"):
+        if self.complete and record.parent_run_id:
+            await self._finish(RunPhase.COMPLETED)  # a completed sub-workflow hands back to its caller
+        if not self.complete and self.intent in ("start", "resume") and self._pending_call() is None:
             await self._emit_node_started()
         await self._loop()
 
@@ -167,6 +183,11 @@ class Pump:
         while True:
             if self.control.stop:
                 await self._wait_user(paused=True, reason="Stopped")
+            call = self._pending_call()
+            if call is not None:
+                ctx = await self._call_subworkflow(call, ctx)
+                guard.turns_since_progress = 0
+                continue
             runaway = guard.runaway(self.llm_calls)
             if runaway:
                 await self._fail("ENGINE_MAX_TURNS_EXCEEDED", runaway)
@@ -183,6 +204,8 @@ class Pump:
 
             was_complete = self.complete
             widget, ctx = await self._run_tools(reply, ctx, guard)
+            if self.complete and not was_complete and self.record.parent_run_id and widget is None:
+                await self._finish(RunPhase.COMPLETED)  # no closing turn: the caller speaks next
             if widget is not None:
                 await self.reporter.emit(WidgetRequested(run_id=self.record.run_id, widget=widget))
                 await self._wait_user(widget=widget)
@@ -312,6 +335,84 @@ class Pump:
             f"and the call would need about {needed:,} more. Raise the run's token budget to continue."
         )
         await self._wait_user(paused=True, reason=message, error=RunError(code="RUN_TOKEN_BUDGET", message=message))
+
+    # ---- sub-workflows ------------------------------------------------------------
+
+    def _pending_call(self) -> subflow.SubworkflowCall | None:
+        """The sub-workflow the current node runs, while the run stands on a subworkflow node."""
+        if self.complete:
+            return None
+        return subflow.call_at(self.package, self.workflow, self._node_id())
+
+    async def _call_subworkflow(self, call: subflow.SubworkflowCall, ctx: ToolContext) -> ToolContext:
+        """Pump the child run until it completes, then move past the node and return the next context.
+
+        When the child needs the user (a question, a widget, a pause or stop, a failure), this pump
+        ends the same way; the next pump of this run goes on with the child.
+        """
+        engine, record = self.engine, self.record
+        agent_id = effective_agent_id(self.graph, self.fm, record.active_agent_id)
+        child, created = subflow.open_child(engine.runs, record, self.package, call, self.fm, agent_id)
+        user_input, self.child_input = self.child_input, None
+        started = SubworkflowStarted(
+            run_id=record.run_id,
+            node_id=call.node.id,
+            child_run_id=child.run_id,
+            workflow_id=call.workflow.id,
+            workflow_name=call.workflow.display_name,
+            resumed=not created,
+        )
+        await self.reporter.emit(started)
+        self.audit({"kind": "subworkflow.started", "nodeId": call.node.id, "childRunId": child.run_id,
+                    "workflowId": call.workflow.id, "resumed": not created})
+        intent: Intent = "start" if created else ("continue" if user_input else "resume")
+        spent_before = child.usage.model_copy()
+        result = await engine.run_pump(child, self.package, intent, user_input, self._child_sink(), self.control)
+        record.usage.add_since(child.usage, spent_before)  # the caller's usage covers its sub-workflows
+        self.llm_calls += result.llm_calls
+        self.llm_seconds += result.llm_seconds
+        self.last_text = result.assistant_text or self.last_text
+        name = call.workflow.display_name
+        if result.phase is RunPhase.FAILED:
+            error = result.error or RunError(code="SUBWORKFLOW_FAILED", message="it stopped unexpectedly")
+            await self._fail(error.code, f"Sub-workflow '{name}' failed: {error.message}")
+        if result.phase is not RunPhase.COMPLETED:
+            reason = ("Stopped" if self.control.stop else "Paused") if result.paused else None
+            await self._wait_user(paused=result.paused, reason=reason, widget=result.widget, error=result.error)
+        child_fm = run_state.read_state(engine.store.state_dir(child))
+        returned = subflow.return_to_caller(self.state_dir, call, child.run_id, child_fm)
+        record.child_run_id = None
+        engine.runs.update(record)
+        self.audit({"kind": "subworkflow.returned", "nodeId": call.node.id, "childRunId": child.run_id,
+                    "variables": sorted(returned.variables), "artifacts": returned.artifacts})
+        self._reload_state(returned.frontmatter)
+        self.history.append({"role": "user", "content": returned.note}, part="runtime_note", scope=self._scope())
+        await self._state_updated()
+        back = SubworkflowReturned(
+            run_id=record.run_id,
+            node_id=call.node.id,
+            child_run_id=child.run_id,
+            workflow_id=call.workflow.id,
+            workflow_name=name,
+            variables=returned.variables,
+            artifacts=returned.artifacts,
+        )
+        await self.reporter.emit(back)
+        return await self._reanchor(ctx)
+
+    def _child_sink(self) -> EventSink | None:
+        """The child's events go to this run's surface, marked with this run as their parent."""
+        on_event = self.on_event
+        if on_event is None:
+            return None
+        parent_id = self.record.run_id
+
+        async def sink(event: EngineEvent) -> None:
+            if event.parent_run_id is None:
+                event = event.model_copy(update={"parent_run_id": parent_id})
+            await on_event(event)
+
+        return sink
 
     # ---- tools ----------------------------------------------------------------
 

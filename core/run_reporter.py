@@ -70,5 +70,11 @@ class RunReporter:
     async def node_started(self, graph: Graph, node_id: str, agent_id: str) -> None:
         node = graph.node(node_id)
         if node is not None:
-            started = NodeStarted(run_id=self.record.run_id, node_id=node.id, title=node.label, agent_id=agent_id)
+            started = NodeStarted(
+                run_id=self.record.run_id,
+                node_id=node.id,
+                title=node.label,
+                agent_id=agent_id,
+                workflow_id=self.record.workflow_id,
+            )
             await self.emit(started)

@@ -98,8 +98,13 @@ class RunManager:
         *,
         run_id: str | None = None,
         worktree: RunWorktree | None = None,
+        variables: dict[str, Any] | None = None,
+        parent: tuple[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> RunRecord:
-        """A new run of `project_root`; with a `worktree` (made for `run_id`) the run works in it instead."""
+        """A new run of `project_root` in phase waiting-user; with a `worktree` (made for `run_id`) the run
+        works in it instead. A sub-workflow's run also gets the id its caller chose, the variables
+        passed in, and `parent` = (caller run id, caller node id)."""
         root = self.store.check_project(project_root)
         workspace = self.store.check_project(worktree.path) if worktree else root
         workflow = resolve_workflow(package, workflow_id)
@@ -108,7 +113,13 @@ class RunManager:
         now = utc_now()
         try:
             state_text = run_state.init_state_text(
-                workflow.template, workflow.graph, run_id=run_id, agent_id=agent.id, workflow_id=workflow.id, now=now
+                workflow.template,
+                workflow.graph,
+                run_id=run_id,
+                agent_id=agent.id,
+                workflow_id=workflow.id,
+                now=now,
+                variables=variables,
             )
         except CrewError as exc:
             raise CrewError(
@@ -127,6 +138,9 @@ class RunManager:
             created_at=now,
             updated_at=now,
             worktree=worktree,
+            parent_run_id=parent[0] if parent else None,
+            parent_node_id=parent[1] if parent else None,
+            extra=dict(extra or {}),
         )
         (workspace / "artifacts").mkdir(exist_ok=True)
         state_dir = self.store.state_dir(record)
@@ -164,10 +178,22 @@ class RunManager:
         return sorted(records, key=lambda r: r.created_at, reverse=True)
 
     def latest(self, project_root: str | Path, package_id: str | None = None) -> RunRecord | None:
+        """The newest run a user started (sub-workflow runs continue through their caller)."""
         for record in self.list(project_root):
-            if package_id is None or record.package_id == package_id:
+            if record.parent_run_id is None and (package_id is None or record.package_id == package_id):
                 return record
         return None
+
+    def root_of(self, record: RunRecord) -> RunRecord:
+        """The run a user started, for a sub-workflow's run: resuming it resumes the whole chain."""
+        seen = {record.run_id}
+        while record.parent_run_id and record.parent_run_id not in seen:
+            parent = self.store.read_record(record.parent_run_id)
+            if parent is None:
+                break
+            seen.add(parent.run_id)
+            record = parent
+        return record
 
     def update(self, record: RunRecord) -> None:
         record.updated_at = utc_now()
@@ -190,9 +216,22 @@ class RunManager:
         fm = {"stepsCompleted": event.steps_completed}
         return _view(graph, event.current_node_id, fm, event.artifacts, event.complete)
 
-    def snapshot(self, record: RunRecord, package: Package, view: StateView | None = None) -> RunSnapshot:
-        """The run in user terms. Pass the `view` already read when the state file has not changed since
-        (a surface following a pump's events): then the snapshot costs no file access."""
+    def snapshot(
+        self,
+        record: RunRecord,
+        package: Package,
+        view: StateView | None = None,
+        *,
+        child_view: StateView | None = None,
+    ) -> RunSnapshot:
+        """The run in user terms, with the sub-workflow it waits on nested. Pass the views already read
+        when the state files have not changed since (a surface following a pump's events): then the
+        snapshot costs no file access."""
+        child = None
+        if record.child_run_id:
+            child_record = self.store.read_record(record.child_run_id)
+            if child_record is not None:
+                child = self.snapshot(child_record, package, child_view)
         if view is None:
             view = self.state_view(record, package)
         workflow = package.workflow(record.workflow_id) or package.default_workflow
@@ -220,4 +259,5 @@ class RunManager:
             pushed=record.delivery is not None,
             pull_request_url=record.delivery.pull_request_url if record.delivery else None,
             steps_completed=list(view.steps_completed),
+            child=child,
         )

@@ -53,6 +53,11 @@ class RunUsage(BaseModel):
         self.completion_tokens += reported.get("completion_tokens", 0)
         self.cached_prompt_tokens += reported.get("cached_tokens", 0)
 
+    def add_since(self, other: RunUsage, before: RunUsage) -> None:
+        """Add what `other` spent since it stood at `before` (a sub-workflow's calls, to its caller)."""
+        for name in ("llm_calls", "prompt_tokens", "completion_tokens", "cached_prompt_tokens", "estimated_calls"):
+            setattr(self, name, getattr(self, name) + getattr(other, name) - getattr(before, name))
+
     def line(self) -> str:
         """`12 model calls · 48,210 tokens`, the same words on every surface."""
         calls = f"{self.llm_calls} model call{'s' if self.llm_calls != 1 else ''}"
@@ -101,6 +106,11 @@ class RunRecord(BaseModel):
     token_budget: int | None = None  # this run's own token budget; None = the engine's setting
     worktree: RunWorktree | None = None  # None: the run works in project_root itself (a plain folder)
     delivery: RunDelivery | None = None
+    # Sub-workflows (core.subflow): a child run names its caller; a caller names the child it waits on.
+    parent_run_id: str | None = None
+    parent_node_id: str | None = None  # the caller's subworkflow node
+    child_run_id: str | None = None  # set while a subworkflow node of this run has a child
+    child_run_ids: list[str] = []  # every child this run has called, oldest first
 
     @property
     def workspace(self) -> str:
@@ -131,3 +141,11 @@ class RunSnapshot(BaseModel):
     pushed: bool = False  # the branch has been pushed (see pull_request_url)
     pull_request_url: str | None = None
     steps_completed: list[str] = []  # node ids, in the order they were completed
+    child: RunSnapshot | None = None  # the sub-workflow this run waits on, shown nested ("parent › child")
+
+    def chain(self) -> list[RunSnapshot]:
+        """This run, then each nested sub-workflow down to the one that is working."""
+        out: list[RunSnapshot] = [self]
+        while out[-1].child is not None:
+            out.append(out[-1].child)  # type: ignore[arg-type]
+        return out

@@ -129,16 +129,30 @@ def allowed_next(graph: Graph, node_id: str) -> list[dict[str, Any]]:
 
 
 def init_state_text(
-    template: str, graph: Graph, *, run_id: str, agent_id: str, workflow_id: str, now: str
+    template: str,
+    graph: Graph,
+    *,
+    run_id: str,
+    agent_id: str,
+    workflow_id: str,
+    now: str,
+    variables: dict[str, Any] | None = None,
 ) -> str:
-    """The first `@state/workflow.md` of a run: the template with run fields set and progress reset."""
+    """The first `@state/workflow.md` of a run: the template with run fields set and progress reset
+    (`variables` start empty, or as a calling workflow passes them)."""
     try:
         fm, body = parse_text(template)
     except FrontmatterError as exc:
         raise CrewError("STATE_INIT_FAILED", f"The workflow.md template cannot be used: {exc.message}") from None
     fm = {k: plain(v) for k, v in fm.items()}
     fm.update(runId=run_id, activeAgentId=agent_id, workflowRef=workflow_id, updatedAt=now)
-    fm.update(currentNodeId=graph.entryNodeId, stepsCompleted=[], variables={}, decisionLog=[], artifacts=[])
+    fm.update(
+        currentNodeId=graph.entryNodeId,
+        stepsCompleted=[],
+        variables={k: plain(v) for k, v in (variables or {}).items()},
+        decisionLog=[],
+        artifacts=[],
+    )
     errors = schema_errors(normalise(fm))
     if errors:
         listed = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:5])
@@ -205,10 +219,12 @@ def commit_state(
     if_match: str | None = None,
     gate: Gate | None = None,
     rewind: bool = False,
+    returning: bool = False,
 ) -> StateWrite:
     """Validate the document `build` returns against the current state, then replace it atomically.
 
-    `rewind` allows a non-edge move and dropping stepsCompleted entries (workflow_rewind only).
+    `rewind` allows a non-edge move and dropping stepsCompleted entries (workflow_rewind only);
+    `returning` lets the runtime move past a subworkflow node once its child completed.
     """
     prev = load_doc(state_dir)
     prev_fm = prev.frontmatter if prev else None
@@ -240,7 +256,7 @@ def commit_state(
             f"{STATE_ALIAS} does not match the run-state schema: {listed}{more}.",
             {"errors": errors},
         )
-    check_transition(prev_fm, next_fm, graph, rewind=rewind)
+    check_transition(prev_fm, next_fm, graph, rewind=rewind, returning=returning)
     if prev_fm is not None and not rewind:
         check_monotonic(prev_fm, next_fm)
     data = text.encode("utf-8")
@@ -262,13 +278,28 @@ def _schema_check() -> PartwiseCheck:
 
 
 def check_transition(
-    prev: dict[str, Any] | None, nxt: dict[str, Any], graph: Graph, *, rewind: bool = False
+    prev: dict[str, Any] | None,
+    nxt: dict[str, Any],
+    graph: Graph,
+    *,
+    rewind: bool = False,
+    returning: bool = False,
 ) -> None:
     old = graph.effective_node_id(prev.get("currentNodeId")) if prev is not None else None
     new = graph.effective_node_id(nxt.get("currentNodeId"))
     if graph.node(new) is None:
         raise _transition_error(f"Unknown node '{new}': it is not in this workflow's graph.", old, new, graph)
-    if old is None or new == old or rewind or graph.has_edge(old, new):
+    if old is None or new == old or rewind:
+        return
+    old_node = graph.node(old)
+    if old_node is not None and old_node.type == "subworkflow" and not returning:
+        raise CrewError(
+            "E_SUBWORKFLOW_PENDING",
+            f"Node '{old}' runs a sub-workflow; the runtime moves past it when that workflow completes. "
+            "Leave currentNodeId as it is and end your turn.",
+            {"from": old, "to": new},
+        )
+    if graph.has_edge(old, new):
         return
     raise _transition_error(f"Invalid transition: {old} → {new} (no such edge in the graph).", old, new, graph)
 

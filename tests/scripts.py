@@ -463,6 +463,99 @@ def script_hello_linear(llm: ScriptedLLM) -> None:
     llm.responder = hello_linear_responder()
 
 
+# ---- hello-subflow: plan-feature calls party-mode as a sub-workflow ------------------------------
+
+FEATURE_ANSWER = "Recurring tasks: repeat a task every week"
+"""What the user answers when plan-feature asks which feature to plan."""
+
+DIRECTION_WIDGET = {
+    "widgetId": "direction",
+    "type": "selection",
+    "message": "Which direction should the plan take?",
+    "options": [
+        {"value": "simple-rules", "label": "Simple repeat rules", "description": "daily / weekly / monthly"},
+        {"value": "calendar-sync", "label": "Calendar sync", "description": "repeat from the user's calendar"},
+        {"value": "another-round", "label": "Another round"},
+    ],
+    "multi": False,
+}
+PARTY_ARTIFACTS = ["artifacts/party-mode/discussion.md", "artifacts/party-mode/verdict.md"]
+PLAN_FEATURE_ARTIFACTS = ["artifacts/plan-feature/brief.md", *PARTY_ARTIFACTS, "artifacts/plan-feature/plan.md"]
+
+
+def direction_answer(value: str = "simple-rules") -> str:
+    return widget_submit_text("direction", "selection", [value])
+
+
+def _chosen_direction(body: Body) -> str | None:
+    for text in reversed(user_inputs(body)):
+        submitted = parse_widget_submit(text)
+        if submitted and submitted.get("widgetId") == "direction":
+            value = submitted.get("value")
+            return value[0] if isinstance(value, list) and value else str(value)
+    return None
+
+
+def hello_subflow_responder() -> Callable[[Body], Reply]:
+    """The competent model for hello-subflow (7 calls): ask for the feature (stop), write the brief;
+    the party-mode child writes the discussion, asks for a direction with a widget (stop), records it
+    and wraps up; the caller writes the plan and finishes; closing message."""
+
+    def respond(body: Body) -> Reply:
+        if is_post_completion(body):
+            return _post_completion_reply(body, "Planned.\n- Plan: artifacts/plan-feature/plan.md\n- Next: review it.")
+        node = current_node(body)
+        variables = state_summary(body).get("variables", {})
+        if node == "step-01-brief":
+            answers = [t for t in user_inputs(body) if t.strip()]
+            if not answers:
+                return Reply(content="Which feature should we plan, and what problem does it solve?")
+            return calls(
+                write("@project/artifacts/plan-feature/brief.md", f"# Brief\n\n- feature: {answers[-1]}\n"),
+                complete_node(node, to="sub-02-party-mode", variables={"featureName": "recurring-tasks"},
+                              artifacts=["artifacts/plan-feature/brief.md"]),
+            )
+        if node == "party-01-voices":
+            topic = variables.get("featureName", "(topic missing)")
+            return calls(
+                write("@project/artifacts/party-mode/discussion.md",
+                      f"# Round-table: {topic}\n\n## Architect\n- simple rules\n\n## UX\n- calendar sync\n"),
+                complete_node(node, to="party-02-choose",
+                              variables={"discussionPath": "artifacts/party-mode/discussion.md", "topic": topic},
+                              artifacts=["artifacts/party-mode/discussion.md"]),
+            )
+        wrap = (
+            write("@project/artifacts/party-mode/verdict.md", "# Verdict\n\n- direction chosen by the user\n"),
+            complete_node("party-99-wrap", to=None, variables={"workflowStatus": "complete"},
+                          artifacts=["artifacts/party-mode/verdict.md"]),
+        )
+        if node == "party-02-choose":
+            direction = _chosen_direction(body)
+            if direction is None:
+                return calls(("ui_ask_user", DIRECTION_WIDGET), content="Time to pick a direction.")
+            decision = {"from": node, "to": "party-99-wrap", "label": "chosen", "reason": "the user's pick",
+                        "decidedAt": now()}
+            return calls(
+                complete_node(node, to="party-99-wrap", variables={"direction": direction}, decision=decision),
+                *wrap,
+            )
+        if node == "party-99-wrap":
+            return calls(*wrap)
+        finish = complete_node("end-99", to=None, variables={"workflowStatus": "complete"})
+        if node == "step-03-plan":
+            return calls(
+                write("@project/artifacts/plan-feature/plan.md",
+                      f"# Plan: {variables.get('featureName')}\n\n## Direction\n{variables.get('direction')}\n"),
+                complete_node(node, to="end-99", artifacts=["artifacts/plan-feature/plan.md"]),
+                finish,
+            )
+        if node == "end-99":
+            return calls(finish)
+        return Reply(content=f"(scripted model: no plan for node {node!r})")
+
+    return respond
+
+
 # ---- driving a run ----------------------------------------------------------------------------
 
 
