@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from core import state as run_state
-from core.events import NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
+from core.engine import PumpResult
+from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
+from core.package.loader import validate_path
 from core.package.models import Package
 from core.runs_model import RunRecord
 from tests.scripts import (
@@ -16,12 +19,15 @@ from tests.scripts import (
     PARTY_ARTIFACTS,
     PLAN_FEATURE_ARTIFACTS,
     EngineHarness,
+    complete_node,
     current_node,
     direction_answer,
     drive,
     engine_harness,
     hello_subflow_responder,
 )
+from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike
+from tests.test_package_helpers import EXAMPLES, edit_json, make_multi_package, step_text
 
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
 CHILD_NODES = ["party-01-voices", "party-02-choose", "party-99-wrap"]
@@ -90,3 +96,208 @@ async def test_subworkflow_runs_nested_and_returns_its_outputs(project: Path) ->
         assert back.artifacts == PARTY_ARTIFACTS
         child_phases = [e.phase for e in h.events if isinstance(e, PhaseChanged) and e.run_id == child_id]
         assert child_phases[-1] is RunPhase.COMPLETED
+
+
+# ---- validation ------------------------------------------------------------------------------------
+
+
+def _make_call(root: Path, workflow: str, node: str, ref: str | None) -> None:
+    """Turn `node` of workflows/<workflow> into a subworkflow node calling `ref` (None: no ref)."""
+    edit_json(root / f"workflows/{workflow}/workflow.graph.json",
+              lambda g: next(n for n in g["nodes"] if n["id"] == node).update(type="subworkflow"))
+    extra = f'subworkflowRef: "{ref}"\n' if ref is not None else ""
+    (root / f"workflows/{workflow}/steps/{node}.md").write_text(
+        step_text(node, "subworkflow", extra=extra), encoding="utf-8")
+
+
+def _errors(root: Path) -> list[tuple[str, str, str, str]]:
+    package, problems = validate_path(root)
+    errors = [(p.file, p.json_path, p.code, p.message) for p in problems if p.level == "error"]
+    assert (package is None) == bool(errors)
+    assert all(p.fix for p in problems)
+    return errors
+
+
+def test_a_valid_call_validates_and_the_example_package_too(tmp_path: Path) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    _make_call(root, "alpha", "step-03a", "beta")
+    assert _errors(root) == []
+    assert _errors(EXAMPLES / "hello-subflow") == []
+
+
+@pytest.mark.parametrize(
+    ("ref", "message", "fix_part"),
+    [
+        (None, "subworkflow node 'step-03a' does not say which workflow it runs", "subworkflowRef: <workflow id>"),
+        ("gamma", "subworkflowRef 'gamma' is not a workflow of this package", "alpha, beta"),
+    ],
+)
+def test_a_missing_or_unknown_ref_is_an_error_with_file_path_and_fix(
+    tmp_path: Path, ref: str | None, message: str, fix_part: str
+) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    _make_call(root, "alpha", "step-03a", ref)
+    package, problems = validate_path(root)
+    [problem] = [p for p in problems if p.level == "error"]
+    assert (problem.file, problem.json_path, problem.code) == (
+        "workflows/alpha/steps/step-03a.md", "$.subworkflowRef", "SUBWORKFLOW_REF_INVALID")
+    assert problem.message == message and fix_part in problem.fix and package is None
+
+
+def test_a_workflow_calling_itself_directly_or_through_another_is_an_error(tmp_path: Path) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    _make_call(root, "alpha", "step-03a", "alpha")
+    [(file, path, code, message)] = _errors(root)
+    assert (file, path, code) == ("workflows/alpha/steps/step-03a.md", "$.subworkflowRef", "SUBWORKFLOW_CYCLE")
+    assert "(alpha → alpha)" in message
+
+    root = make_multi_package(tmp_path / "pkg2")
+    _make_call(root, "alpha", "step-03a", "beta")
+    _make_call(root, "beta", "step-03b", "alpha")
+    errors = _errors(root)
+    assert {(f, c) for f, _, c, _ in errors} == {
+        ("workflows/alpha/steps/step-03a.md", "SUBWORKFLOW_CYCLE"),
+        ("workflows/beta/steps/step-03b.md", "SUBWORKFLOW_CYCLE"),
+    }
+    assert any("(alpha → beta → alpha)" in m for *_, m in errors)
+
+
+def test_a_call_with_no_way_forward_is_an_error(tmp_path: Path) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    _make_call(root, "alpha", "step-03a", "beta")
+    edit_json(root / "workflows/alpha/workflow.graph.json",
+              lambda g: g.update(edges=[e for e in g["edges"] if e["from"] != "step-03a"]))
+    [(file, path, code, message)] = _errors(root)
+    assert (file, path, code) == ("workflows/alpha/workflow.graph.json", "$.nodes[2]", "GRAPH_INTEGRITY_INVALID")
+    assert "no outgoing edge" in message
+
+
+def test_a_ref_on_a_plain_step_is_a_warning(tmp_path: Path) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    (root / "workflows/alpha/steps/step-03a.md").write_text(
+        step_text("step-03a", "step", extra='subworkflowRef: "beta"\n'), encoding="utf-8")
+    package, problems = validate_path(root)
+    assert package is not None
+    assert [(p.level, p.json_path) for p in problems] == [("warning", "$.subworkflowRef")]
+
+
+# ---- control across the pair ----------------------------------------------------------------------
+
+
+async def _to_the_call(h: EngineHarness, package: Package, record: RunRecord, on_event=None) -> PumpResult:  # noqa: ANN001
+    """Start, answer the brief's question: the caller moves to the subworkflow node and pumps the child."""
+    first = await h.engine.pump(record, package, intent="start")
+    assert first.phase is RunPhase.WAITING_USER and first.widget is None
+    return await h.engine.pump(record, package, intent="continue", user_input=FEATURE_ANSWER, on_event=on_event)
+
+
+async def test_pause_reaches_the_child_and_resume_of_the_caller_resumes_it(project: Path) -> None:
+    async with engine_harness(project) as h:
+        package, record = _start(h)
+        busy: list[bool] = []
+
+        async def pause_in_child(event: EngineEvent) -> None:
+            if isinstance(event, NodeStarted) and event.node_id == "party-01-voices":
+                child_id = h.runs.get(record.run_id).child_run_id or ""
+                busy.append(h.engine.is_pumping(record.run_id) and h.engine.is_pumping(child_id))
+                assert h.engine.request_pause(record.run_id)  # the caller's control is the child's too
+
+        paused = await _to_the_call(h, package, record, on_event=pause_in_child)
+        assert busy == [True]
+        assert (paused.phase, paused.paused, paused.run_id) == (RunPhase.WAITING_USER, True, record.run_id)
+        parent = h.runs.get(record.run_id)
+        child = h.runs.get(parent.child_run_id or "")
+        assert parent.paused and child.paused and child.phase is RunPhase.WAITING_USER
+        assert _state(h, child)["currentNodeId"] == "party-02-choose"  # the turn in flight finished first
+
+        snap = h.runs.snapshot(parent, package)
+        assert [(s.workflow_name, s.current_node_id) for s in snap.chain()] == [
+            ("Plan a Feature", "sub-02-party-mode"), ("Party Mode", "party-02-choose")]
+        assert h.engine.interrupted_runs() == []  # neither is running; a child is never listed anyway
+
+        calls_before = len(h.llm.requests)
+        asked = await h.engine.pump(parent, package, intent="resume")
+        assert asked.widget == DIRECTION_WIDGET and not asked.paused
+        assert [current_node(b) for b in h.llm.requests[calls_before:]] == ["party-02-choose"]
+        done = await h.engine.pump(parent, package, intent="continue", user_input=direction_answer("calendar-sync"))
+        assert done.phase is RunPhase.COMPLETED
+        fm = _state(h, parent)
+        assert fm["variables"]["direction"] == "calendar-sync" and fm["stepsCompleted"] == PARENT_NODES
+        assert h.runs.get(record.run_id).child_run_ids == [child.run_id]  # resumed, never a second child
+
+
+async def test_stop_by_the_child_id_stops_both_and_a_child_finished_alone_returns_on_resume(project: Path) -> None:
+    async with engine_harness(project) as h:
+        package, record = _start(h)
+
+        async def stop_child(event: EngineEvent) -> None:
+            if isinstance(event, PhaseChanged) and event.parent_run_id and event.phase is RunPhase.RUNNING:
+                assert h.engine.request_stop(event.run_id)
+
+        stopped = await _to_the_call(h, package, record, on_event=stop_child)
+        assert (stopped.phase, stopped.paused) == (RunPhase.WAITING_USER, True)
+        parent = h.runs.get(record.run_id)
+        assert parent.last_error is None and parent.paused
+        child = h.runs.get(parent.child_run_id or "")
+        assert _state(h, child)["stepsCompleted"] == []  # stopped before its first turn
+
+        asked = await h.engine.pump(parent, package, intent="resume")
+        assert asked.widget == DIRECTION_WIDGET
+        # the child is answered and finished on its own (a surface bound to it): it does not go on alone
+        alone = await h.engine.pump(h.runs.get(child.run_id), package, intent="continue", user_input=direction_answer())
+        assert alone.phase is RunPhase.COMPLETED
+        assert _state(h, parent)["currentNodeId"] == "sub-02-party-mode"
+        calls_before = len(h.llm.requests)
+        done = await h.engine.pump(parent, package, intent="resume")
+        assert done.phase is RunPhase.COMPLETED
+        assert [current_node(b) for b in h.llm.requests[calls_before:]][:1] == ["step-03-plan"]  # no child turn
+        assert _state(h, parent)["artifacts"] == PLAN_FEATURE_ARTIFACTS
+
+
+async def test_a_failing_child_fails_the_caller_and_retry_goes_on_with_the_same_child(project: Path) -> None:
+    async with engine_harness(project, max_retries=0) as h:
+        package, record = _start(h)
+        competent = hello_subflow_responder()
+        broken = [True]
+
+        def respond(body: dict) -> ReplyLike:
+            if broken[0] and current_node(body) == "party-01-voices":
+                return ErrorReply(status=400, body="the model refused the request")
+            return competent(body)
+
+        h.llm.responder = respond
+        failed = await _to_the_call(h, package, record)
+        assert failed.phase is RunPhase.FAILED and failed.error is not None
+        assert failed.error.message.startswith("Sub-workflow 'Party Mode' failed:")
+        parent = h.runs.get(record.run_id)
+        child = h.runs.get(parent.child_run_id or "")
+        assert parent.phase is RunPhase.FAILED and child.phase is RunPhase.FAILED
+
+        broken[0] = False
+        asked = await h.engine.pump(parent, package, intent="resume")
+        assert asked.widget == DIRECTION_WIDGET
+        done = await h.engine.pump(parent, package, intent="continue", user_input=direction_answer())
+        assert done.phase is RunPhase.COMPLETED
+        assert h.runs.get(record.run_id).child_run_ids == [child.run_id]
+
+
+async def test_the_model_cannot_skip_the_subworkflow_node(project: Path) -> None:
+    async with engine_harness(project) as h:
+        package, record = _start(h)
+        competent = hello_subflow_responder()
+
+        def respond(body: dict) -> ReplyLike:
+            reply = competent(body)
+            if current_node(body) == "step-01-brief" and isinstance(reply, Reply) and reply.tool_calls:
+                skip = complete_node("sub-02-party-mode", to="step-03-plan")
+                return Reply(content=reply.content, tool_calls=(*reply.tool_calls, skip))
+            return reply
+
+        h.llm.responder = respond
+        asked = await _to_the_call(h, package, record)
+        assert asked.widget == DIRECTION_WIDGET  # the child runs all the same
+        assert _state(h, record)["currentNodeId"] == "sub-02-party-mode"
+        done = await h.engine.pump(record, package, intent="continue", user_input=direction_answer())
+        assert done.phase is RunPhase.COMPLETED
+        plan_request = next(b for b in h.llm.requests if current_node(b) == "step-03-plan")
+        assert "E_SUBWORKFLOW_PENDING" in json.dumps(plan_request["messages"])
