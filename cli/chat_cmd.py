@@ -318,12 +318,13 @@ class Screen:
             w(f"\nRun {snap.run_id}: {snap.workflow_name} ({snap.steps_total} steps) with {agents_line(snap)}.")
         elif output.kind == "run_progress":
             event = output.event
+            own = event.parent_run_id is None  # a sub-workflow's phases are told by its caller's
             failed = isinstance(event, PhaseChanged) and event.phase is RunPhase.FAILED
             if not failed:  # a failure is told once, by the error output that follows it
                 self.events.show(event)
-            if isinstance(event, PhaseChanged) and event.paused and not event.error_code:
+            if own and isinstance(event, PhaseChanged) and event.paused and not event.error_code:
                 w(f"\n⏸ {event.reason or 'Paused'}: the run is saved. Type *resume to continue.")
-            done = isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
+            done = own and isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)
                 w("\n✔ Run complete. Artifacts:")

@@ -21,6 +21,8 @@ from core.events import (
     PhaseChanged,
     RunPhase,
     StateUpdated,
+    SubworkflowReturned,
+    SubworkflowStarted,
     ToolExecuted,
 )
 from core.package.models import Package
@@ -85,7 +87,8 @@ def stdin_read_line(prompt: str) -> str | None:
 
 
 class EventPrinter:
-    """Prints each node as it starts, each artifact as it is written, and what the model says."""
+    """Prints each node as it starts, each artifact as it is written, and what the model says.
+    A sub-workflow's nodes are shown under the caller's name: `Plan a Feature › Party Mode: Voices`."""
 
     def __init__(
         self,
@@ -101,11 +104,16 @@ class EventPrinter:
         self.write = write
         self.live = LiveText(pieces if pieces is not None else (stdout_pieces if write is stdout_write else None))
         self.verbose = verbose
-        self._steps_done = steps_done  # known progress, so the first completed step is reported too
+        self._steps_done: dict[str | None, int | None] = {None: steps_done}  # known progress per run
+        self._names: dict[str, str] = {}  # run id -> "Caller › Child" for runs nested in the printed one
 
     def agent_name(self, agent_id: str | None) -> str:
         agent = self.package.agent(agent_id) if self.package and agent_id else None
         return agent.display_name if agent else (agent_id or "assistant")
+
+    def workflow_name(self, workflow_id: str | None) -> str:
+        workflow = self.package.workflow(workflow_id) if self.package and workflow_id else None
+        return workflow.display_name if workflow else (workflow_id or "workflow")
 
     async def __call__(self, event: EngineEvent) -> None:
         self.show(event)
@@ -119,15 +127,27 @@ class EventPrinter:
                 self.write(f"\n{self.agent_name(event.agent_id)}:\n{event.text.strip()}")
             return
         self.live.end()
-        if isinstance(event, NodeStarted):
-            self.write(f"\n▶ {event.title} [{event.node_id}] — {self.agent_name(event.agent_id)}")
+        nested = self._names.get(event.run_id) if event.parent_run_id else None
+        if isinstance(event, SubworkflowStarted):
+            caller = self._names.get(event.run_id) or self.workflow_name(event.caller_workflow_id)
+            self._names[event.child_run_id] = f"{caller} › {event.workflow_name}"
+            verb = "continues" if event.resumed else "starts"
+            self.write(f"\n↳ {self._names[event.child_run_id]} {verb} (sub-workflow run {event.child_run_id})")
+        elif isinstance(event, SubworkflowReturned):
+            name = self._names.pop(event.child_run_id, event.workflow_name)
+            outputs = ", ".join(f"{k}={v}" for k, v in event.variables.items()) or "no variables"
+            self.write(f"↲ {name} done: {outputs}")
+        elif isinstance(event, NodeStarted):
+            where = f"{nested}: " if nested else ""
+            self.write(f"\n▶ {where}{event.title} [{event.node_id}] — {self.agent_name(event.agent_id)}")
         elif isinstance(event, ArtifactWritten):
             self.write(f"  ✎ wrote {event.path}")
         elif isinstance(event, StateUpdated):
-            done = len(event.steps_completed)
-            if self._steps_done is not None and done > self._steps_done:
+            key = event.run_id if event.parent_run_id else None
+            done, before = len(event.steps_completed), self._steps_done.get(key, 0)
+            if before is not None and done > before:
                 self.write(f"  ✓ {event.steps_completed[-1]} done ({done}/{event.steps_total})")
-            self._steps_done = done
+            self._steps_done[key] = done
         elif isinstance(event, ToolExecuted):
             if not event.ok:
                 self.write(f"  ! {event.summary}")
@@ -135,7 +155,7 @@ class EventPrinter:
                 self.write(f"  · {event.summary}")
         elif isinstance(event, LLMRetrying):
             self.write(f"  … model endpoint: {event.reason}; retrying (attempt {event.attempt + 1})")
-        elif isinstance(event, PhaseChanged):
+        elif isinstance(event, PhaseChanged) and event.parent_run_id is None:  # the caller reports for both
             if event.phase is RunPhase.FAILED:
                 self.write(f"\n✖ Run failed: {event.reason or event.error_code}")
             elif event.phase is RunPhase.WAITING_USER and event.error_code:
@@ -161,6 +181,13 @@ def render_snapshot(snapshot: RunSnapshot) -> list[str]:
     ]
     if snapshot.current_node_id:
         lines.append(f"Node:      {snapshot.current_node_title} [{snapshot.current_node_id}]")
+    chain = snapshot.chain()
+    if len(chain) > 1:
+        working = chain[-1]
+        names = " › ".join(s.workflow_name for s in chain)
+        node = f": {working.current_node_title} [{working.current_node_id}]" if working.current_node_id else ""
+        lines.append(f"Nested:    {names}{node} ({working.steps_done}/{working.steps_total} steps, "
+                     f"run {working.run_id})")
     if snapshot.error:
         lines.append(f"Error:     {snapshot.error.code}: {snapshot.error.message}")
     if snapshot.usage.llm_calls:

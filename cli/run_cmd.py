@@ -70,6 +70,10 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
     try:
         if args.resume:
             record = runs.get(args.resume)
+            root = runs.root_of(record)
+            if root.run_id != record.run_id:
+                write(f"Run {record.run_id} is a sub-workflow of run {root.run_id}; resuming that run.")
+                record = root
             package = _load_saved_package(record, store)
             await run_checkout(record, store).ensure(record)  # a pruned worktree comes back from its branch
             intent = "resume"

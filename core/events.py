@@ -25,6 +25,7 @@ class SubworkflowStarted(_Event):
 
     kind: Literal["subworkflow_started"] = "subworkflow_started"
     node_id: str  # the caller's node
+    caller_workflow_id: str
     child_run_id: str
     workflow_id: str
     workflow_name: str

@@ -357,6 +357,7 @@ class Pump:
         started = SubworkflowStarted(
             run_id=record.run_id,
             node_id=call.node.id,
+            caller_workflow_id=self.workflow.id,
             child_run_id=child.run_id,
             workflow_id=call.workflow.id,
             workflow_name=call.workflow.display_name,

@@ -106,9 +106,19 @@ async def pump(
     The state file is read once when the pump starts reporting; after that every state write
     reaches us as a StateUpdated event that carries what was written, and other events only move
     the run record, which is in memory. Re-reading workflow.md for every event was a large share
-    of a busy bot's CPU.
+    of a busy bot's CPU. A sub-workflow's events (its own run id) keep a view of their own, and
+    the snapshot shows that run nested in the bound one.
     """
-    view: list[StateView] = []
+    views: dict[str, StateView] = {}
+    children: dict[str, RunRecord] = {}
+
+    def run_of(run_id: str) -> RunRecord:
+        if run_id == record.run_id:
+            return record
+        if run_id not in children:
+            children[run_id] = deps.runs.get(run_id)
+        return children[run_id]
+
     if record.worktree is not None and deps.checkout is not None:
         try:
             await deps.checkout.ensure(record)
@@ -129,11 +139,16 @@ async def pump(
             session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
             await out.put(WidgetRequest(widget=event.widget, run_id=record.run_id))
         else:
+            run = run_of(event.run_id)
             if isinstance(event, StateUpdated):
-                view[:] = [deps.runs.updated_view(record, package, event)]
-            elif not view:
-                view[:] = [deps.runs.state_view(record, package)]
-            await out.put(RunProgress(event=event, snapshot=deps.runs.snapshot(record, package, view[0])))
+                views[run.run_id] = deps.runs.updated_view(run, package, event)
+            elif run.run_id not in views:
+                views[run.run_id] = deps.runs.state_view(run, package)
+            if record.run_id not in views:
+                views[record.run_id] = deps.runs.state_view(record, package)
+            child_view = views.get(record.child_run_id or "")
+            snapshot = deps.runs.snapshot(record, package, views[record.run_id], child_view=child_view)
+            await out.put(RunProgress(event=event, snapshot=snapshot))
 
     try:
         result = await deps.engine.pump(record, package, intent=intent, user_input=user_input, on_event=on_event)
@@ -164,7 +179,9 @@ async def continue_run(deps: Deps, session: Session, package: Package, user_inpu
 
 
 async def resume(deps: Deps, session: Session, package: Package, record: RunRecord, out: Outbox) -> None:
-    """Bind (or re-bind) a saved run and continue it from its state (intent `resume`)."""
+    """Bind (or re-bind) a saved run and continue it from its state (intent `resume`). A sub-workflow's
+    run is resumed through the run that called it."""
+    record = deps.runs.root_of(record)
     if deps.engine.is_pumping(record.run_id):
         bind(session, record)
         await out.put(Notice(text="This run is already working.", level="info"))
