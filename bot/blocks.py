@@ -260,13 +260,25 @@ def control_buttons(key: str, run_id: str, names: tuple[str, ...]) -> BlockJSON:
     )
 
 
+def nested_line(chain: Sequence[RunSnapshot]) -> str:
+    """`Sub-workflow: Plan a Feature › Party Mode — Step: Voices — Winston (Architect) · 1/3`."""
+    working = chain[-1]
+    names = " › ".join(f"*{escape(s.workflow_name)}*" for s in chain)
+    step = f" — Step: *{escape(working.current_node_title)}*" if working.current_node_title else ""
+    return (f"Sub-workflow: {names}{step} — {escape(working.agent_name)} · "
+            f"{working.steps_done}/{working.steps_total}")
+
+
 def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bool = False) -> SlackMessage:
     """The one run status message of a thread, redrawn in place as the run moves."""
     head = f"*{escape(snapshot.workflow_name)}* · {phase_label(snapshot, queued=queued)}"
     if working and snapshot.phase == RunPhase.RUNNING and not queued:
         head += " _(working…)_"
     lines = [head]
-    if snapshot.current_node_title:
+    chain = snapshot.chain()
+    if len(chain) > 1:
+        lines.append(nested_line(chain))
+    elif snapshot.current_node_title:
         lines.append(f"Step: *{escape(snapshot.current_node_title)}* — {escape(snapshot.agent_name)}")
     lines.append(f"Progress: {snapshot.steps_done}/{snapshot.steps_total} steps done")
     if snapshot.artifacts:

@@ -27,6 +27,7 @@ from tests.scripts import (
     hello_subflow_responder,
 )
 from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike
+from tests.test_bot_support import bot_harness, message_text
 from tests.test_package_helpers import EXAMPLES, edit_json, make_multi_package, step_text
 
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
@@ -301,3 +302,30 @@ async def test_the_model_cannot_skip_the_subworkflow_node(project: Path) -> None
         assert done.phase is RunPhase.COMPLETED
         plan_request = next(b for b in h.llm.requests if current_node(b) == "step-03-plan")
         assert "E_SUBWORKFLOW_PENDING" in json.dumps(plan_request["messages"])
+
+
+# ---- Slack ------------------------------------------------------------------------------------------
+
+
+async def test_slack_thread_shows_the_nested_run_and_its_question(project: Path) -> None:
+    async with bot_harness(project, ("hello-subflow",)) as bot:
+        bot.llm.responder = hello_subflow_responder()
+        top = await bot.start_waiting_run("PF")
+        await bot.posted_text("Which feature should we plan")
+        mark = bot.mark()
+        await bot.reply(top, FEATURE_ANSWER)
+        await bot.posted_text("Which direction should the plan take?", since=mark)
+        status = await bot.wait_status(top, "Step: *Choose a direction*")
+        assert ("Sub-workflow: *Plan a Feature* › *Party Mode* — Step: *Choose a direction* — "
+                "Sally (UX Designer) · 1/3") in message_text(status)
+        assert len([m for m in bot.thread(top) if "Progress:" in message_text(m)]) == 1  # one status message
+
+        choice, widget = bot.button(top, "Simple repeat rules")
+        mark = bot.mark()
+        await bot.click(choice, widget)
+        done = await bot.posted_text("completed.", since=mark)
+        await bot.settle()
+        for rel in PLAN_FEATURE_ARTIFACTS:
+            assert rel in message_text(done)
+        final = await bot.wait_status(top, "Completed")
+        assert "4/4" in message_text(final) and "Sub-workflow" not in message_text(final)
