@@ -73,7 +73,7 @@ def _list(runs: RunManager, project: str | None, write: Write) -> int:
             (
                 record.run_id,
                 Path(record.project_root).name,
-                record.workflow_id,
+                f"↳ {record.workflow_id}" if record.parent_run_id else record.workflow_id,  # a sub-workflow's run
                 phase,
                 (snap.current_node_id or "-") if snap else "?",
                 f"{snap.steps_done}/{snap.steps_total}" if snap else "?",
@@ -111,10 +111,24 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
         write(f"Usage:     {record.usage.line()}")
     if record.token_budget:
         write(f"Budget:    {record.token_budget:,} tokens")
+    if record.parent_run_id:
+        write(f"Called by: run {record.parent_run_id} (node {record.parent_node_id})")
     if record.phase is RunPhase.WAITING_USER:
-        question = History.peek(runs.store.conversation_log(record)).pending_question()
+        question = History.peek(runs.store.conversation_log(_asking(runs, record))).pending_question()
         if question:
             write("Question:  " + question.strip().replace("\n", "\n           "))
     if record.phase is not RunPhase.COMPLETED:
-        write(f"Continue:  crewagent run --resume {record.run_id}")
+        write(f"Continue:  crewagent run --resume {runs.root_of(record).run_id}")
     return 0
+
+
+def _asking(runs: RunManager, record: RunRecord) -> RunRecord:
+    """The run whose question a waiting run waits on: itself, or the sub-workflow it called."""
+    seen = {record.run_id}
+    while record.child_run_id and record.child_run_id not in seen:
+        child = runs.store.read_record(record.child_run_id)
+        if child is None:
+            break
+        seen.add(child.run_id)
+        record = child
+    return record

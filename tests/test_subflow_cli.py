@@ -55,6 +55,12 @@ async def test_terminal_shows_the_nested_run_and_resumes_it_by_either_id(
         assert (f"Nested:    Plan a Feature › Party Mode: Choose a direction [party-02-choose] (1/3 steps, "
                 f"run {child_id})") in out
 
+        code, out, err = await cli(["runs", "show", child_id], "", monkeypatch, capsys)
+        assert f"Called by: run {parent_id} (node sub-02-party-mode)" in out
+        assert f"Continue:  crewagent run --resume {parent_id}" in out
+        code, out, err = await cli(["runs", "list"], "", monkeypatch, capsys)
+        assert "↳ party-mode" in out and f"{parent_id}  plan-feature" in out
+
         code, out, err = await cli(["run", "--resume", child_id], "1\n", monkeypatch, capsys)
         assert code == 0, err
         assert f"Run {child_id} is a sub-workflow of run {parent_id}; resuming that run." in out
