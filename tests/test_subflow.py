@@ -163,6 +163,15 @@ def test_a_workflow_calling_itself_directly_or_through_another_is_an_error(tmp_p
     assert any("(alpha → beta → alpha)" in m for *_, m in errors)
 
 
+def test_pass_variables_must_be_names(tmp_path: Path) -> None:
+    root = make_multi_package(tmp_path / "pkg")
+    _make_call(root, "alpha", "step-03a", "beta")
+    path = root / "workflows/alpha/steps/step-03a.md"
+    path.write_text(path.read_text().replace("subworkflowRef", "passVariables: {a: 1}\nsubworkflowRef"))
+    [(file, json_path, _, message)] = _errors(root)
+    assert (file, json_path) == ("workflows/alpha/steps/step-03a.md", "$.passVariables") and "list" in message
+
+
 def test_a_call_with_no_way_forward_is_an_error(tmp_path: Path) -> None:
     root = make_multi_package(tmp_path / "pkg")
     _make_call(root, "alpha", "step-03a", "beta")

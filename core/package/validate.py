@@ -446,6 +446,11 @@ class _Inspection:
                                "SUBWORKFLOW_REF_INVALID")
                 else:
                     calls.setdefault(wf.id, []).append((ref, step.path))
+                passing = step.frontmatter.get("passVariables")
+                if passing is not None and not (isinstance(passing, list) and all(isinstance(v, str) for v in passing)):
+                    self.error(step.path, "$.passVariables", "passVariables must be a list of variable names",
+                               "write it as a YAML list of names, e.g. passVariables: [featureName]",
+                               "SUBWORKFLOW_REF_INVALID")
                 if not any(isinstance(e, dict) and e.get("from") == nid for e in edges):
                     self.error(wf.graph_path, f"$.nodes[{i}]",
                                f"subworkflow node '{nid}' has no outgoing edge, so '{wf.id}' could not go on "
