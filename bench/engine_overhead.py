@@ -49,11 +49,14 @@ from core.store import RuntimeStore  # noqa: E402
 from core.tools.registry import ToolHost  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.scripts import (  # noqa: E402
+    FEATURE_ANSWER,
     HELLO_LINEAR_ANSWER,
     STORY_KEY,
     create_story_responder,
+    direction_answer,
     hello_branch_responder,
     hello_linear_responder,
+    hello_subflow_responder,
     project_type_answer,
 )
 
@@ -84,6 +87,9 @@ SCENARIOS = [
         "analyst",
         hello_linear_responder,
         [HELLO_LINEAR_ANSWER],
+    ),
+    Scenario(  # a sub-workflow call: the child's run created, pumped nested, its outputs returned
+        "hello-subflow", "hello-subflow", None, None, hello_subflow_responder, [FEATURE_ANSWER, direction_answer()]
     ),
 ]
 

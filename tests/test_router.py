@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from core.package.loader import load_package
 from core.package.models import Agent, Graph, Node, Workflow
 from core.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
 
@@ -418,3 +419,11 @@ def test_real_bmad_pm_classic_item_is_refused_with_its_reason() -> None:
     agent, workflows = _imported_pm()
     cmd = resolve(agent, "CC", surface="web", workflows=workflows)
     assert cmd.kind == "Refused" and cmd.error_code == "NOT_SUPPORTED_CLASSIC_WORKFLOW"
+
+
+def test_the_readme_phrase_starts_create_story_in_the_example_package() -> None:
+    package = load_package(Path(__file__).resolve().parents[1] / "examples" / "create-story-micro")
+    sm = package.agent("sm")
+    assert sm is not None
+    cmd = resolve(sm, "make the next story", surface="web", workflows=package.workflows)
+    assert (cmd.kind, cmd.workflow_id) == ("StartWorkflow", "create-story-micro")

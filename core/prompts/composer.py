@@ -294,5 +294,7 @@ def _allowed_next(graph: Graph, node: Node) -> list[str]:
             attrs.append(f'conditionText="{edge.conditionText}"')
         target = graph.node(edge.to)
         kind = f" [{target.type}]" if target is not None and target.type != "step" else ""
+        if target is not None and target.type == "subworkflow":
+            kind = " [subworkflow: after moving there, end your turn; the runtime runs it and moves on]"
         lines.append(f"  - {edge.to}{kind} ({', '.join(attrs)})")
     return lines
