@@ -338,3 +338,29 @@ async def test_slack_thread_shows_the_nested_run_and_its_question(project: Path)
             assert rel in message_text(done)
         final = await bot.wait_status(top, "Completed")
         assert "4/4" in message_text(final) and "Sub-workflow" not in message_text(final)
+
+
+async def test_a_crash_between_naming_the_child_and_creating_it_creates_that_child(project: Path) -> None:
+    """The caller's record names the child first; a resume finds the name and creates the run under it."""
+    async with engine_harness(project) as h:
+        package, record = _start(h)
+        state_dir = h.store.state_dir(record)
+
+        def at_the_call(doc: run_state.StateDoc | None) -> run_state.Draft:
+            assert doc is not None and doc.frontmatter is not None
+            update = {"stepsCompleted": {"append": ["step-01-brief"]}, "currentNodeId": "sub-02-party-mode",
+                      "variables": {"featureName": "recurring-tasks"}}
+            return run_state.render_draft(run_state.apply_update(doc.frontmatter, update), doc.body)
+
+        run_state.commit_state(state_dir, package.default_workflow.graph, at_the_call)
+        named = "00000000-0000-4000-8000-000000000001"
+        record.child_run_id, record.child_run_ids, record.phase = named, [named], RunPhase.RUNNING
+        h.runs.update(record)  # as the killed process left it: the child named, not created
+        assert [r.run_id for r in h.engine.interrupted_runs()] == [record.run_id]
+
+        asked = await h.engine.pump(record, package, intent="resume")
+        assert asked.widget == DIRECTION_WIDGET
+        child = h.runs.get(named)
+        assert (child.parent_run_id, child.workflow_id) == (record.run_id, "party-mode")
+        assert _state(h, child)["variables"]["featureName"] == "recurring-tasks"
+        assert h.runs.get(record.run_id).child_run_ids == [named]
