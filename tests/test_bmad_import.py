@@ -194,8 +194,6 @@ async def test_imported_branching_workflow_runs_the_branch_chosen(tmp_path: Path
     assert visited == ["workflow-plan", "step-01-start", "step-02-choose", "step-03b-deep", "step-04-finish", "end"]
 
 
-@pytest.mark.xfail(strict=True, reason="the engine does not run subworkflow nodes yet; when it does, this "
-                   "test passes (strict: an unexpected pass fails) and this marker goes")
 async def test_party_mode_call_runs_nested_and_returns(tmp_path: Path, project: Path) -> None:
     """Entering a subworkflow node runs the child workflow, then the parent continues past it."""
     installed_bmad(tmp_path / "src")

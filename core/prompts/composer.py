@@ -294,7 +294,8 @@ def _allowed_next(graph: Graph, node: Node) -> list[str]:
             attrs.append(f'conditionText="{edge.conditionText}"')
         target = graph.node(edge.to)
         kind = f" [{target.type}]" if target is not None and target.type != "step" else ""
-        if target is not None and target.type == "subworkflow":
-            kind = " [subworkflow: after moving there, end your turn; the runtime runs it and moves on]"
         lines.append(f"  - {edge.to}{kind} ({', '.join(attrs)})")
+    if any((t := graph.node(e.to)) is not None and t.type == "subworkflow" for e in edges):
+        lines.append("- subworkflow: after moving to a [subworkflow] node, end your turn; the runtime runs "
+                     "that workflow and moves past the node")
     return lines
