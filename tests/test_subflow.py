@@ -10,6 +10,7 @@ import pytest
 from core import state as run_state
 from core.engine import PumpResult
 from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
+from core.history import History
 from core.package.loader import validate_path
 from core.package.models import Package
 from core.runs_model import RunRecord
@@ -63,6 +64,7 @@ async def test_subworkflow_runs_nested_and_returns_its_outputs(project: Path) ->
         assert (child.parent_run_id, child.parent_node_id, child.workflow_id) == (
             record.run_id, "sub-02-party-mode", "party-mode")
         assert child.project_id == parent.project_id and child.phase is RunPhase.COMPLETED
+        assert (child.usage.llm_calls, parent.usage.llm_calls) == (3, 7)  # the caller's usage covers its child
         assert h.store.state_dir(child) != h.store.state_dir(parent)
 
         fm = _state(h, record)
@@ -309,8 +311,9 @@ async def test_the_model_cannot_skip_the_subworkflow_node(project: Path) -> None
         assert _state(h, record)["currentNodeId"] == "sub-02-party-mode"
         done = await h.engine.pump(record, package, intent="continue", user_input=direction_answer())
         assert done.phase is RunPhase.COMPLETED
-        plan_request = next(b for b in h.llm.requests if current_node(b) == "step-03-plan")
-        assert "E_SUBWORKFLOW_PENDING" in json.dumps(plan_request["messages"])
+        refused = [json.loads(m["content"]) for m in History.load(h.store.conversation_log(record)).entries
+                   if m.get("role") == "tool" and "E_SUBWORKFLOW_PENDING" in m["content"]]
+        assert len(refused) == 1 and refused[0]["ok"] is False  # the model was told why, the state stayed
 
 
 # ---- Slack ------------------------------------------------------------------------------------------

@@ -41,25 +41,28 @@ async def test_terminal_shows_the_nested_run_and_resumes_it_by_either_id(
         # input ends at the child's question: the pair waits
         code, out, err = await cli(["run", str(PACKAGE), "--project", str(project)], FEATURE_ANSWER + "\n",
                                    monkeypatch, capsys)
-        assert code == 0, err
+        assert code == 3, err  # input ended while the run is not done
         assert "Starting run" in out and "Plan a Feature (4 steps)" in out
         assert "↳ Plan a Feature › Party Mode starts (sub-workflow run " in out
         assert "▶ Plan a Feature › Party Mode: Voices [party-01-voices] — Winston (Architect)" in out
         assert "? Which direction should the plan take?" in out
         parent_id = out.split("Starting run ", 1)[1].split(":", 1)[0]
         child_id = out.split("(sub-workflow run ", 1)[1].split(")", 1)[0]
-        assert f"continue with: crewagent run --resume {parent_id}" in out
+        assert f"Continue it with: crewagent run --resume {parent_id}" in out
 
         code, out, err = await cli(["runs", "show", parent_id], "", monkeypatch, capsys)
         assert code == 0, err
         assert (f"Nested:    Plan a Feature › Party Mode: Choose a direction [party-02-choose] (1/3 steps, "
                 f"run {child_id})") in out
+        assert "Question:  Which direction should the plan take?" in out  # the child's question
 
         code, out, err = await cli(["runs", "show", child_id], "", monkeypatch, capsys)
         assert f"Called by: run {parent_id} (node sub-02-party-mode)" in out
         assert f"Continue:  crewagent run --resume {parent_id}" in out
         code, out, err = await cli(["runs", "list"], "", monkeypatch, capsys)
-        assert "↳ party-mode" in out and f"{parent_id}  plan-feature" in out
+        [parent_row] = [line for line in out.splitlines() if line.startswith(parent_id)]
+        [child_row] = [line for line in out.splitlines() if line.startswith(child_id)]
+        assert "↳ party-mode" in child_row and " plan-feature " in parent_row and "↳" not in parent_row
 
         code, out, err = await cli(["run", "--resume", child_id], "1\n", monkeypatch, capsys)
         assert code == 0, err
