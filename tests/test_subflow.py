@@ -13,7 +13,7 @@ from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, Subwor
 from core.history import History
 from core.package.loader import validate_path
 from core.package.models import Package
-from core.runs_model import RunRecord
+from core.runs_model import RunRecord, RunWorktree
 from tests.scripts import (
     DIRECTION_WIDGET,
     FEATURE_ANSWER,
@@ -367,3 +367,20 @@ async def test_a_crash_between_naming_the_child_and_creating_it_creates_that_chi
         assert (child.parent_run_id, child.workflow_id) == (record.run_id, "party-mode")
         assert _state(h, child)["variables"]["featureName"] == "recurring-tasks"
         assert h.runs.get(record.run_id).child_run_ids == [named]
+
+
+async def test_in_a_git_project_the_child_works_in_its_callers_worktree(project: Path, tmp_path: Path) -> None:
+    worktree_dir = tmp_path / "worktrees" / "run-1"
+    worktree_dir.mkdir(parents=True)
+    worktree = RunWorktree(path=str(worktree_dir), root=str(worktree_dir), branch="crewagent/plan-feature-1",
+                           base_commit="0" * 40)
+    async with engine_harness(project) as h:
+        h.llm.responder = hello_subflow_responder()
+        package = h.load("hello-subflow")
+        record = h.runs.create(package, None, None, project, run_id="run-1", worktree=worktree)
+        results = await drive(h.engine, record, package, [FEATURE_ANSWER, direction_answer()])
+        assert results[-1].phase is RunPhase.COMPLETED
+        [child_id] = h.runs.get(record.run_id).child_run_ids
+        assert h.runs.get(child_id).worktree == worktree
+    for rel in PLAN_FEATURE_ARTIFACTS:  # the child's files too: in the worktree, not the project folder
+        assert (worktree_dir / rel).is_file() and not (project / rel).exists()

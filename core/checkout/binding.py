@@ -133,6 +133,7 @@ class Checkout:
         for record in records:
             if (
                 record.worktree is None
+                or record.parent_run_id is not None  # a sub-workflow's run works in its caller's worktree
                 or Path(record.worktree.root).parent != self.worktrees_dir  # another project's run
                 or record.run_id in keep
                 or record.phase is not RunPhase.COMPLETED
