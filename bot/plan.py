@@ -106,6 +106,15 @@ def _rich_text(lines: list[str]) -> dict[str, Any]:
     }
 
 
+def _nested_line(snapshot: RunSnapshot) -> str:
+    """`Plan a Feature › Party Mode: Choose a direction · Sally (UX Designer) · 1/3 steps`."""
+    chain = snapshot.chain()
+    working = chain[-1]
+    step = f": {working.current_node_title}" if working.current_node_title else ""
+    names = " › ".join(s.workflow_name for s in chain)
+    return f"{names}{step} · {working.agent_name} · {working.steps_done}/{working.steps_total} steps"
+
+
 def plan_title(snapshot: RunSnapshot, *, queued: bool = False) -> str:
     if queued:
         phase = "Queued — waiting for a free slot"
@@ -132,6 +141,8 @@ def plan_block(
     tasks: list[TaskCardBlock] = []
     for node in graph.nodes[:MAX_TASKS]:
         title = f"{node.label} · {agent_name(node.agentId)}"
+        if node.id == current and snapshot.child is not None:  # a subworkflow node: where its child is
+            title = f"{node.label} · {_nested_line(snapshot)}"
         if node.id in done and node.id != current:
             status = "complete"
         elif node.id == current:

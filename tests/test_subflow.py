@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from bot import blocks
+from bot.plan import plan_block
 from core import state as run_state
 from core.engine import PumpResult
 from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
 from core.history import History
-from core.package.loader import validate_path
+from core.package.loader import load_package, validate_path
 from core.package.models import Package
-from core.runs_model import RunRecord, RunWorktree
+from core.runs_model import RunRecord, RunSnapshot, RunWorktree
 from tests.scripts import (
     DIRECTION_WIDGET,
     FEATURE_ANSWER,
@@ -28,7 +30,7 @@ from tests.scripts import (
     hello_subflow_responder,
 )
 from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike
-from tests.test_bot_support import bot_harness, message_text
+from tests.test_bot_support import bot_harness, is_status, message_text
 from tests.test_package_helpers import EXAMPLES, edit_json, make_multi_package, step_text
 
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
@@ -327,10 +329,10 @@ async def test_slack_thread_shows_the_nested_run_and_its_question(project: Path)
         mark = bot.mark()
         await bot.reply(top, FEATURE_ANSWER)
         await bot.posted_text("Which direction should the plan take?", since=mark)
-        status = await bot.wait_status(top, "Step: *Choose a direction*")
-        assert ("Sub-workflow: *Plan a Feature* › *Party Mode* — Step: *Choose a direction* — "
-                "Sally (UX Designer) · 1/3") in message_text(status)
-        assert len([m for m in bot.thread(top) if "Progress:" in message_text(m)]) == 1  # one status message
+        nested = "Plan a Feature › Party Mode: Choose a direction · Sally (UX Designer) · 1/3 steps"
+        status = await bot.wait_status(top, nested)  # on the subworkflow node's card of the run's plan
+        assert "Round-table (party mode)" in message_text(status)
+        assert len([m for m in bot.thread(top) if is_status(m)]) == 1  # one status message
 
         choice, widget = bot.button(top, "Simple repeat rules")
         mark = bot.mark()
@@ -340,7 +342,7 @@ async def test_slack_thread_shows_the_nested_run_and_its_question(project: Path)
         for rel in PLAN_FEATURE_ARTIFACTS:
             assert rel in message_text(done)
         final = await bot.wait_status(top, "Completed")
-        assert "4/4" in message_text(final) and "Sub-workflow" not in message_text(final)
+        assert "4/4" in message_text(final) and "Party Mode:" not in message_text(final)
 
 
 async def test_a_crash_between_naming_the_child_and_creating_it_creates_that_child(project: Path) -> None:
@@ -384,3 +386,24 @@ async def test_in_a_git_project_the_child_works_in_its_callers_worktree(project:
         assert h.runs.get(child_id).worktree == worktree
     for rel in PLAN_FEATURE_ARTIFACTS:  # the child's files too: in the worktree, not the project folder
         assert (worktree_dir / rel).is_file() and not (project / rel).exists()
+
+
+def test_both_slack_status_drawings_show_the_nested_run() -> None:
+    """The plan (where Slack takes it) titles the subworkflow node's card; the drawn status has a line."""
+    package = load_package(EXAMPLES / "hello-subflow")
+    common = {"phase": RunPhase.WAITING_USER, "agent_id": "pm", "agent_name": "John (Product Manager)"}
+    child = RunSnapshot(run_id="c", workflow_id="party-mode", workflow_name="Party Mode", steps_done=1,
+                        steps_total=3, current_node_id="party-02-choose", current_node_title="Choose a direction",
+                        **{**common, "agent_id": "ux", "agent_name": "Sally (UX Designer)"})
+    parent = RunSnapshot(run_id="p", workflow_id="plan-feature", workflow_name="Plan a Feature", steps_done=1,
+                         steps_total=4, current_node_id="sub-02-party-mode",
+                         current_node_title="Round-table (party mode)", steps_completed=["step-01-brief"],
+                         child=child, **common)
+    drawn = blocks.status(parent, key="k").payload()
+    assert ("Sub-workflow: *Plan a Feature* › *Party Mode* — Step: *Choose a direction* — Sally (UX Designer) "
+            "· 1/3") in json.dumps(drawn, ensure_ascii=False)
+    plan = plan_block(parent, package.default_workflow.graph, lambda a: a or "John", {})
+    [card] = [t for t in plan["tasks"] if t["task_id"] == "sub-02-party-mode"]
+    assert card["status"] == "in_progress"
+    assert card["title"] == ("Round-table (party mode) · Plan a Feature › Party Mode: Choose a direction · "
+                             "Sally (UX Designer) · 1/3 steps")
