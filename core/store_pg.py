@@ -206,6 +206,10 @@ class PostgresRuntimeStore(RuntimeStore):
         (fresh / "state" / "logs" / "execution.jsonl").touch()
         shutil.rmtree(run_dir, ignore_errors=True)
         os.replace(fresh, run_dir)
+        if record.child_run_id:  # a sub-workflow in progress goes on through its caller: its folder too
+            child = self.read_record(record.child_run_id)
+            if child is not None and child.parent_run_id == record.run_id:
+                self.materialise(child)
 
     def import_run_dir(self, record: RunRecord, run_dir: Path) -> int:
         """Copy an embedded store's run folder into Postgres (migration); returns the files copied."""

@@ -10,12 +10,16 @@ import pytest
 from bot import blocks
 from bot.plan import plan_block
 from core import state as run_state
-from core.engine import PumpResult
+from core.database import open_pool
+from core.engine import Engine, PumpResult
 from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
 from core.history import History
+from core.llm import LLMClient, LLMSettings
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
+from core.runs import RunManager
 from core.runs_model import RunRecord, RunSnapshot, RunWorktree
+from core.store_pg import PostgresRuntimeStore
 from tests.scripts import (
     DIRECTION_WIDGET,
     FEATURE_ANSWER,
@@ -29,7 +33,7 @@ from tests.scripts import (
     engine_harness,
     hello_subflow_responder,
 )
-from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike
+from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike, ScriptedLLM
 from tests.test_bot_support import bot_harness, is_status, message_text
 from tests.test_package_helpers import EXAMPLES, edit_json, make_multi_package, step_text
 
@@ -407,3 +411,37 @@ def test_both_slack_status_drawings_show_the_nested_run() -> None:
     assert card["status"] == "in_progress"
     assert card["title"] == ("Round-table (party mode) · Plan a Feature › Party Mode: Choose a direction · "
                              "Sally (UX Designer) · 1/3 steps")
+
+
+async def test_another_replica_goes_on_with_the_pair_from_postgres(
+    database_url: str, tmp_path: Path, project: Path
+) -> None:
+    """Replica A stops at the child's question; replica B rebuilds both runs' folders and finishes."""
+    pool = open_pool(database_url)
+    stores = [PostgresRuntimeStore(pool, tmp_path / name) for name in ("replica-a", "replica-b")]
+    try:
+        async with ScriptedLLM(responder=hello_subflow_responder()) as llm:
+            client = LLMClient(LLMSettings(model="scripted", base_url=llm.base_url, max_retries=0, timeout=10))
+            try:
+                engines = [Engine(store, RunManager(store), client) for store in stores]
+                package = load_package(EXAMPLES / "hello-subflow", cache_dir=stores[0].packages_dir)
+                record = engines[0].runs.create(package, None, None, project)
+                asked = await drive(engines[0], record, package, [FEATURE_ANSWER])
+                assert asked[-1].widget == DIRECTION_WIDGET
+                assert stores[0].flush()
+
+                elsewhere = stores[1].read_record(record.run_id)
+                assert elsewhere is not None and elsewhere.child_run_id
+                stores[1].materialise(elsewhere)
+                child = stores[1].read_record(elsewhere.child_run_id)
+                assert child is not None
+                assert run_state.read_state(stores[1].state_dir(child))["currentNodeId"] == "party-02-choose"
+                done = await engines[1].pump(elsewhere, package, intent="continue", user_input=direction_answer())
+                assert done.phase is RunPhase.COMPLETED
+                assert run_state.read_state(stores[1].state_dir(elsewhere))["stepsCompleted"] == PARENT_NODES
+            finally:
+                await client.aclose()
+    finally:
+        for store in stores:
+            store.close()
+        pool.close()
