@@ -263,7 +263,7 @@ def test_small_searches_are_scanned_in_process_and_big_ones_are_not(mounts: Moun
         return small_search(targets_for(SearchArgs(path=path, pattern="x"), ctx), **limits)
 
     one = plan("@project/readme.md")
-    assert one is not None and one.files == [(str(mounts.project / "readme.md"), "@project/readme.md")] and one.inline
+    assert one is not None and one.files == [(str(mounts.project / "readme.md"), "@project/readme.md")]
     tree = plan("@project")
     assert tree is not None and sorted(alias for _, alias in tree.files) == [
         "@project/docs/blob.bin", "@project/docs/deep/notes.txt", "@project/docs/guide.md", "@project/readme.md"

@@ -30,6 +30,7 @@ class EffectivePolicy:
     mcp_requested: bool = False  # accepted in config, always reported unavailable (SPEC §9.14)
     max_list_entries: int = 200
     max_search_matches: int = 50
+    max_search_seconds: float = 20.0  # a search still running then is stopped (patterns come from the model)
 
 
 @dataclass

@@ -1,10 +1,15 @@
 """fs_search (D§3.4): a Python scan for files and small trees, ripgrep for big trees; same results.
 
 Starting ripgrep costs a few milliseconds, far more than scanning a step's worth of Markdown, so
-a search whose files are few and small (found by a bounded walk) runs in-process: on the event
-loop when tiny, else in a worker thread. Bigger trees go to ripgrep when it is installed, else
-to the same Python walk in a thread. Both skip hidden entries, `.git`, `node_modules`, symlinks
-and binary files, and report one match per matching line with its context lines.
+a search whose files are few and small (found by a bounded walk) runs in-process, in a worker
+thread. Bigger trees go to ripgrep when it is installed, else to the same Python walk in a thread.
+Both skip hidden entries, `.git`, `node_modules`, symlinks and binary files, and report one match
+per matching line with its context lines.
+
+The pattern comes from the model, which is untrusted: regexes run on RE2, whose matching time is
+linear in the input (no catastrophic backtracking) and whose syntax is that of ripgrep's engine,
+so both paths accept the same patterns. Every search also has a deadline: the walk checks it
+between lines and ripgrep is killed when it passes; the model then gets an error value.
 """
 
 from __future__ import annotations
@@ -17,20 +22,23 @@ import json
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2
+
 from ..errors import CrewError
 from ..mounts import Resolved, alias_of, resolve
 from .args import SearchArgs
-from .base import ToolContext, ToolOutcome, ok
+from .base import ToolContext, ToolOutcome, fail, ok
 
 MAX_LINE_CHARS = 400
 SMALL_SEARCH_FILES = 64  # a search over at most this many files ...
 SMALL_SEARCH_BYTES = 1_048_576  # ... and bytes is done in-process (no ripgrep)
 SMALL_SEARCH_ENTRIES = 512  # folder entries the size probe may look at before calling a tree big
-INLINE_SEARCH_BYTES = 65_536  # in-process searches up to this size run on the event loop
+DEADLINE_CHECK_LINES = 4096  # the walk looks at the clock this often (and once per file)
 _RG_LINE_LIMIT = 32 * 1024 * 1024  # one JSON event holds a whole line; minified files have long ones
 _SKIP_DIRS = frozenset({"node_modules", ".git"})
 _WILDCARD = re.compile(r"[*?\[]")
@@ -42,8 +50,9 @@ class Matcher:
     """A substring, or a compiled regex when the pattern was written as /.../flags."""
 
     literal: str | None
-    regex: re.Pattern[str] | None
+    regex: Any = None  # a compiled re2 pattern (linear-time matching)
     ignore_case: bool = False
+    source: str = ""  # the regex as written, for ripgrep
 
     def find(self, line: str) -> int:
         """0-based column of the first match, or -1."""
@@ -54,7 +63,7 @@ class Matcher:
 
     def rg_args(self) -> list[str]:
         if self.regex is not None:
-            return ["-i", "-e", self.regex.pattern] if self.ignore_case else ["-e", self.regex.pattern]
+            return ["-i", "-e", self.source] if self.ignore_case else ["-e", self.source]
         return ["-F", "-e", self.literal or ""]
 
 
@@ -78,13 +87,19 @@ class SmallSearch:
     files: list[tuple[str, str]]  # (real path, alias)
     total_bytes: int
 
-    @property
-    def inline(self) -> bool:
-        return self.total_bytes <= INLINE_SEARCH_BYTES
 
 
 class _TooBig(Exception):
     pass
+
+
+class SearchTimedOut(Exception):
+    """The search's deadline passed; the walk stops at its next check."""
+
+
+def check_deadline(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise SearchTimedOut
 
 
 def make_matcher(pattern: str) -> Matcher:
@@ -92,11 +107,19 @@ def make_matcher(pattern: str) -> Matcher:
     if m is None or set(m.group(2)) - {"i"}:
         return Matcher(literal=pattern, regex=None)
     ignore_case = "i" in m.group(2)
+    options = re2.Options()
+    options.log_errors = False
+    options.case_sensitive = not ignore_case
     try:
-        regex = re.compile(m.group(1), re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise CrewError("E_INVALID_ARGS", f"The pattern is not a valid regular expression: {exc}.") from None
-    return Matcher(literal=None, regex=regex, ignore_case=ignore_case)
+        regex = re2.compile(m.group(1), options)
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise CrewError(
+            "E_INVALID_ARGS",
+            f"The pattern is not a valid regular expression: {why}. "
+            "Look-around and back-references are not supported.",
+        ) from None
+    return Matcher(literal=None, regex=regex, ignore_case=ignore_case, source=m.group(1))
 
 
 def targets_for(args: SearchArgs, ctx: ToolContext) -> list[Target]:
@@ -120,19 +143,42 @@ async def search(args: SearchArgs, ctx: ToolContext) -> ToolOutcome:
         shown = ", ".join(args.globs) if args.globs else resolve(ctx.mounts, args.path, write=False).alias
         raise CrewError("ENOENT", f"Nothing to search: {shown} does not exist.")
     limit = min(args.maxMatches, ctx.policy.max_search_matches)
-    small = small_search(targets)
-    if small is not None and small.inline:
-        found = search_files(small.files, matcher, args.before, args.after, limit)
-    elif small is not None:
-        found = await asyncio.to_thread(search_files, small.files, matcher, args.before, args.after, limit)
-    else:
-        found = None
-        rg = shutil.which("rg")
-        if rg is not None:
-            found = await rg_search(rg, targets, matcher, args.before, args.after, limit)
-        if found is None:  # no ripgrep, or a regex ripgrep does not support
-            found = await asyncio.to_thread(python_search, targets, matcher, args.before, args.after, limit)
+    seconds = ctx.policy.max_search_seconds
+    deadline = time.monotonic() + seconds
+    try:
+        async with asyncio.timeout(seconds):
+            found = await _search(targets, matcher, args.before, args.after, limit, deadline)
+    except (TimeoutError, SearchTimedOut):
+        message = (
+            f"The search was stopped after {seconds:g} seconds. "
+            "Search a smaller folder, or use a simpler pattern or a plain text."
+        )
+        return ToolOutcome(fail("E_TIMEOUT", message))
     return ToolOutcome(result_of(targets[0].base.alias, found, limit))
+
+
+async def _search(
+    targets: list[Target], matcher: Matcher, before: int, after: int, limit: int, deadline: float
+) -> Found:
+    found = await asyncio.to_thread(_search_small, targets, matcher, before, after, limit, deadline)
+    if found is not None:
+        return found
+    rg = shutil.which("rg")
+    if rg is not None:
+        found = await rg_search(rg, targets, matcher, before, after, limit)
+    if found is None:  # no ripgrep, or a regex ripgrep does not support
+        found = await asyncio.to_thread(python_search, targets, matcher, before, after, limit, deadline)
+    return found
+
+
+def _search_small(
+    targets: list[Target], matcher: Matcher, before: int, after: int, limit: int, deadline: float
+) -> Found | None:
+    """The in-process search, or None when the tree is too big for it."""
+    small = small_search(targets)
+    if small is None:
+        return None
+    return search_files(small.files, matcher, before, after, limit, deadline)
 
 
 def small_search(
@@ -173,18 +219,29 @@ def result_of(path: str, found: Found, limit: int) -> dict[str, Any]:
 # --- Python walk -----------------------------------------------------------------------------
 
 
-def python_search(targets: list[Target], matcher: Matcher, before: int, after: int, limit: int) -> Found:
+def python_search(
+    targets: list[Target], matcher: Matcher, before: int, after: int, limit: int, deadline: float | None = None
+) -> Found:
     files = ((real, alias_of(t.base.mount, rel)) for t in targets for real, rel in _walk(t))
-    return search_files(files, matcher, before, after, limit)
+    return search_files(files, matcher, before, after, limit, deadline)
 
 
 def search_files(
-    files: Iterable[tuple[str, str]], matcher: Matcher, before: int, after: int, limit: int
+    files: Iterable[tuple[str, str]],
+    matcher: Matcher,
+    before: int,
+    after: int,
+    limit: int,
+    deadline: float | None = None,
 ) -> Found:
-    """Scan (real path, alias) pairs in order, stopping once more than `limit` matches exist."""
+    """Scan (real path, alias) pairs in order, stopping once more than `limit` matches exist.
+
+    Raises SearchTimedOut once `deadline` (a time.monotonic() value) has passed.
+    """
     found = Found()
     for real, alias in files:
-        if _search_file(real, alias, matcher, before, after, limit, found):
+        check_deadline(deadline)
+        if _search_file(real, alias, matcher, before, after, limit, found, deadline):
             break
     return found
 
@@ -233,7 +290,14 @@ def _included(rel: str, include: str | None) -> bool:
 
 
 def _search_file(
-    real: str, alias: str, matcher: Matcher, before: int, after: int, limit: int, found: Found
+    real: str,
+    alias: str,
+    matcher: Matcher,
+    before: int,
+    after: int,
+    limit: int,
+    found: Found,
+    deadline: float | None = None,
 ) -> bool:
     """Add this file's matches; True once more than `limit` matches exist (the search stops)."""
     try:
@@ -248,6 +312,8 @@ def _search_file(
     if lines and lines[-1] == "":
         lines.pop()
     for i, line in enumerate(lines):
+        if i % DEADLINE_CHECK_LINES == DEADLINE_CHECK_LINES - 1:
+            check_deadline(deadline)
         col = matcher.find(line)
         if col < 0:
             continue
