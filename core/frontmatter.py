@@ -6,11 +6,10 @@ from typing import Any
 
 import yaml
 
+from . import safe_yaml
 from .errors import CrewError
 
 _FENCE = "---"
-# libyaml when available: state files are parsed on every write, so this is on the hot path.
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
@@ -38,7 +37,11 @@ def parse(text: str) -> tuple[dict[str, Any], str]:
     if raw is None:
         raise FrontmatterError("The document has no YAML frontmatter (a block between '---' lines at the top).")
     try:
-        data = yaml.load(raw, Loader=_Loader)  # noqa: S506 - a safe loader
+        data = safe_yaml.load(raw)
+    except safe_yaml.UnsafeYAML as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        raise FrontmatterError(f"Frontmatter is refused{where}: {exc.problem}.") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""

@@ -60,6 +60,6 @@ def _fingerprint(name: str, arguments: str) -> str:
     try:
         args = json.loads(arguments) if arguments.strip() else {}
         stable = json.dumps(args, sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         stable = arguments.strip()
     return f"{wire_name(name)}:{stable}"

@@ -11,6 +11,7 @@ seen valid before (core.state_schema), never the check itself.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +21,7 @@ from typing import Any, Callable
 from .atomic import atomic_write_bytes
 from .errors import CrewError
 from .frontmatter import FrontmatterError
+from .nesting import MAX_DEPTH, too_deep
 from .package.models import Graph
 from .schemas import validator
 from .state_codec import Draft, Known, known, normalise, parse_text, plain, remember, render_draft, render_text
@@ -33,6 +35,10 @@ __all__ = [  # the text helpers are re-exported: callers know them as core.state
 
 STATE_ALIAS = "@state/workflow.md"
 STATE_FILE = "workflow.md"
+MAX_STATE_BYTES = 1_048_576  # a run state is a few KB; every prompt and write carries it
+# Set by the runtime when the run is created; the model may read them but never change them.
+RUNTIME_FIELDS = ("schemaVersion", "workflowType", "runId", "workflowRef", "activeAgentId")
+_CARRIED_FIELDS = ("runId", "workflowRef", "activeAgentId")  # a whole-file write may leave these out
 
 
 @dataclass(frozen=True)
@@ -246,6 +252,9 @@ def commit_state(
             next_raw, body = parse_text(text)
         except FrontmatterError as exc:
             raise FrontmatterError(f"{STATE_ALIAS}: {exc.message}") from None
+        if prev_fm is not None:
+            next_raw, text = _carry_runtime_fields(prev_fm, next_raw, text, body)
+    _check_bounds(next_raw, text)
     next_fm = normalise(next_raw)
     errors = schema_errors(next_fm)
     if errors:
@@ -256,6 +265,8 @@ def commit_state(
             f"{STATE_ALIAS} does not match the run-state schema: {listed}{more}.",
             {"errors": errors},
         )
+    if prev_fm is not None:
+        check_runtime_fields(prev_fm, next_fm)
     check_transition(prev_fm, next_fm, graph, rewind=rewind, returning=returning)
     if prev_fm is not None and not rewind:
         check_monotonic(prev_fm, next_fm)
@@ -265,6 +276,43 @@ def commit_state(
     after = hashlib.sha256(data).hexdigest()
     remember(path, Known(data, after, next_raw, body))  # the next read of these bytes needs no parse
     return StateWrite(next_fm, before, after)
+
+
+def _carry_runtime_fields(
+    prev: dict[str, Any], nxt: dict[str, Any], text: str, body: str
+) -> tuple[dict[str, Any], str]:
+    """A whole-file write that leaves out runtime fields keeps their values (the text is re-rendered)."""
+    missing = {k: prev[k] for k in _CARRIED_FIELDS if k in prev and k not in nxt}
+    if not missing:
+        return nxt, text
+    carried = {**nxt, **missing}
+    return carried, render_text(carried, body)
+
+
+def check_runtime_fields(prev: dict[str, Any], nxt: dict[str, Any]) -> None:
+    """Both normalised. A runtime field the new state changes or leaves out is refused."""
+    changed = [k for k in RUNTIME_FIELDS if k in prev and nxt.get(k) != prev[k]]
+    if changed:
+        keep = ", ".join(f"{k}: {json.dumps(prev[k])}" for k in changed)
+        raise CrewError(
+            "E_READ_ONLY_FIELD",
+            f"{', '.join(changed)} in {STATE_ALIAS} belong to the runtime and cannot change. Keep {keep}.",
+            {"fields": changed},
+        )
+
+
+def _check_bounds(fm: dict[str, Any], text: str) -> None:
+    if len(text) > MAX_STATE_BYTES:
+        raise CrewError(
+            "E_STATE_TOO_LARGE",
+            f"{STATE_ALIAS} would be larger than {MAX_STATE_BYTES // 1024} KB. Keep the state small: "
+            "put long content in an artifact file and store its path in variables.",
+        )
+    if too_deep(fm):
+        raise CrewError(
+            "E_STATE_TOO_DEEP",
+            f"Values in {STATE_ALIAS} are nested more than {MAX_DEPTH} levels deep. Use flatter values.",
+        )
 
 
 def schema_errors(fm: dict[str, Any]) -> list[dict[str, str]]:

@@ -92,7 +92,7 @@ def summary(tool: str, arguments: str, outcome: ToolOutcome) -> str:
     """One line, alias paths only: `fs_write @project/artifacts/x.md` or `... — E_SANDBOX_VIOLATION`."""
     try:
         args = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         args = {}
     target = ""
     if isinstance(args, dict):

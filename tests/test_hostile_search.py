@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import faulthandler
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,64 +9,22 @@ import pytest
 
 from core.tools.base import EffectivePolicy
 from core.tools.fs_search import SMALL_SEARCH_FILES
-from tests.fakes import Reply
-from tests.scripts import Body, calls, hello_linear_responder, previous_calls, previous_results, write
-from tests.test_bot_support import bot_harness, message_text
+from tests.hostile_support import hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
+from tests.scripts import write
 from tests.test_tools import _big_tree, call, err, make_ctx, mounts  # noqa: F401  (fixture)
 
 REDOS_TEXT = "a" * 34 + "!"
 REDOS_PATTERN = "/(a+)+$/"  # exponential for a backtracking engine on REDOS_TEXT
-WATCHDOG_SECONDS = 60.0
-
-
-@pytest.fixture
-def watchdog() -> Iterator[None]:
-    """Turn a call that holds the GIL for good (a backtracking regex, a YAML bomb) into a failure, not a hang.
-
-    faulthandler's timer thread needs no GIL: past the bound it prints every thread's stack (showing
-    where the process was stuck) and ends the test process with exit status 1.
-    """
-    faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
 
 
 async def test_catastrophic_regex_does_not_stop_other_threads(project: Path, watchdog: None) -> None:
-    searched: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-    release = asyncio.Event()
-    normal = hello_linear_responder()
-    asked: list[Body] = []
-
-    async def respond(body: Body) -> Reply:
-        asked.append(body)
-        made = [name for name, _ in previous_calls(body)]
-        if made == ["fs_write", "fs_search"]:
-            if not searched.done():
-                searched.set_result(previous_results(body)[-1])
-            await release.wait()  # the hostile run stays in flight while the other thread is served
-            return normal(body)
-        if len(asked) == 1:
-            return calls(
-                write("@project/redos.txt", REDOS_TEXT),
-                ("fs_search", {"path": "@project/redos.txt", "pattern": REDOS_PATTERN}),
-            )
-        return normal(body)
-
-    async with bot_harness(project, ["multi-workflows"]) as h:
-        h.llm.responder = respond
-        try:
-            hostile = await h.mention("hello-linear")
-            result = await asyncio.wait_for(searched, 30)
-            assert result["ok"] is True and result["matches"] == []
-
-            mark = h.mark()
-            other = await h.mention("Mary", channel="C9")  # answered with 200 (acked) by the HTTP front door
-            await h.posted(lambda p: p.get("channel") == "C9" and p.get("thread_ts") == other, since=mark)
-        finally:
-            release.set()
-        await h.posted(lambda p: "What is the topic?" in message_text(p) and p.get("thread_ts") == hostile)
+    hostile = [
+        write("@project/redos.txt", REDOS_TEXT),
+        ("fs_search", {"path": "@project/redos.txt", "pattern": REDOS_PATTERN}),
+    ]
+    written, searched = await hostile_run_leaves_others_served(project, hostile)
+    assert written["ok"] is True
+    assert searched["ok"] is True and searched["matches"] == []
 
 
 async def test_regex_search_of_a_big_tree_is_linear_with_and_without_ripgrep(

@@ -290,8 +290,8 @@ async def test_empty_current_node_means_the_entry_node(run: Run) -> None:
 
 async def test_whole_file_write_with_unquoted_timestamps(run: Run) -> None:
     content = (
-        '---\nschemaVersion: "1.1"\nworkflowType: demo\nupdatedAt: 2025-06-01T12:00:00Z\n'
-        "currentNodeId: decide\nstepsCompleted: [s1]\n"
+        '---\nschemaVersion: "1.1"\nworkflowType: demo\nrunId: r1\nworkflowRef: demo\nactiveAgentId: a\n'
+        "updatedAt: 2025-06-01T12:00:00Z\ncurrentNodeId: decide\nstepsCompleted: [s1]\n"
         "decisionLog:\n- {from: s1, to: decide, label: next, decidedAt: 2025-06-01T12:00:00Z}\n---\n# Mine\n"
     )
     outcome = await run.call("fs_write", {"path": "@state/workflow.md", "content": content})

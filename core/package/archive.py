@@ -129,7 +129,7 @@ def package_root(directory: Path) -> Path:
 def _manifest_name(root: Path) -> str | None:
     try:
         name = json.loads((root / "bmad.json").read_text(encoding="utf-8-sig")).get("name")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return name if isinstance(name, str) and name.strip() else None
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from core.frontmatter import FrontmatterError
 from core.frontmatter import parse as parse_frontmatter
+from core.nesting import MAX_DEPTH, too_deep
 
 from .problems import (
     CLASSIC_CODE,
@@ -205,6 +206,14 @@ class _Inspection:
             self.error(rel, "$", f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
                        "fix the JSON syntax there (often a missing comma, quote or bracket)", "JSON_INVALID")
             return None
+        except RecursionError:  # nested deeper than the parser goes
+            doc, deep = None, True
+        else:
+            deep = too_deep(doc)
+        if deep:
+            self.error(rel, "$", f"values are nested more than {MAX_DEPTH} levels deep",
+                       "use a flatter structure; package documents need only a few levels", "JSON_TOO_DEEP")
+            return None
         self.problems += schema_problems(doc, schema, rel)
         return doc if isinstance(doc, dict) else None
 
@@ -215,8 +224,14 @@ class _Inspection:
         try:
             fm, body = parse_frontmatter(text)
         except FrontmatterError as exc:
-            fix = ("fix the YAML syntax between the '---' lines" if "not valid YAML" in exc.message
-                   else "start the file with a '---' line, YAML key: value lines, and a closing '---' line")
+            if "not valid YAML" in exc.message:
+                fix = "fix the YAML syntax between the '---' lines"
+            elif "aliases" in exc.message:
+                fix = "write every value out in full, without &anchors or *aliases"
+            elif "nested" in exc.message:
+                fix = "use flatter values; frontmatter needs only a few levels"
+            else:
+                fix = "start the file with a '---' line, YAML key: value lines, and a closing '---' line"
             self.error(rel, "$", exc.message, fix, "FRONTMATTER_INVALID")
             return None
         checked = _without_blank_dates(fm) if schema == "workflow-frontmatter" else fm

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from .. import safe_yaml
 from ..errors import CrewError
 from ..mounts import SandboxViolation, resolve
 from ..router import DataRef
@@ -120,7 +121,7 @@ def _summarise(text: str, parse_as: str, alias: str, complete: bool) -> str:
         if parse_as == "json":
             return _describe(json.loads(text), "JSON")
         if parse_as == "yaml":
-            return _describe(yaml.safe_load(text), "YAML")
+            return _describe(safe_yaml.load(text), "YAML")
         if parse_as == "csv":
             rows = list(csv.reader(io.StringIO(text)))
             header = ", ".join(rows[0]) if rows else ""
@@ -130,6 +131,10 @@ def _summarise(text: str, parse_as: str, alias: str, complete: bool) -> str:
             return f"XML document, root <{root.tag}> with {len(root)} child element(s)"
     except json.JSONDecodeError as exc:
         raise _failed(f"it is not valid JSON (line {exc.lineno}: {exc.msg})", alias) from None
+    except RecursionError:
+        raise _failed("its values are nested too deeply", alias) from None
+    except safe_yaml.UnsafeYAML as exc:
+        raise _failed(f"it is YAML this service does not load: {exc.problem}", alias) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" near line {mark.line + 1}" if mark is not None else ""

@@ -107,7 +107,7 @@ class PatchArgs(_Args):
         if isinstance(data, dict) and isinstance(data.get("patch"), str):
             try:  # some models send the patch object JSON-encoded a second time
                 data = {**data, "patch": json.loads(data["patch"])}
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
         if isinstance(data, dict) and "patch" not in data and "operation" in data:
             keys = ("operation", "update", "oldText", "newText", "ifMatchSha256")

@@ -119,6 +119,9 @@ class ToolHost:
                 "Send a single JSON object."
             )
             return ToolOutcome(fail("TOOL_ARGS_INVALID_JSON", message))
+        except RecursionError:
+            message = f"The arguments of {wire} are nested too deeply. Send a flatter JSON object."
+            return ToolOutcome(fail("TOOL_ARGS_INVALID_JSON", message))
         seen["input"] = sanitise_input(parsed)
         if not isinstance(parsed, dict):
             return ToolOutcome(fail("E_INVALID_ARGS", f"The arguments of {wire} must be a JSON object."))
