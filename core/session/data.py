@@ -19,6 +19,7 @@ import yaml
 from .. import safe_yaml
 from ..errors import CrewError
 from ..mounts import SandboxViolation, resolve
+from ..regular_files import NotRegularFile, open_regular
 from ..router import DataRef
 from ..tools.base import Mounts
 
@@ -97,6 +98,8 @@ async def load_data(ref: DataRef, mounts: Mounts, *, max_read_bytes: int) -> Loa
         raise _failed("the file does not exist", resolved.alias) from None
     except IsADirectoryError:
         raise _failed("the path is a folder, not a file", resolved.alias) from None
+    except NotRegularFile:
+        raise _failed("the path is not a plain file (a pipe, socket or device)", resolved.alias) from None
     except OSError as exc:
         raise _failed(f"it could not be read ({exc.strerror or 'I/O error'})", resolved.alias) from None
     data, complete = raw
@@ -108,7 +111,7 @@ async def load_data(ref: DataRef, mounts: Mounts, *, max_read_bytes: int) -> Loa
 
 
 def _read_capped(path: Any, limit: int) -> tuple[bytes, bool]:
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         data = fh.read(limit + 1)
     return data[:limit], len(data) <= limit
 

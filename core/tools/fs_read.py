@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import CrewError
 from ..mounts import Resolved, resolve
+from ..regular_files import NotRegularFile, check_regular, open_regular
 from .args import ListArgs, ReadArgs
 from .base import ToolContext, ToolOutcome, ok
 
@@ -25,10 +26,13 @@ async def read(args: ReadArgs, ctx: ToolContext) -> ToolOutcome:
     target = resolve(ctx.mounts, args.path, write=False)
     size = _file_size(target)
     limit = ctx.policy.max_read_bytes
-    if size <= INLINE_READ_BYTES:
-        result = read_file(target, limit, args.startLine, args.endLine)
-    else:
-        result = await asyncio.to_thread(read_file, target, limit, args.startLine, args.endLine)
+    try:
+        if size <= INLINE_READ_BYTES:
+            result = read_file(target, limit, args.startLine, args.endLine)
+        else:
+            result = await asyncio.to_thread(read_file, target, limit, args.startLine, args.endLine)
+    except NotRegularFile:  # swapped for a pipe since the size check
+        raise not_a_file(target) from None
     return ToolOutcome(result)
 
 
@@ -36,7 +40,7 @@ def read_file(target: Resolved, limit: int, start: int | None, end: int | None) 
     """Stream the whole file once: hash it all, keep only what the limit and window allow."""
     digest = hashlib.sha256()
     total = 0
-    with open(target.real, "rb") as fh:
+    with open_regular(target.real) as fh:
         if start is None and end is None:
             kept = bytearray()
             for chunk in iter(lambda: fh.read(_CHUNK), b""):
@@ -85,12 +89,21 @@ def _decode(data: bytes, *, complete: bool) -> str:
 
 def _file_size(target: Resolved) -> int:
     try:
-        st = os.stat(target.real)
+        st = check_regular(target.real)
     except (FileNotFoundError, NotADirectoryError):
         raise CrewError("ENOENT", f"File not found: {target.alias}") from None
-    if os.path.isdir(target.real):
-        raise CrewError("E_INVALID_ARGS", f"{target.alias} is a folder; use fs_list to see what it contains.")
+    except IsADirectoryError:
+        raise CrewError("E_INVALID_ARGS", f"{target.alias} is a folder; use fs_list to see what it contains.") from None
+    except NotRegularFile:
+        raise not_a_file(target) from None
     return st.st_size
+
+
+def not_a_file(target: Resolved) -> CrewError:
+    return CrewError(
+        "E_NOT_REGULAR_FILE",
+        f"{target.alias} is not a plain file (a pipe, socket or device), so it cannot be read or edited.",
+    )
 
 
 async def list_dir(args: ListArgs, ctx: ToolContext) -> ToolOutcome:

@@ -14,9 +14,11 @@ from typing import Any
 from ..atomic import atomic_write_bytes
 from ..errors import CrewError
 from ..mounts import Resolved, SandboxViolation, resolve
+from ..regular_files import NotRegularFile, read_regular
 from ..state import STATE_ALIAS, Draft, StateDoc, apply_update, record_artifacts, render_draft
 from .args import Patch, PatchArgs, WriteArgs
 from .base import ToolContext, ToolOutcome, ok
+from .fs_read import not_a_file
 from .guard import change_state
 
 ARTIFACTS_DIR = "artifacts/"
@@ -91,11 +93,13 @@ def _replace(target: Resolved, patch: Patch, ctx: ToolContext) -> ToolOutcome:
             f"'replace' edits @project text files only; for {STATE_ALIAS} use operation 'updateFrontmatter'.",
         )
     try:
-        data = target.real.read_bytes()
+        data = read_regular(target.real)
     except (FileNotFoundError, NotADirectoryError):
         raise CrewError("ENOENT", f"File not found: {target.alias}") from None
     except IsADirectoryError:
         raise CrewError("E_INVALID_ARGS", f"{target.alias} is a folder, not a text file.") from None
+    except NotRegularFile:
+        raise not_a_file(target) from None
     before = hashlib.sha256(data).hexdigest()
     if patch.ifMatchSha256 and patch.ifMatchSha256.strip().lower() != before:
         raise _sha_mismatch(target, before)
@@ -172,7 +176,9 @@ def _check_writable(target: Resolved) -> None:
 
 def _check_sha(target: Resolved, expected: str) -> None:
     try:
-        current = hashlib.sha256(target.real.read_bytes()).hexdigest()
+        current = hashlib.sha256(read_regular(target.real)).hexdigest()
+    except NotRegularFile:
+        raise not_a_file(target) from None
     except FileNotFoundError:
         raise CrewError(
             "E_PRECONDITION_FAILED",
