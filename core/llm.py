@@ -22,6 +22,7 @@ CPU than the rest of a turn together; aiohttp's connector hands out a kept-alive
 from __future__ import annotations
 
 import contextvars
+import itertools
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -32,7 +33,7 @@ import aiohttp
 import httpx2
 import openai
 from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from .errors import CrewError
@@ -129,6 +130,25 @@ class LLMClient:
         `message_json` the conversation's MessageJSON (core.llm_wire), so they are encoded once.
         """
         body = request_body(self.model, messages, tools, self.settings.temperature, message_json, stream=True)
+        for attempt in itertools.count(1):
+            try:
+                return self._parse(await self._fetch(body, on_retry, on_delta))
+            except _MalformedAnswer as exc:
+                # The SDK retries failed requests only; an answer it cannot read is retried here.
+                if attempt > self.settings.max_retries:
+                    raise CrewError(
+                        "LLM_BAD_RESPONSE",
+                        f"The model endpoint sent a malformed answer ({exc}) {attempt} time(s). "
+                        "Try again with Retry, or check the model server.",
+                    ) from None
+                if on_retry is not None:
+                    result = on_retry(attempt, f"malformed answer ({exc})")
+                    if result is not None:
+                        await result
+        raise AssertionError("unreachable")
+
+    async def _fetch(self, body: bytes, on_retry: RetryListener | None, on_delta: DeltaListener | None) -> Any:
+        """One request (with the SDK's retries of failed ones): the answer, streamed or whole."""
         token_listener = _retry_listener.set(on_retry)
         token_failure = _last_failure.set([])
         try:
@@ -145,16 +165,29 @@ class LLMClient:
         finally:
             _retry_listener.reset(token_listener)
             _last_failure.reset(token_failure)
-        return self._parse(completion)
+        return completion
 
     # ---- mapping ----------------------------------------------------------
 
     def _parse(self, response: Any) -> LLMReply:
+        try:
+            return self._reply(response)
+        except (ValidationError, AttributeError, TypeError) as exc:  # fields of the wrong type or shape
+            raise _MalformedAnswer(f"unreadable fields: {type(exc).__name__}") from None
+
+    def _reply(self, response: Any) -> LLMReply:
         choices = getattr(response, "choices", None)
         if not choices:
-            raise CrewError("LLM_BAD_RESPONSE", "The model endpoint answered without any choice; try again.")
+            raise _MalformedAnswer("no choices")
         choice = choices[0]
-        message = choice.message
+        message = _field(choice, "message")
+        if isinstance(message, dict):  # an answer the SDK's model did not accept, built leniently
+            try:
+                message = ChatCompletionMessage.model_validate(message)
+            except ValidationError:
+                raise _MalformedAnswer("unreadable message") from None
+        if not isinstance(message, ChatCompletionMessage):
+            raise _MalformedAnswer("no message")  # e.g. "message": null
         calls: list[ToolCall] = []
         for call in message.tool_calls or []:
             function = getattr(call, "function", None)
@@ -162,14 +195,14 @@ class LLMClient:
                 continue  # non-function tool calls are not something this runtime offers
             calls.append(ToolCall(id=call.id, name=function.name, arguments=function.arguments or ""))
         usage = None
-        if response.usage is not None:
+        counts = _field(response, "usage")
+        if counts is not None:
             usage = {
-                "prompt_tokens": response.usage.prompt_tokens or 0,
-                "completion_tokens": response.usage.completion_tokens or 0,
-                "total_tokens": response.usage.total_tokens or 0,
+                name: n if isinstance(n := _field(counts, name), int) else 0
+                for name in ("prompt_tokens", "completion_tokens", "total_tokens")
             }
-            details = getattr(response.usage, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) if details is not None else None
+            details = _field(counts, "prompt_tokens_details")
+            cached = _field(details, "cached_tokens") if details is not None else None
             if cached:
                 usage["cached_tokens"] = cached
         extra: dict[str, Any] = {}
@@ -180,7 +213,7 @@ class LLMClient:
             content=message.content,
             tool_calls=calls,
             usage=usage,
-            finish_reason=choice.finish_reason,
+            finish_reason=_field(choice, "finish_reason"),
             extra=extra,
         )
 
@@ -233,6 +266,15 @@ class LLMClient:
             "LLM_BAD_RESPONSE",
             f"The model endpoint ({where}) sent a response this runtime cannot read. Try again with Retry.",
         )
+
+
+class _MalformedAnswer(Exception):
+    """A 200 answer without a readable message; retried like a failed request."""
+
+
+def _field(obj: Any, name: str) -> Any:
+    """An attribute of an SDK object, or a key of the plain dict a lenient parse left in its place."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def _completion(content: bytes) -> Any:
