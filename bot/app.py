@@ -190,6 +190,8 @@ class CrewBot:
         return events_app(self._handle_http, self._health)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
+        if not _numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
+            return web.Response(status=401, text="invalid request")
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(bolt_response)
 
@@ -260,6 +262,13 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.close()
         self._prepared = False
+
+
+def _numeric_timestamp(value: str) -> bool:
+    """Slack sends whole seconds in ASCII digits. slack_sdk's SignatureVerifier (inside Bolt's
+    verification) raises on other values (ValueError for text, OverflowError for huge numbers),
+    which Bolt answers with a 500; refuse them as unverifiable instead."""
+    return value.isascii() and value.isdigit() and len(value) <= 12
 
 
 def freeze_startup_heap() -> None:
