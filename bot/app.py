@@ -210,7 +210,7 @@ class CrewBot:
         await self.prepare()
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
-        log.info("listening for Slack events", extra={"mode": "http", "port": bound, "path": EVENTS_PATH})
+        log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
         return bound
 
     async def start_socket(self, *, health_host: str = "0.0.0.0", health_port: int | None = None) -> int | None:

@@ -20,6 +20,7 @@ from core.errors import CrewError
 from core.policy import SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
+DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
 EXAMPLE_PACKAGES = ("create-story-micro", "hello-branch", "multi-workflows")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE_ENV = "CREWAGENT_DATABASE_URL"
@@ -150,6 +151,7 @@ class FileConfig(_Strict):
     log_level: str = "INFO"
     database_url: str | None = None  # postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL)
     lease_seconds: float = Field(default=15.0, gt=0)  # a dead replica's threads are taken over after this
+    host: str = Field(default=DEFAULT_HOST, min_length=1)  # HTTP mode's listening address
 
 
 class BotConfig(BaseModel):
@@ -168,6 +170,7 @@ class BotConfig(BaseModel):
     log_level: str = "INFO"
     database_url: str | None = None  # None: the embedded store under `home`, one process
     lease_seconds: float = Field(default=15.0, gt=0)
+    host: str = DEFAULT_HOST  # the address HTTP mode listens on
 
     def binding_name(self, channel: str) -> str:
         return channel if channel in self.channels else "default"
@@ -232,6 +235,7 @@ def load_config(
     packages: Sequence[str | Path] = (),
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    host: str | None = None,
 ) -> BotConfig:
     """Merge file, flags and environment; flags win over the file's default binding."""
     env = os.environ if env is None else env
@@ -314,6 +318,7 @@ def load_config(
         log_level=file_cfg.log_level,
         database_url=database_url,
         lease_seconds=file_cfg.lease_seconds,
+        host=host.strip() if host and host.strip() else file_cfg.host,
     )
 
 
@@ -333,4 +338,5 @@ def describe(config: BotConfig) -> dict[str, Any]:
         },
         "max_concurrent_runs": config.limits.max_concurrent_runs,
         "store": "postgres" if config.database_url else "embedded",
+        "host": config.host,
     }

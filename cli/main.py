@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--port", type=int, default=3000, help="HTTP port: Slack events (HTTP mode) and GET /healthz (default 3000)"
     )
+    s.add_argument(
+        "--host", help="address the HTTP port listens on (default: `host:` in --config, else 0.0.0.0: every interface)"
+    )
     s.set_defaults(module="cli.serve_cmd")
 
     m = sub.add_parser("migrate", help="copy the embedded store (CREWAGENT_HOME) into a Postgres database")

@@ -96,9 +96,10 @@ async def serve(config: BotConfig, port: int) -> int:
     try:
         try:
             if config.slack.mode == "socket":
-                await bot.start_socket(health_port=port)  # GET /healthz for container health checks
+                # GET /healthz for container health checks
+                await bot.start_socket(health_host=config.host, health_port=port)
             else:
-                await bot.start_http("0.0.0.0", port)
+                await bot.start_http(config.host, port)
         except (CrewError, OSError) as exc:
             print(f"crewagent could not start: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
             return 1
@@ -129,7 +130,9 @@ def raise_open_file_limit() -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(config_path=args.config, project=args.project, packages=args.package or ())
+        config = load_config(
+            config_path=args.config, project=args.project, packages=args.package or (), host=args.host
+        )
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
