@@ -39,7 +39,7 @@ from . import actions as act
 from .actions import ButtonValue
 from .delivery_blocks import delivery_blocks
 from .feedback_blocks import feedback_block
-from .mrkdwn import escape, split_text, to_mrkdwn, truncate
+from .mrkdwn import defuse_mentions, escape, split_text, to_mrkdwn, truncate
 
 MAX_BLOCKS = 50
 TEXT_BLOCKS_PER_MESSAGE = 40  # leaves room for a header and controls
@@ -65,9 +65,25 @@ class SlackMessage:
     blocks: list[BlockJSON] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
-        """The API arguments."""
+        """The API arguments. No text in it may notify anyone: model, user and package text reach
+        the fallback `text` (the one notifications show) and the blocks' mrkdwn."""
         assert len(self.blocks) <= MAX_BLOCKS
-        return {"text": truncate(self.text, FALLBACK_LIMIT) or " ", "blocks": list(self.blocks)}
+        text = defuse_mentions(truncate(self.text, FALLBACK_LIMIT)) or " "
+        return {"text": text, "blocks": [_defused(block) for block in self.blocks]}
+
+
+def _defused(value: Any) -> Any:
+    """A block with every mrkdwn text defused; unchanged parts are shared, not copied (blocks are cached)."""
+    if isinstance(value, dict):
+        if value.get("type") == "mrkdwn" and isinstance(value.get("text"), str):
+            text = defuse_mentions(value["text"])
+            return value if text is value["text"] else {**value, "text": text}
+        changed = {k: v2 for k, v in value.items() if (v2 := _defused(v)) is not v}
+        return {**value, **changed} if changed else value
+    if isinstance(value, list):
+        items = [_defused(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 # ---- small builders ---------------------------------------------------------

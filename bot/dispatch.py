@@ -568,6 +568,9 @@ class Dispatcher:
         if not verdict.allowed:
             await self._refuse(key, user, verdict.reason)
             return
+        if not await self._started_here(record, value.r):  # a forged value naming another thread's run
+            await self._refuse(key, user, "That file belongs to a run of another conversation.")
+            return
         snapshot = await self.snapshot(record, value.r)
         binding = self.binding(record)
         package = binding.package(record.session.package_id) or binding.packages[0]
@@ -584,6 +587,20 @@ class Dispatcher:
             return
         if not await self.io.upload(key.channel, key.thread_ts, Path(value.f).name, data, value.f):
             await self._refuse(key, user, f"Slack didn't accept the upload of `{value.f}`. Try again in a moment.")
+
+    async def _started_here(self, record: ThreadRecord, run_id: str) -> bool:
+        """True when the run belongs to this thread's conversation (checked before reading anything of it)."""
+        session = record.session
+        if run_id in (session.run_id, session.last_run_id, record.status_run_id):
+            return True
+
+        def owner() -> str | None:
+            try:
+                return self.runs.get(run_id).session_id
+            except CrewError:
+                return None
+
+        return await asyncio.to_thread(owner) == session.id
 
     # ---- delivery (git projects) ---------------------------------------------------
 

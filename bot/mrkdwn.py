@@ -25,6 +25,21 @@ def escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+_SPECIAL = re.compile(r"<(?=!)")  # <!channel>, <!here>, <!everyone>, <!subteam^…>, <!date…>
+_SPECIAL_OR_USER = re.compile(r"<(?=[!@])")  # the above, and <@U…> user mentions
+
+
+def defuse_mentions(text: str, *, users: bool = True) -> str:
+    """Text whose mention markup Slack shows as written instead of notifying anyone.
+
+    Only the `<` that opens a mention is escaped, so text that is already escaped (or holds
+    links) is unchanged and this can run on anything about to be sent.
+    """
+    if "<" not in text:
+        return text
+    return (_SPECIAL_OR_USER if users else _SPECIAL).sub("&lt;", text)
+
+
 def _inline(segment: str) -> str:
     """Convert emphasis and links in a stretch of text that holds no code."""
     segment = _LINK.sub(lambda m: f"<{m.group(2)}|{m.group(1)}>", segment)

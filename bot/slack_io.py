@@ -17,6 +17,7 @@ from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .blocks import SlackMessage
+from .mrkdwn import defuse_mentions
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,9 @@ class SlackIO:
     async def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> bool:
         response = await self._call(
             "chat.postEphemeral",
-            self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts),
+            self.client.chat_postEphemeral(
+                channel=channel, user=user, text=defuse_mentions(text, users=False), thread_ts=thread_ts
+            ),
         )
         return response is not None
 

@@ -101,6 +101,7 @@ class RunManager:
         variables: dict[str, Any] | None = None,
         parent: tuple[str, str] | None = None,
         extra: dict[str, Any] | None = None,
+        session_id: str | None = None,
     ) -> RunRecord:
         """A new run of `project_root` in phase waiting-user; with a `worktree` (made for `run_id`) the run
         works in it instead. A sub-workflow's run also gets the id its caller chose, the variables
@@ -141,6 +142,7 @@ class RunManager:
             parent_run_id=parent[0] if parent else None,
             parent_node_id=parent[1] if parent else None,
             extra=dict(extra or {}),
+            session_id=session_id,
         )
         (workspace / "artifacts").mkdir(exist_ok=True)
         state_dir = self.store.state_dir(record)

@@ -111,6 +111,7 @@ class RunRecord(BaseModel):
     parent_node_id: str | None = None  # the caller's subworkflow node
     child_run_id: str | None = None  # set while a subworkflow node of this run has a child
     child_run_ids: list[str] = []  # every child this run has called, oldest first
+    session_id: str | None = None  # the conversation that started the run (None: the CLI, or older records)
 
     @property
     def workspace(self) -> str:

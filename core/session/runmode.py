@@ -57,7 +57,14 @@ async def start_run(
             for warning in made.warnings:
                 await out.put(Notice(text=warning, level="warning"))
     record = await asyncio.to_thread(
-        deps.runs.create, package, workflow_id, agent.id, deps.project_root, run_id=run_id, worktree=worktree
+        deps.runs.create,
+        package,
+        workflow_id,
+        agent.id,
+        deps.project_root,
+        run_id=run_id,
+        worktree=worktree,
+        session_id=session.id,
     )
     if data_message:
         record.extra["data_context"] = [data_message]  # the engine injects it before USER_INPUT on every turn
