@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,30 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
     if _mirrors:
         _mirror(target, data, True)
+
+
+_TEMP_NAME = re.compile(r"^\..+\.tmp\.[0-9a-f]{16}$")
+
+
+def remove_stale_temps(folder: str | Path) -> list[str]:
+    """Delete the temp files atomic_write_bytes left in `folder` when the process died mid-write.
+
+    Call only while nothing else writes there (a run's state folder before its pump starts).
+    Returns the names removed.
+    """
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if _TEMP_NAME.match(entry.name) and entry.is_file(follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(entry.name)
+    return removed
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

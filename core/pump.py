@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import state as run_state
 from . import subflow
+from .atomic import remove_stale_temps
 from .errors import CrewError
 from .events import (
     AssistantText,
@@ -123,6 +124,9 @@ class Pump:
         self.workflow: Workflow = workflow
         self.graph = workflow.graph
         self.state_dir = engine.store.state_dir(record)
+        removed = remove_stale_temps(self.state_dir)  # left by a process killed mid-write; this pump alone writes here
+        if removed:
+            self.audit({"kind": "state.temp_removed", "files": removed})
         self.mounts = Mounts(project=Path(record.workspace), pkg=self.package.root, state=self.state_dir)
         self.composer = engine.composer(self.package)
         self.prompt = RunPrompt(

@@ -1,7 +1,9 @@
 """fs_write and fs_apply_patch (D§3.5, D§3.6, SPEC §9.2): atomic writes, state writes validated.
 
-A new file under @project/artifacts/ is recorded in the run state's `artifacts` in the same call;
-if that recording is rejected the new file is removed again, so the two never disagree.
+A file written under @project/artifacts/ is recorded in the run state's `artifacts` in the same
+call; if that recording is rejected a new file is removed again, so the two never disagree.
+Recording is idempotent: a file that exists but is missing from `artifacts` (the process died
+between the write and the recording) is recorded when it is written again.
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write_bytes
 from ..errors import CrewError
 from ..mounts import Resolved, SandboxViolation, resolve
 from ..regular_files import NotRegularFile, read_regular
-from ..state import STATE_ALIAS, Draft, StateDoc, apply_update, record_artifacts, render_draft
+from ..state import STATE_ALIAS, Draft, StateDoc, apply_update, read_state, record_artifacts, render_draft
 from .args import Patch, PatchArgs, WriteArgs
 from .base import ToolContext, ToolOutcome, ok
 from .fs_read import not_a_file
@@ -131,15 +134,26 @@ def _replace(target: Resolved, patch: Patch, ctx: ToolContext) -> ToolOutcome:
 
 
 def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> dict[str, Any] | None:
-    """Record a newly created @project/artifacts/ file in the run state (returned), or undo the write."""
+    """Record an @project/artifacts/ file the run state does not list yet (the new state is returned).
+
+    If recording fails, a file this call created is removed again.
+    """
     rel = target.project_relative
-    if existed or rel is None or not rel.startswith(ARTIFACTS_DIR):
+    if rel is None or not rel.startswith(ARTIFACTS_DIR):
         return None
     if ctx.mode != "run" or ctx.mounts.state is None or ctx.graph is None:
+        return None
+    if existed and _recorded(ctx.mounts.state, rel):
         return None
     try:
         return record_artifacts(ctx.mounts.state, ctx.graph, [rel])
     except CrewError as exc:
+        if existed:
+            raise CrewError(
+                exc.code,
+                f"{target.alias} was written, but recording it in {STATE_ALIAS} failed: {exc.message}",
+                exc.details,
+            ) from None
         target.real.unlink(missing_ok=True)
         raise CrewError(
             exc.code,
@@ -147,8 +161,17 @@ def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> di
             exc.details,
         ) from None
     except BaseException:
-        target.real.unlink(missing_ok=True)
+        if not existed:
+            target.real.unlink(missing_ok=True)
         raise
+
+
+def _recorded(state_dir: Path, rel: str) -> bool:
+    try:
+        artifacts = read_state(state_dir).get("artifacts")
+    except CrewError:
+        return False  # let record_artifacts report the unreadable state
+    return isinstance(artifacts, list) and rel in artifacts
 
 
 def _check_size(target: Resolved, size: int, ctx: ToolContext) -> None:
