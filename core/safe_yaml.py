@@ -3,9 +3,9 @@
 An alias (`*a`) reuses an anchored node, so a few lines of `&a [*a, *a, ...]` describe a value
 with billions of elements: the loader builds it cheaply (shared objects), and the first thing
 that walks it (rendering, JSON, a copy) exhausts memory. Nothing we read needs aliases, so a
-document that uses one is refused, as is one nested deeper than MAX_DEPTH. The check runs on
-libyaml's composed node graph, before any Python value exists, and costs one pass over the
-nodes; documents without a `*` cannot hold an alias and skip it.
+document that aliases a list or mapping is refused, as is one nested deeper than MAX_DEPTH. The
+check runs on libyaml's composed node graph, before any Python value exists, and costs one pass
+over its lists and mappings; documents without both `&` and `*` cannot hold an alias.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 from .nesting import MAX_DEPTH
 
+_COLLECTIONS = (SequenceNode, MappingNode)
 # libyaml when available: state files are parsed on every write, so this is on the hot path.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -31,22 +32,25 @@ class UnsafeYAML(yaml.YAMLError):
 
 
 def load(text: str) -> Any:
-    """Like yaml.safe_load, but raises UnsafeYAML for aliases and for nesting deeper than MAX_DEPTH."""
+    """Like yaml.safe_load, but raises UnsafeYAML for aliases of collections and for nesting deeper than MAX_DEPTH."""
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check(node, may_alias="*" in text)
+        _check(node, may_alias="*" in text and "&" in text)  # an alias needs an anchor
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
 def _check(root: Node, *, may_alias: bool) -> None:
-    """One iterative pass: a node reached twice is an alias; depth is counted per path."""
+    """One iterative pass over the collections: one reached twice is an alias; depth is counted per path.
+
+    An aliased scalar is left alone: it repeats one value and cannot grow past the text's size.
+    """
     seen: set[int] = set()
-    stack: list[tuple[Node, int]] = [(root, 1)]
+    stack: list[tuple[Node, int]] = [(root, 1)] if isinstance(root, _COLLECTIONS) else []
     while stack:
         node, depth = stack.pop()
         if may_alias:
@@ -54,12 +58,13 @@ def _check(root: Node, *, may_alias: bool) -> None:
                 why = "anchors and aliases (&name, *name) are not allowed; write each value out in full"
                 raise UnsafeYAML(why, node.start_mark)
             seen.add(id(node))
-        if isinstance(node, SequenceNode):
-            children = node.value
-        elif isinstance(node, MappingNode):
-            children = [part for pair in node.value for part in pair]
-        else:
-            continue
         if depth > MAX_DEPTH:  # containers inside containers, as nesting.too_deep counts them
             raise UnsafeYAML(f"values are nested more than {MAX_DEPTH} levels deep", node.start_mark)
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(node, SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value if isinstance(child, _COLLECTIONS))
+        else:
+            for key, value in node.value:
+                if isinstance(key, _COLLECTIONS):
+                    stack.append((key, depth + 1))
+                if isinstance(value, _COLLECTIONS):
+                    stack.append((value, depth + 1))
