@@ -69,19 +69,19 @@ class SlackMessage:
         the fallback `text` (the one notifications show) and the blocks' mrkdwn."""
         assert len(self.blocks) <= MAX_BLOCKS
         text = defuse_mentions(truncate(self.text, FALLBACK_LIMIT)) or " "
-        return {"text": text, "blocks": [_defused(block) for block in self.blocks]}
+        return {"text": text, "blocks": [defused(block) for block in self.blocks]}
 
 
-def _defused(value: Any) -> Any:
+def defused(value: Any) -> Any:
     """A block with every mrkdwn text defused; unchanged parts are shared, not copied (blocks are cached)."""
     if isinstance(value, dict):
         if value.get("type") == "mrkdwn" and isinstance(value.get("text"), str):
             text = defuse_mentions(value["text"])
             return value if text is value["text"] else {**value, "text": text}
-        changed = {k: v2 for k, v in value.items() if (v2 := _defused(v)) is not v}
+        changed = {k: v2 for k, v in value.items() if (v2 := defused(v)) is not v}
         return {**value, **changed} if changed else value
     if isinstance(value, list):
-        items = [_defused(v) for v in value]
+        items = [defused(v) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items
     return value
 

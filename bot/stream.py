@@ -26,6 +26,7 @@ from core.outputs import AgentCard
 from . import blocks
 from .blocks import SlackMessage
 from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
+from .mrkdwn import defuse_markdown_mentions
 from .rate import CallBudget
 from .slack_io import SlackIO
 from .status import StatusBoard
@@ -78,7 +79,10 @@ class ReplyStream:
         if self.started and self.streaming and not self.budget.take():
             return  # the workspace's append budget is spent for now: this piece goes with the next
         self._last = now
-        if self.streaming and await self._append(self.text[self.sent :]):
+        pending = self.text[self.sent :]
+        if pending.endswith("<"):  # the next piece may make it a mention: send it with that piece
+            pending = pending[:-1]
+        if self.streaming and (not pending or await self._append(pending)):
             return
         if not self.stopped:
             await self._show(final=False)
@@ -93,7 +97,8 @@ class ReplyStream:
             try:
                 stream = self._stream or await self._open()
                 header = blocks.agent_header(self.agent)
-                await stream.stop(markdown_text=rest or None, blocks=[blocks.context(header)] if header else None)
+                footer = [blocks.defused(blocks.context(header))] if header else None
+                await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
                 self.text, self.sent = whole, len(whole)
                 return
             except SLACK_FAILURES as exc:
@@ -118,11 +123,11 @@ class ReplyStream:
     async def _append(self, pending: str) -> bool:
         try:
             stream = self._stream or await self._open()
-            await stream.append(markdown_text=pending)
+            await stream.append(markdown_text=defuse_markdown_mentions(pending))
         except SLACK_FAILURES as exc:
             self._failed(exc)
             return False
-        self._sent_now()
+        self.sent += len(pending)
         return True
 
     def _sent_now(self) -> None:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.actions import ButtonValue
 from tests.fakes import Reply
 from tests.scripts import Body, hello_branch_responder, hello_linear_responder
@@ -33,7 +35,8 @@ def _sent_texts(params: dict[str, Any]) -> list[str]:
     return found
 
 
-async def test_model_text_cannot_mention_anyone(project: Path) -> None:
+@pytest.mark.parametrize("piece_chars", [12, 1, 5])
+async def test_model_text_cannot_mention_anyone(project: Path, piece_chars: int) -> None:
     normal = hello_linear_responder()
     shout = " ".join(MENTIONS)
 
@@ -45,16 +48,22 @@ async def test_model_text_cannot_mention_anyone(project: Path) -> None:
 
     async with bot_harness(project, ["multi-workflows"]) as h:
         h.llm.responder = respond
+        h.llm.piece_chars = piece_chars  # streamed pieces split the mentions at every place
         top = await h.mention("hello-linear")
         question = await h.posted_text("What is the topic?")
         assert question["thread_ts"] == top
         await h.settle()
         sent = [t for call in ("chat.postMessage", "chat.update") for p in h.slack.calls_to(call) for t in _sent_texts(p)]
+        streamed = [str(chunk.get("text")) for call in ("chat.startStream", "chat.appendStream", "chat.stopStream")
+                    for p in h.slack.calls_to(call) for chunk in p.get("chunks") or []]
+        streamed += [str(p.get("markdown_text")) for call in ("chat.appendStream", "chat.stopStream")
+                     for p in h.slack.calls_to(call) if p.get("markdown_text")]
+        sent += [t.replace("<\u200b", "&lt;") for t in streamed]
         shown = [t for t in sent if "channel" in t]
         assert shown, "the model's text was posted"
         for text in sent:
             assert "<!" not in text and "<@" not in text, text
-        assert "&lt;!channel&gt;" in question["text"] or "&lt;!channel>" in question["text"]
+        assert any("&lt;!channel>" in t for t in sent)
 
 
 async def test_an_artifact_button_cannot_fetch_another_threads_run(project: Path) -> None:
