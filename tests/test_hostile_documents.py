@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from core.bmad_import import import_bmad
 from core.package.loader import PackageInvalid, load_package
 from core.state import MAX_STATE_BYTES, read_state
+from tests.bmad_trees import installed_bmad
 from tests.hostile_support import BOMB_YAML, hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.scripts import write
 from tests.test_package_helpers import make_package
@@ -151,3 +153,12 @@ def test_validate_rejects_hostile_documents_with_a_readable_problem(
     with pytest.raises(PackageInvalid):
         load_package(root)
 
+
+
+def test_an_agent_yaml_bomb_in_a_bmad_tree_is_left_out_of_the_import(tmp_path: Path, watchdog: None) -> None:
+    root = installed_bmad(tmp_path / "project")
+    (root / "plans/agents/bomb.agent.yaml").write_text(f"agent:\n  metadata:\n{BOMB_YAML}\n", encoding="utf-8")
+    result = import_bmad(tmp_path / "project")
+    report = result.files["IMPORT-REPORT.md"]
+    assert isinstance(report, str)
+    assert "plans/agents/bomb.agent.yaml" in report and "anchors and aliases" in report

@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from core import safe_yaml
+
 from .config_map import substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import AgentReport, ImportReport, MenuItemReport, MenuStatus
@@ -48,7 +50,7 @@ def convert_agent(
     report: ImportReport,
 ) -> ImportedAgent | None:
     try:
-        raw = yaml.safe_load(source.read(rel))
+        raw = safe_yaml.load(source.read(rel))
     except yaml.YAMLError as exc:
         report.leave_out(rel, f"not valid YAML ({str(exc).splitlines()[0]})")
         return None

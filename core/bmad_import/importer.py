@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from core import safe_yaml
+
 from .agents import ImportedAgent, convert_agent
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
@@ -288,7 +290,7 @@ def _version(source: BmadSource) -> str:
             pass
     if "_config/manifest.yaml" in source.files:
         try:
-            manifest = yaml.safe_load(source.read("_config/manifest.yaml"))
+            manifest = safe_yaml.load(source.read("_config/manifest.yaml"))
             candidates.append(manifest.get("installation", {}).get("version"))
         except (yaml.YAMLError, AttributeError):
             pass

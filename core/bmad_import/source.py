@@ -15,6 +15,8 @@ from typing import Literal
 
 import yaml
 
+from core import safe_yaml
+
 Layout = Literal["source", "installed"]
 CLASSIC_WORKFLOW_NAMES = ("workflow.yaml", "workflow.yml", "instructions.xml", "workflow.xml")
 SKIPPED_DIRS = {"node_modules", ".git", "__pycache__"}
@@ -73,7 +75,7 @@ class BmadSource:
             rel = f"{module}/{name}"
             if rel in self.files:
                 try:
-                    data = yaml.safe_load(self.read(rel))
+                    data = safe_yaml.load(self.read(rel))
                 except yaml.YAMLError:
                     data = None
                 return rel, data if isinstance(data, dict) else {}

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from core import safe_yaml
 from core.frontmatter import FrontmatterError
 from core.frontmatter import parse as parse_frontmatter
 
@@ -107,7 +108,7 @@ def read_markdown(text: str) -> tuple[dict[str, Any], str, str | None]:
         head, _, rest = text[3:].partition("\n---")
         repaired = head.replace("\\'", "''")
         try:
-            fm = yaml.safe_load(repaired)
+            fm = safe_yaml.load(repaired)
             if isinstance(fm, dict):
                 return fm, rest.partition("\n")[2], "frontmatter YAML repaired (backslash-escaped quote)"
         except yaml.YAMLError:
