@@ -28,7 +28,8 @@ async def test_a_failed_recording_keeps_an_artifact_that_existed_before(run: Run
     (run.project / "artifacts" / "old.md").write_text("kept\n")
     run.state_file.write_text("not a state file any more\n")  # recording cannot succeed
     outcome = await run.call("fs_write", {"path": "@project/artifacts/old.md", "content": "new\n"})
-    assert outcome.result["ok"] is False and "recording it in @state/workflow.md failed" in outcome.result["error"]["message"]
+    assert outcome.result["ok"] is False
+    assert "recording it in @state/workflow.md failed" in outcome.result["error"]["message"]
     assert (run.project / "artifacts" / "old.md").exists()
 
 

@@ -141,7 +141,12 @@ def _shallow_but_deep_json(rel: str) -> Callable[[Path], None]:
     ids=["template-bomb", "step-bomb", "step-deep-yaml", "bmad-deep", "agents-deep", "graph-deep", "agents-500-deep"],
 )
 def test_validate_rejects_hostile_documents_with_a_readable_problem(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], watchdog: None, mutate: Callable[[Path], None], file: str, message: str
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    watchdog: None,
+    mutate: Callable[[Path], None],
+    file: str,
+    message: str,
 ) -> None:
     root = make_package(tmp_path / "pkg")
     mutate(root)

@@ -25,7 +25,8 @@ from tests.test_bot_support import SECRET, bot_harness
 async def test_a_malformed_timestamp_is_a_401(project: Path, timestamp: str, caplog: pytest.LogCaptureFixture) -> None:
     async with bot_harness(project) as h:
         with caplog.at_level(logging.ERROR):
-            status, body = await deliver_event(h.http, h.url, SECRET, app_mention_event("<@UBOT> hi"), timestamp=timestamp)
+            envelope = app_mention_event("<@UBOT> hi")
+            status, body = await deliver_event(h.http, h.url, SECRET, envelope, timestamp=timestamp)
             assert status == 401 and "Traceback" not in body
             payload = block_actions_payload("crew:control:stop", '{"s":"T1:C1:1.1","r":"x","x":"stop"}')
             status, body = await deliver_interaction(h.http, h.url, SECRET, payload, timestamp=timestamp)

@@ -53,7 +53,8 @@ async def test_model_text_cannot_mention_anyone(project: Path, piece_chars: int)
         question = await h.posted_text("What is the topic?")
         assert question["thread_ts"] == top
         await h.settle()
-        sent = [t for call in ("chat.postMessage", "chat.update") for p in h.slack.calls_to(call) for t in _sent_texts(p)]
+        posted = [p for call in ("chat.postMessage", "chat.update") for p in h.slack.calls_to(call)]
+        sent = [t for p in posted for t in _sent_texts(p)]
         streamed = [str(chunk.get("text")) for call in ("chat.startStream", "chat.appendStream", "chat.stopStream")
                     for p in h.slack.calls_to(call) for chunk in p.get("chunks") or []]
         streamed += [str(p.get("markdown_text")) for call in ("chat.appendStream", "chat.stopStream")
