@@ -70,7 +70,8 @@ async def test_a_run_streams_its_replies_shows_its_status_line_and_draws_its_pla
         # The status line named the work and was cleared at the end; no reaction was needed.
         lines = [p for p in h.slack.calls_to("assistant.threads.setStatus") if p["thread_ts"] == top]
         shown = [m for p in lines for m in p.get("loading_messages") or []]
-        assert "Waiting for the model" in shown and "Working on Select story" in shown
+        # Wordings are coalesced to the newest under the rate limit, so which steps were named depends on timing.
+        assert "Waiting for the model" in shown and any(m.startswith("Working on ") for m in shown)
         assert any(m.startswith(("Reading ", "Writing ", "Editing ", "Looking through ")) for m in shown)
         assert ("C1", top) not in h.slack.statuses  # cleared by the replies, or explicitly at the end
         assert not h.slack.calls_to("reactions.add")
