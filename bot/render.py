@@ -89,6 +89,9 @@ class ThreadRenderer:
     async def _piece(self, output: ReplyDelta) -> None:
         if self.surface is None:
             return  # shown whole when the Reply comes
+        if output.restart:
+            await self._cut_off_stream()
+            return
         turn = (output.run_id, output.turn)
         if self._stream is not None and self._stream_turn != turn:
             await self._end_stream()
@@ -107,6 +110,13 @@ class ThreadRenderer:
         if text is not None or stream.text:
             await stream.finish(text if text is not None else stream.text)
             self._streamed.append(stream.text.strip())
+            self.posted += 1
+
+    async def _cut_off_stream(self) -> None:
+        """The streamed answer lost its connection and is asked for again: it is closed with a note and not
+        remembered as a reply; the new answer gets a message of its own."""
+        stream, self._stream, self._stream_turn = self._stream, None, None
+        if stream is not None and await stream.cut_off():
             self.posted += 1
 
     async def _reply(self, output: Reply) -> None:

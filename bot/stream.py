@@ -6,6 +6,9 @@ reply and to the shared appendStream budget (Tier 4), so hundreds of replies str
 send bigger pieces, not more calls. When the reply is complete the stream is stopped with the
 agent's name underneath.
 
+An answer cut off by a lost model connection is closed with a short note; the answer asked for
+again streams into a new message.
+
 If Slack refuses streaming in this thread the reply is posted and then edited in place (today's
 behaviour), through the status board so the edits share chat.update's budget. If the stream
 expired on Slack's side, the streamed message is finished with chat.update. If the user pressed
@@ -34,6 +37,7 @@ from .threads import ThreadKey
 
 STOPPED_BY_USER = "stopped_by_user"
 EXPIRED = "message_not_in_streaming_state"
+CUT_OFF_NOTE = "_(connection lost, retrying)_"
 
 
 class ReplyStream:
@@ -107,6 +111,14 @@ class ReplyStream:
                     return
         self.text = whole
         await self._show(final=True)
+
+    async def cut_off(self) -> bool:
+        """The model's answer was cut off and is asked for again: what Slack shows of it ends with a note.
+        False when nothing of it reached Slack."""
+        if not self.started or self.stopped:
+            return False
+        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}")
+        return True
 
     # ---- streaming ----------------------------------------------------------------
 

@@ -290,6 +290,9 @@ class Screen:
     async def show(self, output: Output) -> None:
         w = self.write
         live = self.events.live
+        if output.kind == "reply_delta" and output.restart:
+            live.restart()
+            return
         if output.kind == "reply_delta":
             who = f"{output.agent.icon} {output.agent.name}" if output.agent else "assistant"
             live.piece((output.run_id, output.turn), who, output.text)

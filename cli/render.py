@@ -43,6 +43,9 @@ def stdout_pieces(text: str) -> None:
     sys.stdout.flush()
 
 
+CUT_OFF_MARK = "(connection lost, retrying)"
+
+
 class LiveText:
     """Streams one reply at a time to a terminal; remembers whether the full text was already shown."""
 
@@ -63,6 +66,12 @@ class LiveText:
         if text:
             self.pieces(text)
             self.shown = (self.shown or "") + text
+
+    def restart(self) -> None:
+        """The reply being streamed was cut off and is asked for again: mark it, the new one starts anew."""
+        if self.shown is not None and self.pieces is not None:
+            self.pieces(f"\n{CUT_OFF_MARK}\n")
+        self.shown, self._key = None, None
 
     def streamed(self, text: str) -> bool:
         """Close the live reply; True when it already showed `text` (so it is not printed again)."""
@@ -120,6 +129,9 @@ class EventPrinter:
 
     def show(self, event: EngineEvent) -> None:
         if isinstance(event, AssistantTextDelta):
+            if event.restart:
+                self.live.restart()
+                return
             self.live.piece((event.run_id, event.turn), self.agent_name(event.agent_id), event.text)
             return
         if isinstance(event, AssistantText):

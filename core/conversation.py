@@ -7,11 +7,11 @@ and the history is a plain list the caller keeps (e.g. in its session record).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .errors import CrewError
 from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
@@ -27,6 +27,12 @@ from .tools.registry import ToolHost, wire_name
 
 ConversationMode = Literal["agent", "chat", "script"]
 CONVERSATION_RESULT_LIMIT = 50_000
+
+
+class TurnDeltaListener(Protocol):
+    """Hears the assistant text of model call `turn` as it streams (`restart`: see core.llm_stream)."""
+
+    def __call__(self, turn: int, text: str, *, restart: bool = False) -> Awaitable[None]: ...
 
 
 @dataclass
@@ -53,7 +59,7 @@ async def converse(
     max_turns: int = 12,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     composer: PromptComposer | None = None,
-    on_delta: Callable[[int, str], Awaitable[None]] | None = None,
+    on_delta: TurnDeltaListener | None = None,
 ) -> ConversationReply:
     """Answer `user_text` as `agent` (None = plain chat) with a small read-only tool loop.
 

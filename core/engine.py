@@ -8,11 +8,11 @@ per-package prompt caches and the encoded tool specs.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .conversation import ConversationReply, converse
+from .conversation import ConversationReply, TurnDeltaListener, converse
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
 from .errors import CrewError
 from .events import RunPhase
@@ -145,7 +145,7 @@ class Engine:
         project_root: str | Path,
         mode: Literal["agent", "chat", "script"] | None = None,
         extra_context: Sequence[str] = (),
-        on_delta: Callable[[int, str], Awaitable[None]] | None = None,
+        on_delta: TurnDeltaListener | None = None,
     ) -> ConversationReply:
         """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.conversation)."""
         return await converse(

@@ -89,12 +89,17 @@ class AssistantText(_Event):
 
 
 class AssistantTextDelta(_Event):
-    """A piece of assistant text as the model streams it; the whole text follows as AssistantText."""
+    """A piece of assistant text as the model streams it; the whole text follows as AssistantText.
+
+    `restart` (with empty text): the connection was lost mid-answer and the call is being made again;
+    the pieces of this turn shown so far are void and the new answer's pieces follow.
+    """
 
     kind: Literal["assistant_text_delta"] = "assistant_text_delta"
     text: str
     turn: int  # the model call it belongs to: one call's pieces make one message
     agent_id: str | None = None
+    restart: bool = False
 
 
 class WidgetRequested(_Event):

@@ -37,7 +37,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import BaseModel, Field, ValidationError
 
 from .errors import CrewError
-from .llm_stream import DeltaListener, is_event_stream, read_event_stream
+from .llm_stream import DeltaListener, StreamedCalls, StreamMode
 from .llm_wire import MessageJSON, ToolSet, request_body
 
 PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
@@ -55,14 +55,17 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=3, ge=0)
     temperature: float | None = None
     max_connections: int = Field(default=1000, ge=1)  # open model connections at most (one per call in flight)
+    stream: bool = True  # ask for streamed answers (core.llm_stream steps down where the endpoint refuses)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMSettings:
-        """CREWAGENT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY; explicit overrides win when not None."""
+        """CREWAGENT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY, CREWAGENT_LLM_STREAM (0 turns streaming off);
+        explicit overrides win when not None."""
         values: dict[str, Any] = {
             "model": os.environ.get("CREWAGENT_MODEL") or None,
             "base_url": os.environ.get("OPENAI_BASE_URL") or None,
             "api_key": os.environ.get("OPENAI_API_KEY") or None,
+            "stream": os.environ.get("CREWAGENT_LLM_STREAM", "").strip() or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -110,6 +113,13 @@ class LLMClient:
             max_retries=settings.max_retries,
             http_client=http_client,
         )
+        self._calls = StreamedCalls(
+            self._client,
+            _completion,
+            enabled=settings.stream,
+            max_retries=settings.max_retries,
+            endpoint=_endpoint_name(settings.base_url),
+        )
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -123,16 +133,27 @@ class LLMClient:
         message_json: MessageJSON | None = None,
         on_delta: DeltaListener | None = None,
     ) -> LLMReply:
-        """One completion, streamed: `on_delta` hears each piece of assistant text as it arrives.
+        """One completion, streamed: `on_delta` hears each piece of assistant text as it arrives (and
+        `restart=True` when an answer cut off mid-stream is asked for again; see core.llm_stream).
         Raises CrewError(LLM_*) once the SDK has used up its retries.
 
         When the same specs or messages go out with many calls, `tools` may be a ToolSet and
         `message_json` the conversation's MessageJSON (core.llm_wire), so they are encoded once.
         """
-        body = request_body(self.model, messages, tools, self.settings.temperature, message_json, stream=True)
+        def body_for(mode: StreamMode) -> bytes:
+            return request_body(
+                self.model,
+                messages,
+                tools,
+                self.settings.temperature,
+                message_json,
+                stream=mode.streams,
+                stream_usage=mode.asks_usage,
+            )
+
         for attempt in itertools.count(1):
             try:
-                return self._parse(await self._fetch(body, on_retry, on_delta))
+                return self._parse(await self._fetch(body_for, on_retry, on_delta))
             except _MalformedAnswer as exc:
                 # The SDK retries failed requests only; an answer it cannot read is retried here.
                 if attempt > self.settings.max_retries:
@@ -147,19 +168,14 @@ class LLMClient:
                         await result
         raise AssertionError("unreachable")
 
-    async def _fetch(self, body: bytes, on_retry: RetryListener | None, on_delta: DeltaListener | None) -> Any:
-        """One request (with the SDK's retries of failed ones): the answer, streamed or whole."""
+    async def _fetch(
+        self, body_for: Callable[[StreamMode], bytes], on_retry: RetryListener | None, on_delta: DeltaListener | None
+    ) -> Any:
+        """One request (with the SDK's retries of failed ones, and the streaming step-downs): the answer."""
         token_listener = _retry_listener.set(on_retry)
         token_failure = _last_failure.set([])
         try:
-            raw = await self._client.post("/chat/completions", content=body, cast_to=httpx2.Response, stream=True)
-            try:
-                if is_event_stream(raw):
-                    completion = await read_event_stream(self._client, raw, on_delta)
-                else:  # an endpoint that does not stream answers with one body
-                    completion = _completion(await raw.aread())
-            finally:
-                await raw.aclose()
+            completion = await self._calls.complete(body_for, on_delta, on_retry)
         except openai.APIError as exc:
             raise self._map_error(exc) from None
         finally:

@@ -1,23 +1,176 @@
-"""Reading a streamed chat completion: text deltas go to a listener as they arrive, the whole answer is
-assembled by the SDK's own accumulator (`ChatCompletionStreamState`), tool-call fragments included.
+"""Streamed chat completions that survive endpoints which stream badly or not at all.
 
-An endpoint that ignores `stream: true` and answers with one JSON body is read as before.
+Text deltas go to a listener as they arrive; the whole answer is assembled by the SDK's own
+accumulator (`ChatCompletionStreamState`), tool-call fragments included. An endpoint that ignores
+`stream: true` and answers with one JSON body is read as before.
+
+Some OpenAI-compatible servers refuse `stream_options` or streaming altogether with an HTTP 400/422.
+On such a refusal the same request is sent again without `stream_options` (the reply then carries no
+usage, which the engine estimates), then without streaming; a step down that gets an answer is kept
+for the rest of the client's life and logged once. A refusal that no step down cures is the request's
+own fault and is reported as such.
+
+A connection lost while the answer streams is not retried by the SDK (it only retries the request).
+Here it is sent again after the SDK's own back-off, up to the client's retry count. When text of the
+lost answer had already reached the listener, it is told first with `restart=True`, so a surface can
+drop or close what it showed before the new answer's pieces come.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from enum import Enum
+from typing import Any, Protocol
 
 import httpx2
+import openai
 from openai import AsyncOpenAI, AsyncStream
+from openai._models import FinalRequestOptions
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletionChunk
 
-DeltaListener = Callable[[str], Awaitable[None] | None]
+log = logging.getLogger(__name__)
 
 SSE_TYPE = "text/event-stream"
+REFUSED = (400, 422)  # what servers answer to a request field or mode they do not support
+CONNECTION_LOST = "connection lost while the answer streamed"
+
+
+class DeltaListener(Protocol):
+    """Hears each piece of assistant text; `restart=True` (with empty text) voids the pieces heard so far."""
+
+    def __call__(self, text: str, *, restart: bool = False) -> Awaitable[None] | None: ...
+
+
+RetryListener = Callable[[int, str], Awaitable[None] | None]
+
+
+class StreamMode(Enum):
+    """How much streaming a request asks for, from most to least."""
+
+    WITH_USAGE = "streamed, usage in a last chunk"
+    WITHOUT_USAGE = "streamed, no usage chunk"
+    OFF = "not streamed"
+
+    @property
+    def streams(self) -> bool:
+        return self is not StreamMode.OFF
+
+    @property
+    def asks_usage(self) -> bool:
+        return self is StreamMode.WITH_USAGE
+
+    def lower(self) -> StreamMode | None:
+        order = list(StreamMode)
+        at = order.index(self)
+        return order[at + 1] if at + 1 < len(order) else None
+
+
+BodyFor = Callable[[StreamMode], bytes]
+
+
+class StreamedCalls:
+    """One client's chat-completion calls, streamed as far as its endpoint allows."""
+
+    def __init__(
+        self,
+        client: AsyncOpenAI,
+        read_body: Callable[[bytes], Any],
+        *,
+        enabled: bool,
+        max_retries: int,
+        endpoint: str,
+    ) -> None:
+        """`read_body` reads the answer of an endpoint that sent one JSON body instead of a stream."""
+        self.client = client
+        self.read_body = read_body
+        self.mode = StreamMode.WITH_USAGE if enabled else StreamMode.OFF
+        self.max_retries = max_retries
+        self.endpoint = endpoint  # for the log only
+
+    async def complete(
+        self, body_for: BodyFor, on_delta: DeltaListener | None, on_retry: RetryListener | None
+    ) -> Any | None:
+        """The completion (None if the endpoint sent nothing readable). Raises openai.APIError."""
+        lost = 0
+        while True:
+            heard = False
+
+            async def listen(text: str) -> None:
+                nonlocal heard
+                heard = True
+                if on_delta is not None:
+                    await _call(on_delta(text))
+
+            try:
+                return await self._attempt(body_for, listen if on_delta is not None else None)
+            except _ConnectionLost as exc:
+                if lost >= self.max_retries:
+                    raise exc.error from None
+                lost += 1
+                log.info("model answer cut off; sending the request again (%d of %d)", lost, self.max_retries)
+                if heard and on_delta is not None:
+                    await _call(on_delta("", restart=True))
+                if on_retry is not None:
+                    await _call(on_retry(lost, CONNECTION_LOST))
+                await asyncio.sleep(self._back_off(lost))
+
+    async def _attempt(self, body_for: BodyFor, on_text: Callable[[str], Awaitable[None]] | None) -> Any | None:
+        raw = await self._send(body_for)
+        try:
+            if is_event_stream(raw):
+                return await read_event_stream(self.client, raw, on_text)
+            return self.read_body(await raw.aread())  # an endpoint that does not stream answers with one body
+        except (openai.APIConnectionError, httpx2.TransportError) as exc:
+            error = exc if isinstance(exc, openai.APIError) else openai.APIConnectionError(request=raw.request)
+            raise _ConnectionLost(error) from exc
+        finally:
+            await raw.aclose()
+
+    async def _send(self, body_for: BodyFor) -> httpx2.Response:
+        """The response to the request, stepping down the stream mode while the endpoint refuses it."""
+        mode = self.mode
+        while True:
+            try:
+                body = body_for(mode)
+                raw = await self.client.post("/chat/completions", content=body, cast_to=httpx2.Response, stream=True)
+            except openai.APIStatusError as exc:
+                lower = mode.lower()
+                if exc.status_code not in REFUSED or lower is None:
+                    raise
+                mode = lower
+                continue
+            if mode is not self.mode:
+                self._step_down(mode)
+            return raw
+
+    def _step_down(self, mode: StreamMode) -> None:
+        self.mode = mode
+        log.warning(
+            "the model endpoint %s refused a streaming option; its calls are now %s%s",
+            self.endpoint,
+            mode.value,
+            " (token usage is estimated)" if not mode.asks_usage else "",
+        )
+
+    def _back_off(self, retry: int) -> float:
+        """The SDK's own delay before its `retry`-th retry (exponential, jittered, capped)."""
+        options = FinalRequestOptions.construct(method="post", url="/chat/completions")
+        return self.client._calculate_retry_timeout(self.max_retries - retry + 1, options, None)
+
+
+class _ConnectionLost(Exception):
+    def __init__(self, error: openai.APIError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _call(result: Awaitable[None] | None) -> None:
+    if inspect.isawaitable(result):
+        await result
 
 
 def is_event_stream(response: httpx2.Response) -> bool:
@@ -25,7 +178,7 @@ def is_event_stream(response: httpx2.Response) -> bool:
 
 
 async def read_event_stream(
-    client: AsyncOpenAI, response: httpx2.Response, on_delta: DeltaListener | None
+    client: AsyncOpenAI, response: httpx2.Response, on_delta: Callable[[str], Awaitable[None]] | None
 ) -> Any | None:
     """The completion the chunks add up to (None if the stream held none); `on_delta` hears each text piece."""
     state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
@@ -41,7 +194,5 @@ async def read_event_stream(
         for choice in chunk.choices or ():
             text = choice.delta.content if choice.index == 0 and choice.delta is not None else None
             if text:
-                result = on_delta(text)
-                if inspect.isawaitable(result):
-                    await result
+                await on_delta(text)
     return state.current_completion_snapshot if seen else None

@@ -79,10 +79,12 @@ def request_body(
     known: MessageJSON | None = None,
     *,
     stream: bool = False,
+    stream_usage: bool = True,
 ) -> bytes:
     """`{"model", "messages", "tools", "tool_choice": "auto", "temperature"}`; no tools, no tool keys.
 
-    `stream` asks for server-sent chunks, with the token usage in a last chunk of its own."""
+    `stream` asks for server-sent chunks, with the token usage in a last chunk of its own unless
+    `stream_usage` is False (for endpoints that refuse `stream_options`)."""
     texts = known.encode_all(messages) if known is not None else [_ENCODER.encode(m) for m in messages]
     parts = ['{"model":', _ENCODER.encode(model), ',"messages":[', ",".join(texts), "]"]
     if tools:
@@ -91,6 +93,6 @@ def request_body(
     if temperature is not None:
         parts += [',"temperature":', _ENCODER.encode(temperature)]
     if stream:
-        parts.append(',"stream":true,"stream_options":{"include_usage":true}')
+        parts.append(',"stream":true,"stream_options":{"include_usage":true}' if stream_usage else ',"stream":true')
     parts.append("}")
     return "".join(parts).encode("utf-8")

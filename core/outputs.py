@@ -59,6 +59,7 @@ class ReplyDelta(BaseModel):
     turn: int  # pieces of one model call share it; a new turn starts a new message
     agent: AgentCard | None = None
     run_id: str | None = None
+    restart: bool = False  # the answer so far was cut off and is asked for again: drop what was shown
 
 
 class RunStarted(BaseModel):

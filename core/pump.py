@@ -270,8 +270,10 @@ class Pump:
         async def on_retry(attempt: int, reason: str) -> None:
             await self.reporter.emit(LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason))
 
-        async def on_delta(text: str) -> None:
-            piece = AssistantTextDelta(run_id=self.record.run_id, text=text, turn=turn, agent_id=ctx.agent_id)
+        async def on_delta(text: str, *, restart: bool = False) -> None:
+            piece = AssistantTextDelta(
+                run_id=self.record.run_id, text=text, turn=turn, agent_id=ctx.agent_id, restart=restart
+            )
             await self.reporter.emit(piece)
 
         call = self.engine.llm.complete(

@@ -138,7 +138,10 @@ async def pump(
             if out.streams:
                 speaker = package.agent(event.agent_id or "")
                 agent = card(speaker) if speaker else None
-                await out.put(ReplyDelta(text=event.text, turn=event.turn, agent=agent, run_id=record.run_id))
+                delta = ReplyDelta(
+                    text=event.text, turn=event.turn, agent=agent, run_id=record.run_id, restart=event.restart
+                )
+                await out.put(delta)
         elif isinstance(event, AssistantText):
             speaker = package.agent(event.agent_id or "")
             await out.put(Reply(text=event.text, agent=card(speaker) if speaker else None, run_id=record.run_id))

@@ -36,8 +36,9 @@ async def talk(
     previous = list(session.history)
     shown_as = card(agent) if agent is not None and mode != "chat" else None
 
-    async def on_delta(turn: int, text: str) -> None:
-        await out.put(ReplyDelta(text=text, turn=turn, agent=shown_as))
+    async def on_delta(turn: int, text: str, *, restart: bool = False) -> None:
+        await out.put(ReplyDelta(text=text, turn=turn, agent=shown_as, restart=restart))
+
     reply = await deps.engine.converse(
         package,
         agent,

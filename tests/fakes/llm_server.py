@@ -5,6 +5,9 @@ timeouts and response parsing are the SDK's own, not a mock's. A request
 with `"stream": true` is answered with server-sent chunks, as OpenAI does:
 the text in small pieces, each tool call split across chunks, and the usage
 in a last chunk of its own when `stream_options.include_usage` asks for it.
+It can also play an endpoint that refuses `stream_options` or streaming (an
+HTTP 400 before any script step is used) and a reply whose connection drops
+after a number of chunks.
 
     async with ScriptedLLM() as llm:
         llm.add_reply(tool_calls=[("fs_read", {"path": "a.md"})])
@@ -44,6 +47,8 @@ class Reply:
     """Defaults to "tool_calls" when tool calls are present, else "stop"."""
     usage: Mapping[str, int] | None = None
     """Overrides the estimated token usage."""
+    drop_after: int | None = None
+    """When streamed, the connection is cut after this many chunks (the role chunk counts)."""
 
 
 @dataclass(frozen=True)
@@ -98,13 +103,23 @@ class ScriptedLLM(LoopbackServer):
         error_retry_after_ms: float | None = 1,
         piece_chars: int = 12,
         piece_interval: float = 0.0,
+        rejects_stream_options: bool = False,
+        rejects_stream: bool = False,
+        rejection_status: int = 400,
     ) -> None:
         """`latency` delays every call (benchmarks); `error_retry_after_ms`
         is sent as `retry-after-ms` on scripted errors so SDK retries are fast
         (the SDK ignores `retry-after: 0` and would back off ~0.5s instead).
         A streamed reply sends its text `piece_chars` characters per chunk, `piece_interval`
-        seconds apart (benchmarks measure what happens between the first piece and the last)."""
+        seconds apart (benchmarks measure what happens between the first piece and the last).
+        `rejects_stream_options` / `rejects_stream` answer a request that carries `stream_options` /
+        `"stream": true` with `rejection_status`, as endpoints that do not know them do."""
         super().__init__()
+        self.rejects_stream_options = rejects_stream_options
+        self.rejects_stream = rejects_stream
+        self.rejection_status = rejection_status
+        self.rejected: list[dict[str, Any]] = []
+        """Request bodies refused for `stream_options` or `stream` (they use no script step)."""
         self.piece_chars = max(1, piece_chars)
         self.piece_interval = piece_interval
         self.first_piece_at: list[float] = []
@@ -132,10 +147,18 @@ class ScriptedLLM(LoopbackServer):
         *,
         finish_reason: str | None = None,
         usage: Mapping[str, int] | None = None,
+        drop_after: int | None = None,
     ) -> None:
-        """Queue an assistant turn; tool call arguments as dict or raw str."""
+        """Queue an assistant turn; tool call arguments as dict or raw str. With `drop_after`, a streamed
+        answer loses its connection after that many chunks."""
         self._script.append(
-            Reply(content=content, tool_calls=tuple(tool_calls or ()), finish_reason=finish_reason, usage=usage)
+            Reply(
+                content=content,
+                tool_calls=tuple(tool_calls or ()),
+                finish_reason=finish_reason,
+                usage=usage,
+                drop_after=drop_after,
+            )
         )
 
     def add_error(
@@ -209,6 +232,10 @@ class ScriptedLLM(LoopbackServer):
             self.requests.append(body)
             self._arrivals.notify_all()
         number = len(self.requests)
+        refusal = self._refusal(body)
+        if refusal is not None:
+            self.rejected.append(body)
+            return _error_response(self.rejection_status, refusal, "invalid_request_error")
 
         step, delay = self._take_step()
         if self.latency or delay:
@@ -231,25 +258,55 @@ class ScriptedLLM(LoopbackServer):
         if isinstance(step, Reply):
             completion = self._render_reply(step, body, request_bytes=len(raw))
             if body.get("stream") is True:
-                return await self._stream(request, completion, body)
+                return await self._stream(request, completion, body, drop_after=step.drop_after)
             return web.json_response(completion)
         raise TypeError(f"responder returned unsupported value {step!r}")
 
+    def _refusal(self, body: dict[str, Any]) -> str | None:
+        """The error message of an endpoint that does not know a streaming option this request uses."""
+        if self.rejects_stream and body.get("stream") is True:
+            return "stream: streaming is not supported by this server"
+        if self.rejects_stream_options and "stream_options" in body:
+            return "Unrecognized request argument supplied: stream_options"
+        return None
+
     async def _stream(
-        self, request: web.Request, completion: dict[str, Any], body: dict[str, Any]
+        self, request: web.Request, completion: dict[str, Any], body: dict[str, Any], *, drop_after: int | None
     ) -> web.StreamResponse:
-        """The completion as `data:` chunks ending with `data: [DONE]`."""
+        """The completion as `data:` chunks ending with `data: [DONE]`; with `drop_after`, the connection
+        is closed after that many chunks instead, without ending the response."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         head = {k: completion[k] for k in ("id", "created", "model", "system_fingerprint")}
         head["object"] = "chat.completion.chunk"
-        choice = completion["choices"][0]
-        message = choice["message"]
+        sent = 0
 
         async def send(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> None:
+            nonlocal sent
+            if drop_after is not None and sent >= drop_after:
+                raise _Dropped
             chunk = {**head, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
             chunk.update(extra)
             await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            sent += 1
+
+        try:
+            await self._send_chunks(send, response, head, completion, body)
+        except _Dropped:
+            assert request.transport is not None
+            request.transport.close()  # mid-body: the client sees an incomplete chunked response
+        return response
+
+    async def _send_chunks(
+        self,
+        send: Callable[..., Awaitable[None]],
+        response: web.StreamResponse,
+        head: dict[str, Any],
+        completion: dict[str, Any],
+        body: dict[str, Any],
+    ) -> None:
+        choice = completion["choices"][0]
+        message = choice["message"]
 
         await send({"role": "assistant", "content": ""})
         text = message.get("content") or ""
@@ -272,7 +329,6 @@ class ScriptedLLM(LoopbackServer):
             await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
-        return response
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep that stop() can cut short, so a slow step never delays teardown."""
@@ -341,6 +397,10 @@ class ScriptedLLM(LoopbackServer):
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
             "usage": usage,
         }
+
+
+class _Dropped(Exception):
+    """A scripted reply's connection is cut here."""
 
 
 def _estimate_usage(request_bytes: int, message: dict[str, Any]) -> dict[str, int]:
