@@ -65,8 +65,10 @@ class LLMSettings(BaseModel):
             "model": os.environ.get("CREWAGENT_MODEL") or None,
             "base_url": os.environ.get("OPENAI_BASE_URL") or None,
             "api_key": os.environ.get("OPENAI_API_KEY") or None,
-            "stream": os.environ.get("CREWAGENT_LLM_STREAM", "").strip() or None,
         }
+        stream = _env_switch("CREWAGENT_LLM_STREAM")
+        if stream is not None:
+            values["stream"] = stream
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -291,6 +293,18 @@ class _MalformedAnswer(Exception):
 def _field(obj: Any, name: str) -> Any:
     """An attribute of an SDK object, or a key of the plain dict a lenient parse left in its place."""
     return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _env_switch(name: str) -> bool | None:
+    """An on/off environment variable (1/0, true/false, yes/no, on/off); None when unset."""
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return None
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise CrewError("LLM_SETTINGS_INVALID", f"{name} must be 1 or 0 (on or off), not {value!r}.")
 
 
 def _completion(content: bytes) -> Any:

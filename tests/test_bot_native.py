@@ -220,3 +220,22 @@ async def test_a_group_dm_works_like_a_channel_a_mention_opens_a_thread(project:
         await h.settle()
         replied_to = {p.get("thread_ts") for p in h.slack.calls_to("chat.postMessage") if p["channel"] == "G5"}
         assert replied_to == {top}  # the group's own chatter is left alone
+
+
+async def test_a_reply_cut_off_by_the_model_connection_is_closed_with_a_note_and_streamed_again(
+    project: Path,
+) -> None:
+    async with bot_harness(project, ["multi-workflows"], llm_retries=1) as h:
+        h.llm.piece_chars = 4
+        h.llm.add_reply("Let me think first", drop_after=3)  # two pieces reach Slack, then the connection drops
+        script_hello_linear(h.llm)
+        top = await h.mention("hello-linear")
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        finished = streamed(h, top)
+        assert len(finished) == 2
+        assert finished[0]["text"] == "Let me t\n\n_(connection lost, retrying)_"
+        assert finished[1]["text"].startswith("1. What is the topic?") and "Let me" not in finished[1]["text"]
+        shown = [message_text(m) for m in h.thread(top)]
+        assert len([t for t in shown if "What is the topic?" in t]) == 1  # the new answer, once
+        assert len([t for t in shown if "Let me t" in t]) == 1 and len(h.llm.requests) == 2

@@ -81,11 +81,14 @@ class Harness:
     url: str = ""
     team: str = "T1"
     bots: list[CrewBot] = field(default_factory=list)
+    llm_retries: int = 0  # model calls fail at once unless a test wants the client's retries
 
     # ---- lifecycle ----------------------------------------------------------------
 
     async def start(self) -> CrewBot:
-        settings = LLMSettings(model="scripted", base_url=self.llm.base_url, max_retries=0, timeout=10)
+        settings = LLMSettings(
+            model="scripted", base_url=self.llm.base_url, max_retries=self.llm_retries, timeout=10
+        )
         bot = build(self.config, llm_settings=settings)
         self.bots.append(bot)
         self.bot = bot
@@ -304,6 +307,7 @@ async def bot_harness(
     access: Access | None = None,
     llm: ScriptedLLM | None = None,
     configure: Callable[[BotConfig], None] | None = None,
+    llm_retries: int = 0,
 ) -> AsyncIterator[Harness]:
     async with FakeSlack() as slack:
         own_llm = llm is None
@@ -314,7 +318,9 @@ async def bot_harness(
         if configure is not None:
             configure(config)
         async with aiohttp.ClientSession() as http:
-            h = Harness(slack=slack, llm=llm, project=project, config=config, mode=mode, http=http)
+            h = Harness(
+                slack=slack, llm=llm, project=project, config=config, mode=mode, http=http, llm_retries=llm_retries
+            )
             try:
                 await h.start()
                 yield h
