@@ -23,6 +23,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from enum import Enum
+from functools import partial
 from typing import Any, Protocol
 
 import httpx2
@@ -68,6 +69,10 @@ class StreamMode(Enum):
         at = order.index(self)
         return order[at + 1] if at + 1 < len(order) else None
 
+    def below(self, other: StreamMode) -> bool:
+        order = list(StreamMode)
+        return order.index(self) > order.index(other)
+
 
 BodyFor = Callable[[StreamMode], bytes]
 
@@ -99,14 +104,13 @@ class StreamedCalls:
         while True:
             heard = False
 
-            async def listen(text: str) -> None:
+            async def listen(text: str, on_delta: DeltaListener) -> None:
                 nonlocal heard
                 heard = True
-                if on_delta is not None:
-                    await _call(on_delta(text))
+                await _call(on_delta(text))
 
             try:
-                return await self._attempt(body_for, listen if on_delta is not None else None)
+                return await self._attempt(body_for, partial(listen, on_delta=on_delta) if on_delta else None)
             except _ConnectionLost as exc:
                 if lost >= self.max_retries:
                     raise exc.error from None
@@ -143,17 +147,18 @@ class StreamedCalls:
                     raise
                 mode = lower
                 continue
-            if mode is not self.mode:
+            if mode.below(self.mode):  # a call that began before another stepped down never steps back up
                 self._step_down(mode)
             return raw
 
     def _step_down(self, mode: StreamMode) -> None:
         self.mode = mode
         log.warning(
-            "the model endpoint %s refused a streaming option; its calls are now %s%s",
+            "the model endpoint %s refused %s; its calls are %s from now on%s",
             self.endpoint,
+            "streaming" if mode is StreamMode.OFF else "stream_options",
             mode.value,
-            " (token usage is estimated)" if not mode.asks_usage else "",
+            " (token usage is estimated)" if mode is StreamMode.WITHOUT_USAGE else "",
         )
 
     def _back_off(self, retry: int) -> float:

@@ -5,6 +5,7 @@ Everything goes through the real openai SDK to the scripted server on loopback.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -151,3 +152,17 @@ def test_a_streaming_switch_that_is_neither_on_nor_off_is_refused(monkeypatch: p
     with pytest.raises(CrewError) as err:
         LLMSettings.from_env(model="m")
     assert err.value.code == "LLM_SETTINGS_INVALID" and "CREWAGENT_LLM_STREAM" in err.value.message
+
+
+async def test_calls_refused_at_the_same_time_step_down_together_and_warn_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="core.llm_stream")
+    async with ScriptedLLM(rejects_stream=True, default_reply="ok") as llm:
+        async with client_for(llm) as client:
+            replies = await asyncio.gather(*(client.complete(MESSAGES) for _ in range(6)))
+            await client.complete(MESSAGES)
+    assert [r.content for r in replies] == ["ok"] * 6
+    assert _streaming(llm.requests[-1]) == (False, False) and len(llm.rejected) == 12
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "refused streaming" in warnings[0]
