@@ -4,11 +4,11 @@ Text deltas go to a listener as they arrive; the whole answer is assembled by th
 accumulator (`ChatCompletionStreamState`), tool-call fragments included. An endpoint that ignores
 `stream: true` and answers with one JSON body is read as before.
 
-Some OpenAI-compatible servers refuse `stream_options` or streaming altogether with an HTTP 400/422.
-On such a refusal the same request is sent again without `stream_options` (the reply then carries no
-usage, which the engine estimates), then without streaming; a step down that gets an answer is kept
-for the rest of the client's life and logged once. A refusal that no step down cures is the request's
-own fault and is reported as such.
+Some OpenAI-compatible servers refuse `stream_options` or streaming altogether with an HTTP 400/422
+that names the field. On such a refusal the same request is sent again without `stream_options` (the
+reply then carries no usage, which the engine estimates), then without streaming; a step down that
+gets an answer is kept for the rest of the client's life and logged once. Any other 400/422 (a prompt
+too long, a bad tool schema) is the request's own fault and is reported at once.
 
 A connection lost while the answer streams is not retried by the SDK (it only retries the request).
 Here it is sent again after the SDK's own back-off, up to the client's retry count. When text of the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from enum import Enum
@@ -143,7 +144,7 @@ class StreamedCalls:
                 raw = await self.client.post("/chat/completions", content=body, cast_to=httpx2.Response, stream=True)
             except openai.APIStatusError as exc:
                 lower = mode.lower()
-                if exc.status_code not in REFUSED or lower is None:
+                if lower is None or not _refuses_streaming(exc):
                     raise
                 mode = lower
                 continue
@@ -171,6 +172,15 @@ class _ConnectionLost(Exception):
     def __init__(self, error: openai.APIError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _refuses_streaming(exc: openai.APIStatusError) -> bool:
+    """A 400/422 whose error names `stream` or `stream_options` (servers name the field they do not
+    know: "Unrecognized request argument supplied: stream_options", a validation error's `loc`...)."""
+    if exc.status_code not in REFUSED:
+        return False
+    body = exc.body if isinstance(exc.body, str) else json.dumps(exc.body, default=str)
+    return "stream" in f"{exc.message} {body}".lower()
 
 
 async def _call(result: Awaitable[None] | None) -> None:

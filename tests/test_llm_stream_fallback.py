@@ -78,18 +78,32 @@ async def test_an_endpoint_refusing_streaming_gets_plain_requests_with_their_usa
     assert again.content == "again"
 
 
-async def test_a_bad_request_that_no_step_down_cures_is_reported_and_streaming_stays_on() -> None:
+async def test_a_bad_request_about_something_else_is_reported_at_once_and_streaming_stays_on() -> None:
     async with ScriptedLLM() as llm:
-        for _ in range(3):
-            llm.add_error(400, "maximum context length exceeded")
+        llm.add_error(400, "maximum context length exceeded")
         llm.add_reply("fits now")
         async with client_for(llm) as client:
             with pytest.raises(CrewError) as err:
                 await client.complete(MESSAGES)
             reply = await client.complete(MESSAGES)
     assert err.value.code == "LLM_HTTP_ERROR" and "maximum context length exceeded" in err.value.message
-    assert _streaming(llm.requests[-1]) == (True, True) and reply.content == "fits now"
-    assert reply.usage is not None
+    assert [_streaming(b) for b in llm.requests] == [(True, True), (True, True)]
+    assert reply.content == "fits now" and reply.usage is not None
+
+
+async def test_a_refusal_naming_streaming_that_no_step_down_cures_reports_the_last_answer() -> None:
+    async with ScriptedLLM() as llm:
+        llm.add_error(422, {"detail": [{"loc": ["body", "stream_options"], "msg": "Extra inputs are not permitted"}]})
+        llm.add_error(400, "stream: not supported here")
+        llm.add_error(400, "model 'm' is not loaded")
+        llm.add_reply("loaded")
+        async with client_for(llm) as client:
+            with pytest.raises(CrewError) as err:
+                await client.complete(MESSAGES)
+            reply = await client.complete(MESSAGES)
+    assert "model 'm' is not loaded" in err.value.message
+    assert [_streaming(b) for b in llm.requests] == [(True, True), (True, False), (False, False), (True, True)]
+    assert reply.content == "loaded"  # nothing was learnt from a call that got no answer
 
 
 async def test_streaming_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
