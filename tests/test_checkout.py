@@ -199,10 +199,19 @@ async def test_a_project_folder_inside_a_repository_maps_to_the_same_folder_of_t
     team_repo: TeamRepo, tmp_path: Path
 ) -> None:
     sub = team_repo.clone / "artifacts"
-    new = await checkout(sub, tmp_path / "home").new_worktree(RUN_A, "create-story")
+    new = await checkout(sub, tmp_path / "home", branch="main").new_worktree(RUN_A, "create-story")
     assert new is not None
     assert Path(new.worktree.path) == Path(new.worktree.root) / "artifacts"
     assert (Path(new.worktree.path) / "PRD.md").is_file()
+
+
+async def test_a_folder_inside_a_repository_without_a_base_branch_is_a_plain_folder(
+    team_repo: TeamRepo, tmp_path: Path
+) -> None:
+    """Running the examples from a clone of some repository must not branch that repository."""
+    sub = team_repo.clone / "artifacts"
+    assert await checkout(sub, tmp_path / "home").new_worktree(RUN_A, "create-story") is None
+    assert "crewagent/" not in git(team_repo.clone, "branch", "--list")
 
 
 async def test_git_timeout_kills_the_whole_process_group(tmp_path: Path, git_config: Path) -> None:

@@ -80,6 +80,11 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
     if not common.is_absolute():
         common = (project / common).resolve()
     prefix = lines[2].strip().rstrip("/") if len(lines) > 2 else ""
+    if prefix and branch is None:
+        # A folder inside someone's clone (the examples in this product's own checkout, say) is not
+        # taken for the team repository unless the binding names the base branch to work from.
+        log.info("the project folder is inside a git repository without a base `branch:`; used as a plain folder")
+        return None
     repo = GitRepo(toplevel=toplevel, common_dir=common, prefix=prefix, remote=None, remote_url=None,
                    base_branch=branch, settings=settings)
     repo.remote = await _remote(repo)
