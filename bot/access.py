@@ -1,7 +1,10 @@
-"""Who may do what: allowed channels and users from config, and run ownership.
+"""Who may do what: allowed channels and users from config, and thread ownership.
 
-Anyone allowed may open a thread, pick agents and read results; only the person who started
-the thread's run (the session owner) or an admin may steer that run.
+One model for every entry point. The person who opened a thread owns it. Anyone allowed to use
+the bot may read the thread and chat with its agent there (persona answers); only the owner or an
+admin may change what the thread does: start a run, answer its questions, pause/stop/resume/retry
+it, pick agents or menu items, confirm changes, post artifacts. An admin (or the owner) may hand
+the thread over to someone else with `*handover @user`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,15 @@ class Verdict:
 
 
 ALLOWED = Verdict(True)
+
+
+def not_owner_reason(owner: str) -> str:
+    """What a non-owner is told, and what they can do instead."""
+    return (
+        f"This thread belongs to <@{owner}>: only they (or an admin) can start runs, answer questions, "
+        "press its buttons or steer it. You can still chat with the agent here (type a question), "
+        "or mention me in a new message to start your own thread."
+    )
 
 
 @dataclass(frozen=True)
@@ -41,12 +53,14 @@ class AccessPolicy:
             )
         return ALLOWED
 
-    def may_steer(self, user: str, session: Session) -> Verdict:
-        """May `user` answer this session's questions, confirm changes, pause/stop/resume/retry its run?"""
+    def may_act(self, user: str, session: Session) -> Verdict:
+        """May `user` change what this thread does (anything beyond chatting with its agent)?"""
         if self.is_admin(user) or session.owner in (None, user):
             return ALLOWED
-        return Verdict(
-            False,
-            f"This run belongs to <@{session.owner}>; only they (or an admin) can answer or control it. "
-            "Mention me in a new message to start your own.",
-        )
+        return Verdict(False, not_owner_reason(str(session.owner)))
+
+    def may_hand_over(self, user: str, session: Session) -> Verdict:
+        """Admins, and the owner, may give the thread to someone else."""
+        if self.is_admin(user) or session.owner in (None, user):
+            return ALLOWED
+        return Verdict(False, f"Only <@{session.owner}> or an admin can hand this thread over.")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,6 +28,8 @@ ARTIFACT = "artifact"
 DELIVER = "deliver"  # Commit & push a completed run's branch
 FEEDBACK = "feedback"
 FORM_CALLBACK = f"{PREFIX}:form"
+
+ARTIFACT_SELECT = "artifact_select"
 
 ControlAction = Literal["pause", "stop", "resume", "retry", "status"]
 
@@ -75,3 +78,21 @@ class ButtonValue(BaseModel):
 def fits(value: ButtonValue) -> bool:
     """True when the value can be sent as a button value."""
     return len(value.model_dump_json(exclude_none=True)) <= VALUE_LIMIT
+
+
+@dataclass(frozen=True)
+class Clicked:
+    """The message a clicked element sat on (from the click payload), so it can be edited to show the outcome."""
+
+    ts: str
+    text: str = ""
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Clicked | None:
+        message = body.get("message") or {}
+        ts = message.get("ts") or (body.get("container") or {}).get("message_ts")
+        if not ts:
+            return None
+        blocks = [b for b in message.get("blocks") or [] if isinstance(b, dict)]
+        return cls(ts=str(ts), text=str(message.get("text") or ""), blocks=blocks)

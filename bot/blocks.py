@@ -36,7 +36,7 @@ from core.outputs import AgentCard, MenuEntry
 from core.runs_model import RunSnapshot
 
 from . import actions as act
-from .actions import ButtonValue
+from .actions import ButtonValue, Clicked
 from .delivery_blocks import delivery_blocks
 from .feedback_blocks import feedback_block
 from .mrkdwn import defuse_mentions, escape, split_text, to_mrkdwn, truncate
@@ -187,8 +187,13 @@ def notice(text: str, level: str = "info") -> SlackMessage:
     return SlackMessage(text=text, blocks=[context(icon + to_mrkdwn(text))])
 
 
-def error(message: str) -> SlackMessage:
-    return SlackMessage(text=message, blocks=[section(":warning: " + to_mrkdwn(message))])
+def error(message: str, *, retry: ButtonValue | None = None) -> SlackMessage:
+    """An error, with a Retry button when asking again may work."""
+    if retry is None:
+        return SlackMessage(text=message, blocks=[section(":warning: " + to_mrkdwn(message))])
+    text = f":warning: {to_mrkdwn(message)}\nPress *Retry* to ask again."
+    again = button("Retry", act.action_id(act.CONTROL, "retry"), retry, "primary")
+    return SlackMessage(text=message, blocks=[section(text), actions_block([again])])
 
 
 def agent_picker(text: str, agents: Sequence[AgentCard], *, key: str, epoch: int) -> list[SlackMessage]:
@@ -297,14 +302,17 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
     elif snapshot.current_node_title:
         lines.append(f"Step: *{escape(snapshot.current_node_title)}* — {escape(snapshot.agent_name)}")
     lines.append(f"Progress: {snapshot.steps_done}/{snapshot.steps_total} steps done")
-    if snapshot.artifacts:
+    if snapshot.artifacts and snapshot.phase != RunPhase.COMPLETED:
         shown = ", ".join(f"`{escape(a)}`" for a in snapshot.artifacts[:10])
         more = f" and {len(snapshot.artifacts) - 10} more" if len(snapshot.artifacts) > 10 else ""
         lines.append(f"Artifacts: {shown}{more}")
-    if snapshot.error and (snapshot.phase == RunPhase.FAILED or snapshot.error.code == "RUN_TOKEN_BUDGET"):
+    if snapshot.phase == RunPhase.FAILED:
+        lines.append("What happened, and a Retry button, are in the newest message of this thread.")
+    elif snapshot.error and snapshot.error.code == "RUN_TOKEN_BUDGET":
         lines.append(f"Reason: {to_mrkdwn(snapshot.error.message)}")
     blocks = [section("\n".join(lines))]
-    names = controls_for(snapshot, queued=queued)
+    # A failed run is explained once, in the failure message (which carries Retry), not here as well.
+    names = [] if snapshot.phase == RunPhase.FAILED else controls_for(snapshot, queued=queued)
     if names:
         blocks.append(control_buttons(key, snapshot.run_id, tuple(names)))
     if snapshot.phase == RunPhase.RUNNING and not queued:
@@ -314,22 +322,9 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
 
 
 def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
-    """Posted once when a run completes: the artifacts, each with an upload button."""
-    lines = [f":white_check_mark: *{escape(snapshot.workflow_name)}* completed."]
-    blocks: list[BlockJSON] = []
-    if snapshot.artifacts:
-        lines.append("Artifacts written in the project:")
-        blocks.append(section("\n".join(lines)))
-        for index, path in enumerate(snapshot.artifacts[: MAX_BLOCKS - 6]):  # + heading, usage, 2 delivery, feedback, note
-            value = ButtonValue(s=key, r=snapshot.run_id, f=path)
-            accessory = (
-                button("Upload here", act.action_id(act.ARTIFACT, index), value) if act.fits(value) else None
-            )
-            text = MarkdownTextObject(text=truncate(f"• `{escape(path)}`", SECTION_LIMIT))
-            blocks.append(serialise(SectionBlock(text=text, accessory=accessory)))
-    else:
-        lines.append("No artifacts were recorded.")
-        blocks.append(section("\n".join(lines)))
+    """Posted once when a run completes: its artifacts, listed once, and a way to post one here."""
+    blocks: list[BlockJSON] = [section(f":white_check_mark: *{escape(snapshot.workflow_name)}* completed.")]
+    blocks += artifact_blocks(snapshot, key=key)
     blocks += usage_blocks(snapshot)
     blocks.extend(delivery_blocks(snapshot, key=key))
     blocks.append(feedback_block(key, snapshot.run_id))
@@ -344,6 +339,68 @@ def usage_blocks(snapshot: RunSnapshot) -> list[BlockJSON]:
     if not snapshot.usage.llm_calls:
         return []
     return [context(snapshot.usage.line())]
+
+
+ARTIFACT_FOLDERS_SHOWN = 12  # folder sections in the completion message
+ARTIFACT_NAMES_PER_FOLDER = 12
+
+
+def artifact_blocks(snapshot: RunSnapshot, *, key: str) -> list[BlockJSON]:
+    """The run's artifacts grouped by folder, with "and N more" instead of a silent cut, and a select
+    that posts the chosen file into the thread (options are indices into the run's artifact list)."""
+    paths = snapshot.artifacts
+    if not paths:
+        return [context("No artifacts were recorded.")]
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        folder, _, name = path.rpartition("/")
+        folders.setdefault(folder, []).append(name)
+    count = len(paths)
+    blocks = [context(f"{count} artifact{'s' if count != 1 else ''} written in the project:")]
+    shown_folders = list(folders.items())[:ARTIFACT_FOLDERS_SHOWN]
+    for folder, names in shown_folders:
+        listed = ", ".join(f"`{escape(n)}`" for n in names[:ARTIFACT_NAMES_PER_FOLDER])
+        if len(names) > ARTIFACT_NAMES_PER_FOLDER:
+            listed += f" and {len(names) - ARTIFACT_NAMES_PER_FOLDER} more"
+        blocks.append(section(f"*{escape(folder or '(project root)')}/*\n{listed}"))
+    hidden = sum(len(names) for _, names in list(folders.items())[ARTIFACT_FOLDERS_SHOWN:])
+    if hidden:
+        others = len(folders) - ARTIFACT_FOLDERS_SHOWN
+        blocks.append(context(f"… and {hidden} more in {others} other folder{'s' if others != 1 else ''}."))
+    options = [
+        Option(text=PlainTextObject(text=_tail(path, OPTION_TEXT_LIMIT)), value=str(index))
+        for index, path in enumerate(paths[:SELECT_OPTIONS_LIMIT])
+    ]
+    select = StaticSelectElement(
+        placeholder=PlainTextObject(text="Post a file in this thread…"),
+        action_id=act.action_id(act.ARTIFACT_SELECT),
+        options=options,
+    )
+    block_id = ButtonValue(s=key, r=snapshot.run_id).model_dump_json(exclude_none=True)
+    if len(block_id) <= BLOCK_ID_LIMIT:
+        blocks.append(actions_block([select], block_id=block_id))
+    if count > SELECT_OPTIONS_LIMIT:
+        blocks.append(context(f"The menu offers the first {SELECT_OPTIONS_LIMIT}; open the others in the project."))
+    return blocks
+
+
+def _tail(path: str, limit: int) -> str:
+    """A path that fits `limit` characters, keeping its end (the file name) readable."""
+    return path if len(path) <= limit else "…" + path[-(limit - 1):]
+
+
+def settled(clicked: Clicked, outcome: str) -> SlackMessage:
+    """A clicked message with its buttons and selects removed and the outcome said in their place."""
+    kept: list[BlockJSON] = []
+    for block in clicked.blocks:
+        if block.get("type") == "actions":
+            continue
+        if isinstance(block.get("accessory"), dict):
+            block = {k: v for k, v in block.items() if k != "accessory"}
+        kept.append(block)
+    kept = kept[: MAX_BLOCKS - 1]
+    kept.append(context(f":white_check_mark: {outcome}"))
+    return SlackMessage(text=clicked.text or outcome, blocks=kept)
 
 
 def resume_offer(*, key: str, run_id: str) -> SlackMessage:

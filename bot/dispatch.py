@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,8 +30,8 @@ from core.session.service import SessionService
 
 from . import actions as act
 from . import blocks
-from .access import AccessPolicy
-from .actions import ButtonValue
+from .access import AccessPolicy, Verdict
+from .actions import ButtonValue, Clicked
 from .agent_view import suggested_prompts
 from .artifacts import ArtifactUnavailable, read_artifact
 from .config import BotConfig
@@ -40,13 +41,13 @@ from .feedback import FeedbackRecorder
 from .forms import FormContext, build_modal
 from .lanes import ThreadLanes
 from .render import ThreadRenderer
-from .slack_io import SlackIO
+from .slack_io import SlackIO, upload_refusal
 from .status import StatusBoard
 from .surface import AgentSurface
 from .thread_event import ThreadEvent
 from .threads import ThreadKey, ThreadRecord, ThreadStore
 from .threads_pg import PostgresThreadStore
-from .widgets import answer_for, form_mode
+from .widgets import answered_text, answer_for, form_mode
 
 if TYPE_CHECKING:
     from .handover import Handover
@@ -57,7 +58,9 @@ Emit = Callable[[Output], Awaitable[None]]
 SessionCall = Callable[[Emit], Awaitable[list[Output]]]
 
 TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
-STEERING_COMMANDS = frozenset({"pause", "stop", "resume", "retry"})
+READ_ONLY_COMMANDS = frozenset({"status"})  # what a non-owner may type in someone else's thread
+CONTROL_DONE = {"retry": "Retried", "resume": "Resumed"}
+_HANDOVER = re.compile(r"^[*/]handover\b\s*(?:<@([A-Z0-9]+)(?:\|[^>]*)?>)?\s*$", re.IGNORECASE)
 URGENT_COMMANDS = frozenset({"pause", "stop"})
 INTERNAL_ERROR = (
     "Something went wrong on my side while handling that. Please try again; "
@@ -66,6 +69,14 @@ INTERNAL_ERROR = (
 BUSY_NOTE = (
     "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
 )
+
+
+def parse_handover(text: str) -> str | None:
+    """`*handover @user` → the user id ("" when nobody is named); None for any other text."""
+    match = _HANDOVER.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1) or ""
 
 
 @dataclass
@@ -195,12 +206,7 @@ class Dispatcher:
         renderer = ThreadRenderer(
             record, self.io, self.board, self.snapshot, fresh_status=fresh_status, surface=self.surface, user=user
         )
-        run_before = saved_run = record.session.run_id
-
-        def claim_new_run() -> None:
-            run_after = record.session.run_id
-            if run_after and run_after != run_before:
-                record.session.owner = user  # whoever starts a run steers it
+        saved_run = record.session.run_id
 
         async def emit(output: Output) -> None:
             nonlocal saved_run
@@ -208,7 +214,6 @@ class Dispatcher:
             if record.session.run_id != saved_run:
                 # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
                 saved_run = record.session.run_id
-                claim_new_run()
                 await self.store.put(record)
 
         lines = self.surface.lines if self.surface is not None else None
@@ -227,7 +232,6 @@ class Dispatcher:
             await renderer.finish()
             await self._auto_push(record, renderer, user)
         finally:
-            claim_new_run()
             await self.store.put(record)
             if lines is not None:
                 lines.done(record.key)
@@ -255,7 +259,7 @@ class Dispatcher:
             if command in URGENT_COMMANDS:
                 self.lanes.spawn(self._urgent(live, user, command, dedupe), name=f"urgent:{key}")
                 return
-            if command is None and self.access.may_steer(user, live.session).allowed:
+            if command is None and self.access.may_act(user, live.session).allowed:
                 # Queued behind the pump; the user is told why nothing happens yet.
                 self.lanes.spawn(self._refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
         self.lanes.submit(key, lambda: self.run_event(event))
@@ -273,11 +277,10 @@ class Dispatcher:
                 act.MENU: self._menu_click,
                 act.WIDGET: self._widget_click,
                 act.CONTROL: self._control_click,
+                act.DELIVER: self._deliver_click,
             }.get(event.click)
-            if event.click == act.DELIVER:
-                await self._clicked(self._deliver_click, key, event.value, event.user, event.message_ts or None)
-            elif job is not None:
-                await self._clicked(job, key, event.value, event.user)
+            if job is not None:
+                await self._clicked(job, key, event.value, event.user, event.clicked)
         elif event.kind == "form" and event.form is not None:
             await self._form_answer(key, event.form, event.answer, event.user)
 
@@ -290,14 +293,14 @@ class Dispatcher:
             command = parse_global_command(event.text) if event.text else None
             if command in URGENT_COMMANDS:
                 self.lanes.spawn(self._urgent(live, event.user, command, event.dedupe), name=f"urgent:{event.key}")
-            elif not event.text and self.access.may_steer(event.user, live.session).allowed:
+            elif not event.text and self.access.may_act(event.user, live.session).allowed:
                 self.lanes.spawn(self._refuse(event.key, event.user, BUSY_NOTE), name=f"busy:{event.key}")
         elif event.kind == "click" and event.value is not None:
             value = event.value
 
             async def stop_now() -> None:
                 if await self.deduper.claim_persisted(event.dedupe):
-                    await self._control_click(event.key, live, value, event.user)
+                    await self._clicked(self._control_click, event.key, value, event.user, event.clicked, live)
 
             self.lanes.spawn(stop_now(), name=f"urgent:{event.key}")
 
@@ -308,9 +311,7 @@ class Dispatcher:
 
     async def _control_now(self, record: ThreadRecord, user: str, command: str) -> None:
         """Pause/stop a pumping run without waiting behind it; outputs go straight to the thread."""
-        verdict = self.access.may_steer(user, record.session)
-        if not verdict.allowed:
-            await self._refuse(record.key, user, verdict.reason)
+        if not await self._permitted(record.key, record, user):
             return
         renderer = ThreadRenderer(record, self.io, self.board, self.snapshot, surface=self.surface, user=user)
         service = self.binding(record).service
@@ -344,11 +345,16 @@ class Dispatcher:
             return
         service = self.binding(record).service
         session = record.session
+        handover = parse_handover(text)
+        if handover is not None:
+            await self._hand_over(record, user, handover)
+            return
         command = parse_global_command(text)
+        acting = self.access.may_act(user, session)
+        if not acting.allowed:
+            await self._as_guest(record, user, text, command, message_ts, acting)
+            return
         if command is not None:
-            if command in STEERING_COMMANDS and not (verdict := self.access.may_steer(user, session)).allowed:
-                await self._refuse(key, user, verdict.reason)
-                return
             await self.perform(
                 record,
                 lambda emit: service.control(session, command, emit=emit),
@@ -357,9 +363,6 @@ class Dispatcher:
                 fresh_status=command == "status",
             )
             return
-        if session.mode == "run" and not (verdict := self.access.may_steer(user, session)).allowed:
-            await self._refuse(key, user, verdict.reason)
-            return
         await self.perform(
             record,
             lambda emit: service.handle_text(session, text, emit=emit),
@@ -367,6 +370,52 @@ class Dispatcher:
             gated=True,
             reaction_ts=message_ts,
         )
+
+    async def _as_guest(
+        self, record: ThreadRecord, user: str, text: str, command: str | None, message_ts: str, refusal: Verdict
+    ) -> None:
+        """Someone else's thread: they may ask for the status or chat with the agent, nothing more."""
+        service, session = self.binding(record).service, record.session
+        if command in READ_ONLY_COMMANDS:
+            await self.perform(
+                record, lambda emit: service.control(session, "status", emit=emit), user=user, gated=False,
+                fresh_status=True,
+            )
+            return
+        if command is not None or session.mode == "idle" or not text.strip():
+            await self._refuse(record.key, user, refusal.reason)
+            return
+        await self.perform(
+            record,
+            lambda emit: service.guest_chat(session, text, emit=emit),
+            user=user,
+            gated=True,
+            reaction_ts=message_ts,
+        )
+
+    async def _hand_over(self, record: ThreadRecord, user: str, target: str) -> None:
+        verdict = self.access.may_hand_over(user, record.session)
+        if not verdict.allowed:
+            await self._refuse(record.key, user, verdict.reason)
+            return
+        if not target:
+            await self._refuse(record.key, user, "Name the new owner: `*handover @someone`.")
+            return
+        record.session.owner = target
+        await self.store.put(record)
+        text = (
+            f"<@{user}> handed this thread over to <@{target}>. From now on only <@{target}> (or an admin) "
+            "can start runs, answer questions and steer them here."
+        )
+        await self.io.post(record.channel, record.thread_ts, blocks.notice(text))
+
+    async def _permitted(self, key: ThreadKey, record: ThreadRecord, user: str) -> bool:
+        """Allowed to use the bot here, and to act in this thread; refused with an ephemeral otherwise."""
+        for verdict in (self.access.may_use(user, key.channel, is_dm=key.is_dm), self.access.may_act(user, record.session)):
+            if not verdict.allowed:
+                await self._refuse(key, user, verdict.reason)
+                return False
+        return True
 
     # ---- clicks -----------------------------------------------------------------
 
@@ -378,7 +427,7 @@ class Dispatcher:
         user: str,
         channel: str,
         trigger_id: str | None,
-        message_ts: str | None = None,
+        clicked: Clicked | None = None,
     ) -> None:
         key = ThreadKey.parse(value.s)
         if key is None or key.channel != channel:
@@ -387,42 +436,54 @@ class Dispatcher:
         if urgent and self.handover is None:
             live = self.live_record(key)
             if live is not None and self.pumping(live):
-                self.lanes.spawn(self._control_click(key, live, value, user), name=f"urgent:{key}")
+                urgent_click = self._clicked(self._control_click, key, value, user, clicked, live)
+                self.lanes.spawn(urgent_click, name=f"urgent:{key}")
                 return
         if kind == act.FORM:
             self.lanes.spawn(self._open_form(key, value, user, trigger_id), name=f"form:{key}")
             return
         if kind == act.ARTIFACT:
-            self.lanes.spawn(self._upload(key, value, user), name=f"upload:{key}")
+            self.lanes.spawn(self._clicked(self._upload, key, value, user, clicked), name=f"upload:{key}")
             return
         if kind == act.FEEDBACK:
             self.lanes.spawn(self.feedback.record(key, value, user), name=f"feedback:{key}")
             return
         if kind not in (act.AGENT, act.MENU, act.WIDGET, act.CONTROL, act.DELIVER):
             return
-        event = ThreadEvent(
-            kind="click", thread=str(key), user=user, click=kind, value=value, message_ts=message_ts or ""
-        )
+        event = ThreadEvent(kind="click", thread=str(key), user=user, click=kind, value=value, clicked=clicked)
         if self.handover is not None:
             event.dedupe = [f"click:{uuid.uuid4().hex}"]  # the urgent path and the queued one share it
-            await self.handover.push(event, event if urgent else None)
+            # The signal leaves the clicked message out: a NOTIFY payload is limited to 8000 bytes.
+            await self.handover.push(event, event.model_copy(update={"clicked": None}) if urgent else None)
             return
         self.lanes.submit(key, lambda: self.run_event(event))
 
     async def _clicked(
-        self, job: Callable[..., Awaitable[None]], key: ThreadKey, value: ButtonValue, user: str, *extra: Any
+        self,
+        job: Callable[..., Awaitable[None]],
+        key: ThreadKey,
+        value: ButtonValue,
+        user: str,
+        clicked: Clicked | None,
+        record: ThreadRecord | None = None,
     ) -> None:
-        record = await self.store.get(key)
+        """Every click: the thread must exist and the user must be allowed to act in it, before anything else."""
+        record = record or await self._load(key)
         if record is None:
             await self._refuse(key, user, "This conversation is no longer available. Mention me to start a new one.")
             return
-        verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
+        if not await self._permitted(key, record, user):
             return
-        await job(key, record, value, user, *extra)
+        await job(key, record, value, user, clicked)
 
-    async def _agent_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+    async def _settle(self, key: ThreadKey, clicked: Clicked | None, outcome: str) -> None:
+        """Replace the clicked message's buttons with what was done, so it cannot be used twice."""
+        if clicked is not None:
+            await self.io.update(key.channel, clicked.ts, blocks.settled(clicked, outcome))
+
+    async def _agent_click(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> None:
         if value.e != record.epoch or not value.a:
             await self._refuse(key, user, "That agent list is out of date; use the newest message in this thread.")
             return
@@ -431,7 +492,9 @@ class Dispatcher:
             record, lambda emit: service.pick_agent(session, agent_id, emit=emit), user=user, gated=False
         )
 
-    async def _menu_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+    async def _menu_click(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> None:
         in_run = record.session.mode == "run" and not record.session.menu_open
         if value.e != record.epoch or value.n is None or in_run:
             await self._refuse(key, user, "That menu is out of date; type `*menu` for the current one.")
@@ -447,19 +510,18 @@ class Dispatcher:
             return None
         return pending.payload
 
-    async def _widget_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+    async def _widget_click(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> None:
         widget = self._pending(record, value)
         if widget is None:
             await self._refuse(key, user, "That question has already been answered (or the run moved on).")
-            return
-        verdict = self.access.may_steer(user, record.session)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
             return
         ok, answer = answer_for(widget, value)
         if not ok:
             await self._refuse(key, user, "That answer is not one of the options any more.")
             return
+        await self._settle(key, clicked, answered_text(widget, value, user))
         await self.submit_widget(record, str(value.w), answer, user)
 
     async def submit_widget(self, record: ThreadRecord, widget_id: str, answer: Any, user: str) -> None:
@@ -471,15 +533,16 @@ class Dispatcher:
             gated=True,
         )
 
-    async def _control_click(self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str) -> None:
+    async def _control_click(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> None:
         action = value.x or ""
         session = record.session
+        if action == "retry" and not value.r:
+            await self._retry_chat(key, record, user, clicked)
+            return
         if not value.r or value.r != session.run_id:
             await self._refuse(key, user, "That run is no longer the active run of this thread.")
-            return
-        verdict = self.access.may_steer(user, session)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
             return
         snapshot = await self.snapshot(record, value.r)
         allowed = set(blocks.controls_for(snapshot)) if snapshot else set()
@@ -495,6 +558,8 @@ class Dispatcher:
         if action in URGENT_COMMANDS and self.pumping(record):
             await self._control_now(record, user, action)
             return
+        if action in ("retry", "resume"):
+            await self._settle(key, clicked, f"{CONTROL_DONE[action]} by <@{user}>.")
         service = self.binding(record).service
         await self.perform(
             record,
@@ -504,17 +569,28 @@ class Dispatcher:
             fresh_status=action == "status",
         )
 
+    async def _retry_chat(self, key: ThreadKey, record: ThreadRecord, user: str, clicked: Clicked | None) -> None:
+        """Retry of a failed agent or chat answer (no run involved): ask the model again."""
+        session = record.session
+        if session.retry_text is None or session.mode not in ("agent", "chat"):
+            await self._refuse(key, user, "That Retry button is out of date: there is no failed answer to retry now.")
+            return
+        await self._settle(key, clicked, f"Retried by <@{user}>.")
+        service = self.binding(record).service
+        await self.perform(record, lambda emit: service.control(session, "retry", emit=emit), user=user, gated=True)
+
     # ---- forms ------------------------------------------------------------------
 
     async def _open_form(self, key: ThreadKey, value: ButtonValue, user: str, trigger_id: str | None) -> None:
         record = await self._load(key)
-        widget = self._pending(record, value) if record else None
-        if record is None or widget is None:
-            await self._refuse(key, user, "That question has already been answered (or the run moved on).")
+        if record is None:
+            await self._refuse(key, user, "This conversation is no longer available.")
             return
-        verdict = self.access.may_steer(user, record.session)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
+        if not await self._permitted(key, record, user):
+            return
+        widget = self._pending(record, value)
+        if widget is None:
+            await self._refuse(key, user, "That question has already been answered (or the run moved on).")
             return
         mode = "changes" if value.x == "changes" else form_mode(widget)
         if mode is None or not trigger_id:
@@ -530,14 +606,14 @@ class Dispatcher:
         """(record, pending widget, refusal) for a modal submission, checked before it is acknowledged."""
         key = ThreadKey.parse(context.s)
         record = await self._load(key) if key else None
-        if record is None:
+        if record is None or key is None:
             return None, None, "This conversation is no longer available."
+        for verdict in (self.access.may_use(user, key.channel, is_dm=key.is_dm), self.access.may_act(user, record.session)):
+            if not verdict.allowed:
+                return record, None, verdict.reason
         widget = self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r))
         if widget is None:
             return record, None, "This question has already been answered; close this form."
-        verdict = self.access.may_steer(user, record.session)
-        if not verdict.allowed:
-            return record, None, verdict.reason
         return record, widget, ""
 
     async def on_form(self, context: FormContext, answer: Any, user: str) -> None:
@@ -552,26 +628,35 @@ class Dispatcher:
 
     async def _form_answer(self, key: ThreadKey, context: FormContext, answer: Any, user: str) -> None:
         record = await self.store.get(key)
-        if record is None or self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
+        if record is None:
+            await self._refuse(key, user, "This conversation is no longer available.")
+            return
+        if not await self._permitted(key, record, user):
+            return
+        if self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
             await self._refuse(key, user, "That question was already answered; your form was not used.")
             return
         await self.submit_widget(record, context.w, answer, user)
 
     # ---- artifacts --------------------------------------------------------------
 
-    async def _upload(self, key: ThreadKey, value: ButtonValue, user: str) -> None:
-        record = await self._load(key)
-        if record is None or not value.r or not value.f:
-            await self._refuse(key, user, "This conversation is no longer available.")
-            return
-        verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
+    async def _upload(
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> None:
+        if not value.r:
+            await self._refuse(key, user, "That file list is out of date; use the newest completion message.")
             return
         if not await self._started_here(record, value.r):  # a forged value naming another thread's run
             await self._refuse(key, user, "That file belongs to a run of another conversation.")
             return
         snapshot = await self.snapshot(record, value.r)
+        recorded = snapshot.artifacts if snapshot else []
+        path = value.f
+        if path is None and value.i is not None and 0 <= value.i < len(recorded):
+            path = recorded[value.i]
+        if not path:
+            await self._refuse(key, user, "That file list is out of date; use the newest completion message.")
+            return
         binding = self.binding(record)
         package = binding.package(record.session.package_id) or binding.packages[0]
         try:
@@ -580,13 +665,13 @@ class Dispatcher:
             run = None
         workspace = Path(run.workspace) if run is not None else binding.project  # a run's own worktree, if any
         try:
-            recorded = snapshot.artifacts if snapshot else []
-            data = await read_artifact(workspace, package.root, value.f, recorded)
+            data = await read_artifact(workspace, package.root, path, recorded)
         except ArtifactUnavailable as exc:
             await self._refuse(key, user, exc.message)
             return
-        if not await self.io.upload(key.channel, key.thread_ts, Path(value.f).name, data, value.f):
-            await self._refuse(key, user, f"Slack didn't accept the upload of `{value.f}`. Try again in a moment.")
+        failure = await self.io.upload(key.channel, key.thread_ts, Path(path).name, data, path)
+        if failure is not None:
+            await self._refuse(key, user, upload_refusal(path, failure))
 
     async def _started_here(self, record: ThreadRecord, run_id: str) -> bool:
         """True when the run belongs to this thread's conversation (checked before reading anything of it)."""
@@ -605,16 +690,13 @@ class Dispatcher:
     # ---- delivery (git projects) ---------------------------------------------------
 
     async def _deliver_click(
-        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, message_ts: str | None
+        self, key: ThreadKey, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
     ) -> None:
         session = record.session
         if not value.r or value.r not in (session.run_id, session.last_run_id, record.status_run_id):
             await self._refuse(key, user, "That run is no longer a run of this thread.")
             return
-        verdict = self.access.may_steer(user, session)
-        if not verdict.allowed:
-            await self._refuse(key, user, verdict.reason)
-            return
+        message_ts = clicked.ts if clicked else None
         binding = self.binding(record)
         if binding.checkout is None:
             await self._refuse(key, user, "This channel's project is not a git repository; there is nothing to push.")

@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import MarkdownTextObject, PlainTextObject, Section
 from slack_sdk.models.views import View
 
 from . import actions as act
-from .actions import ButtonValue
+from .actions import ButtonValue, Clicked
 from .agent_view import PROMPTS_TITLE, PromptPacer
 from .dedupe import Deduper
 from .dispatch import Dispatcher
@@ -36,7 +36,7 @@ _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
 _USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
 _CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER, act.FEEDBACK)
-_SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET)
+_SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.ARTIFACT)
 
 
 def strip_mentions(text: str, bot_user_id: str | None) -> str:
@@ -147,11 +147,13 @@ class Handlers:
         user, channel = self._where(body)
         if value is None or not user:
             return
+        await self._pass_click(kind, value, body, user, channel)
+
+    async def _pass_click(self, kind: str, value: ButtonValue, body: dict[str, Any], user: str, channel: str) -> None:
         trigger = body.get("trigger_id")
-        message_ts = (body.get("container") or {}).get("message_ts") or (body.get("message") or {}).get("ts")
+        clicked = Clicked.from_body(body)
         await self.dispatcher.on_click(
-            kind, value, user=user, channel=channel, trigger_id=trigger,
-            message_ts=str(message_ts) if message_ts else None,
+            kind, value, user=user, channel=channel, trigger_id=trigger, clicked=clicked,
         )
 
     async def select(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -168,8 +170,7 @@ class Handlers:
             value = context.model_copy(update={"n" if kind == act.MENU else "i": int(chosen)})
         else:
             return
-        trigger = body.get("trigger_id")
-        await self.dispatcher.on_click(kind, value, user=user, channel=channel, trigger_id=trigger)
+        await self._pass_click(kind, value, body, user, channel)
 
     async def view_submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
         context = decode_context(view.get("private_metadata"))

@@ -30,6 +30,7 @@ from core.runs_model import RunSnapshot
 
 from . import blocks
 from .agent_view import thread_title
+from .actions import ButtonValue
 from .blocks import SlackMessage
 from .fallbacks import PLAN
 from .plan import describe_tool, plan_status
@@ -217,6 +218,10 @@ class ThreadRenderer:
             record.epoch += 1
             await self.post([blocks.notice(output.text)])
 
+    def _error(self, error: ErrorOutput) -> SlackMessage:
+        retry = ButtonValue(s=self.key, x="retry") if error.retry else None
+        return blocks.error(error.message, retry=retry)
+
     async def _new_status(self, snapshot: RunSnapshot) -> None:
         record = self.record
         message = self._status_message(snapshot, working=True)
@@ -269,7 +274,7 @@ class ThreadRenderer:
         run_id = record.session.run_id or record.status_run_id
         snapshot = await self.snapshots(record, run_id) if run_id else None
         if snapshot is None:
-            await self.post([blocks.error(e.message) for e in errors])
+            await self.post([self._error(e) for e in errors])
             return
         if record.status_ts and record.status_run_id == run_id:
             self.board.schedule(record.channel, record.status_ts, lambda: self._status_message(snapshot), urgent=True)
@@ -278,7 +283,7 @@ class ThreadRenderer:
         failed_now = outcome == RunPhase.FAILED and before != RunPhase.FAILED
         failure_code = snapshot.error.code if failed_now and snapshot.error else None
         explained = next((e for e in errors if e.code == failure_code), None)
-        await self.post([blocks.error(e.message) for e in errors if e is not explained])
+        await self.post([self._error(e) for e in errors if e is not explained])
         if outcome == RunPhase.COMPLETED and before != RunPhase.COMPLETED:
             message = blocks.completion(snapshot, key=self.key)
             self.completion_ts = await self.io.post(record.channel, record.thread_ts, message)

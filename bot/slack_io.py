@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
@@ -26,6 +27,50 @@ def _slack_error(exc: Exception) -> str:
     if isinstance(exc, SlackApiError):
         return str(exc.response.get("error") or "slack_error")
     return type(exc).__name__
+
+
+# Slack errors that asking again will not fix: the bot's setup or the channel must change first.
+PERMANENT_UPLOAD_ERRORS = {
+    "not_in_channel": "I'm not a member of this channel, so I can't post files here. Invite me, then try again.",
+    "channel_not_found": "I can't post files in this conversation (I'm not in it). Invite me, then try again.",
+    "missing_scope": "This bot isn't allowed to upload files (its Slack app lacks the files:write scope). "
+    "Ask whoever runs the bot to add it.",
+    "not_allowed_token_type": "This bot isn't allowed to upload files. Ask whoever runs the bot to check its setup.",
+    "file_uploads_disabled": "File uploads are turned off in this workspace, so I can't post the file.",
+    "file_uploads_except_images_disabled": "This workspace only allows image uploads, so I can't post this file.",
+    "restricted_action": "This channel doesn't allow the bot to post files.",
+    "is_archived": "This channel is archived, so no files can be posted in it.",
+    "file_upload_size_restricted": "The file is larger than this workspace allows for uploads.",
+    "invalid_auth": "Slack rejected the bot's credentials. Ask whoever runs the bot to check them.",
+    "token_revoked": "The bot's Slack access was revoked. Ask whoever runs the bot to reinstall it.",
+}
+
+
+@dataclass(frozen=True)
+class UploadFailure:
+    """Why an upload did not happen, in words for the person who asked for it."""
+
+    permanent: bool
+    reason: str
+
+
+def upload_refusal(path: str, failure: UploadFailure) -> str:
+    if failure.permanent:
+        return f"I couldn't post `{path}`: {failure.reason}"
+    return f"Slack didn't take the upload of `{path}` ({failure.reason}). Please try again in a minute."
+
+
+def _upload_failure(exc: Exception) -> UploadFailure:
+    if isinstance(exc, SlackApiError):
+        code = str(exc.response.get("error") or "")
+        if code in PERMANENT_UPLOAD_ERRORS:
+            return UploadFailure(True, PERMANENT_UPLOAD_ERRORS[code])
+        if code == "ratelimited":
+            return UploadFailure(False, "too many requests right now")
+        return UploadFailure(False, "Slack reported an error")
+    if isinstance(exc, TimeoutError):
+        return UploadFailure(False, "Slack did not answer in time")
+    return UploadFailure(False, "the file transfer to Slack failed")
 
 
 class SlackIO:
@@ -76,14 +121,21 @@ class SlackIO:
         call = self.client.reactions_add if add else self.client.reactions_remove
         await self._call("reactions", call(channel=channel, timestamp=ts, name=name))
 
-    async def upload(self, channel: str, thread_ts: str, filename: str, content: bytes, title: str) -> bool:
-        response = await self._call(
-            "files_upload_v2",
-            self.client.files_upload_v2(
+    async def upload(
+        self, channel: str, thread_ts: str, filename: str, content: bytes, title: str
+    ) -> UploadFailure | None:
+        """Post a file in a thread; None when it worked, else why not (permanent or worth retrying)."""
+        if self.before_send is not None:
+            await self.before_send()
+        try:
+            await self.client.files_upload_v2(
                 channel=channel, thread_ts=thread_ts, content=content, filename=filename, title=title
-            ),
-        )
-        return response is not None
+            )
+        except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+            # SlackRequestError: the file transfer step (not an API call) failed; its text names the server.
+            log.warning("slack call failed", extra={"call": "files_upload_v2", "error": _slack_error(exc)})
+            return _upload_failure(exc)
+        return None
 
     async def user_identity(self, user: str) -> tuple[str | None, str | None]:
         """(name, email) from the user's Slack profile; Nones when Slack won't say (e.g. no users:read.email)."""

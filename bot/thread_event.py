@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .actions import ButtonValue
+from .actions import ButtonValue, Clicked
 from .forms import FormContext
 from .threads import ThreadKey
 
@@ -24,6 +24,7 @@ class ThreadEvent(BaseModel):
     # click
     click: str = ""  # action kind (bot.actions)
     value: ButtonValue | None = None
+    clicked: Clicked | None = None  # the message the element sat on, to show the click's outcome there
     # form
     form: FormContext | None = None
     answer: Any = None

@@ -54,6 +54,25 @@ def answer_for(widget: dict[str, Any], value: ButtonValue) -> tuple[bool, Any]:
     return False, None
 
 
+def answered_text(widget: dict[str, Any], value: ButtonValue, user: str) -> str:
+    """What a button answer did, said on the question once it is answered."""
+    who = f"<@{user}>"
+    kind = widget.get("type")
+    if kind == "confirmation":
+        if str(widget.get("widgetId")) == CONFIRM_WIDGET:
+            return f"{'Confirmed' if value.c else 'Cancelled'} by {who}."
+        return f"{who} answered *{'Yes' if value.c else 'No'}*."
+    if kind == "plan_review":
+        return f"Approved by {who}."
+    key = "options" if kind == "selection" else "actions"
+    items = _options(widget, key)
+    if value.i is not None and 0 <= value.i < len(items):
+        item = items[value.i]
+        label = str(item.get("label") or item.get("value") or item.get("id"))
+        return f"{who} chose *{to_mrkdwn(label)}*."
+    return f"Answered by {who}."
+
+
 def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> list[SlackMessage]:
     """The question and its controls."""
     widget_id = str(widget.get("widgetId") or "")

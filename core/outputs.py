@@ -96,6 +96,7 @@ class ErrorOutput(BaseModel):
     kind: Literal["error"] = "error"
     code: str
     message: str  # what happened and what to do; no server paths
+    retry: bool = False  # asking again may work: a surface offers Retry (agent/chat answers; runs have their own)
 
 
 class Dismissed(BaseModel):

@@ -61,7 +61,7 @@ class RunReporter:
                 run_id=self.record.run_id,
                 current_node_id=node_id,
                 steps_completed=steps,
-                steps_total=len(graph.nodes),
+                steps_total=len(steps) if complete else len(graph.nodes),  # a finished run: the path taken
                 artifacts=[str(a) for a in fm.get("artifacts") or []],
                 complete=complete,
             )

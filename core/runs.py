@@ -67,6 +67,7 @@ class StateView:
     artifacts: tuple[str, ...] = ()
     unreadable: RunError | None = None  # the state file is missing or broken
     steps_completed: tuple[str, ...] = ()
+    complete: bool = False  # the workflow reached its end: progress counts the path taken, not every branch
 
 
 def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[Any], complete: bool) -> StateView:
@@ -78,11 +79,19 @@ def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[An
         steps_done=run_state.steps_done(fm, graph),
         artifacts=tuple(str(a) for a in artifacts),
         steps_completed=tuple(str(s) for s in fm.get("stepsCompleted") or ()),
+        complete=complete,
     )
 
 
 def new_run_id() -> str:
     return str(uuid.uuid4())
+
+
+def steps_total(view: StateView, record: RunRecord, nodes: int) -> int:
+    """A finished run counts the steps of the path it took (a branching graph has nodes it never visits)."""
+    if view.complete or (record.phase is RunPhase.COMPLETED and view.node_id is None):
+        return view.steps_done
+    return nodes
 
 
 class RunManager:
@@ -253,7 +262,7 @@ class RunManager:
             run_agent_id=record.active_agent_id,
             run_agent_name=starter.display_name if starter else record.active_agent_id,
             steps_done=view.steps_done,
-            steps_total=len(workflow.graph.nodes),
+            steps_total=steps_total(view, record, len(workflow.graph.nodes)),
             artifacts=list(view.artifacts),
             error=record.last_error or view.unreadable,
             usage=record.usage,

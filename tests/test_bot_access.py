@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bot.config import Access
 from tests.scripts import STORY_KEY, hello_branch_responder, script_create_story, script_hello_branch
-from tests.test_bot_support import bot_harness, elements, element_text, is_status, message_text
+from tests.test_bot_support import artifact_paths, bot_harness, elements, element_text, file_select, is_status, message_text
 
 
 async def _nothing_posted_after(h, mark: int) -> None:
@@ -71,31 +72,6 @@ async def test_answered_widget_is_stale(project: Path) -> None:
         assert not (project / "artifacts/plan-brownfield.md").exists()
 
 
-async def test_only_the_run_owner_or_an_admin_may_steer_it(project: Path) -> None:
-    async with bot_harness(project, ["hello-branch"], access=Access(admins=["UADMIN"])) as h:
-        script_hello_branch(h.llm)
-        top = await h.mention("hello-branch", user="U1")
-        await h.posted_text("greenfield")
-        await h.settle()
-        brown, widget = h.button(top, "Brownfield")
-
-        mark = h.mark()
-        await h.click(brown, widget, user="U2")
-        refusal = await h.ephemeral("belongs to <@U1>", since=mark, user="U2")
-        assert refusal["channel"] == "C1"
-        await h.reply(top, "brownfield please", user="U2")
-        await h.ephemeral("belongs to <@U1>", since=mark, user="U2")
-        await h.reply(top, "*stop", user="U2")
-        await _nothing_posted_after(h, mark)
-        assert len(h.slack.calls_to("chat.postEphemeral")) == 3
-        assert h.bot.engine.runs.list()[0].phase.value == "waiting-user"
-
-        mark = h.mark()
-        await h.click(brown, widget, user="UADMIN")
-        await h.posted_text("completed.", since=mark)
-        assert (project / "artifacts/plan-brownfield.md").is_file()
-
-
 async def test_channels_and_users_outside_the_allow_lists_are_refused(project: Path) -> None:
     access = Access(allowed_channels=["C1"], allowed_users=["U1", "U2"])
     async with bot_harness(project, access=access) as h:
@@ -115,7 +91,9 @@ async def test_artifact_upload_is_rechecked_inside_the_project(project: Path, tm
         top = await h.mention("hello-branch")
         await h.posted_text("completed.")
         await h.settle()
-        upload, completion = h.button(top, "Upload here")  # the last one: artifacts/summary.md
+        completion = next(m for m in h.thread(top) if "completed." in message_text(m))
+        select = file_select(completion)
+        summary_index = artifact_paths(completion).index("artifacts/summary.md")
         outside = tmp_path / "outside-secret.txt"
         outside.write_text("not for Slack")
         summary = project / "artifacts/summary.md"
@@ -123,12 +101,16 @@ async def test_artifact_upload_is_rechecked_inside_the_project(project: Path, tm
         summary.symlink_to(outside)
 
         mark = h.mark()
-        await h.click(upload, completion)
+        await h.click(select, completion, selected=str(summary_index))
         refusal = await h.ephemeral("can't share `artifacts/summary.md`", since=mark)
         assert str(tmp_path) not in refusal["text"] and str(project) not in refusal["text"]
 
-        forged = dict(upload, value=upload["value"].replace("artifacts/summary.md", "../outside-secret.txt"))
-        await h.click(forged, completion)
+        # A forged menu context naming a file outside the run's artifacts.
+        context = json.loads(select["_block_id"])
+        forged = dict(select, _block_id=json.dumps({**context, "f": "../outside-secret.txt"}))
+        await h.click(forged, completion, selected="99")
         await h.ephemeral("is not an artifact of this run", since=mark)
+        await h.click(select, completion, selected="99")  # an index the run does not have
+        await h.ephemeral("out of date", since=mark)
         await h.settle()
         assert not [f for f in h.slack.files.values() if f.completed]

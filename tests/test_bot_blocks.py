@@ -114,9 +114,10 @@ def test_status_controls_follow_the_phase() -> None:
     assert names(_snapshot(phase=RunPhase.COMPLETED, current_node_title=None)) == []
     error = RunError(code="LLM_HTTP_ERROR", message="The model endpoint failed.")
     failed = _snapshot(phase=RunPhase.FAILED, error=error)
-    assert names(failed) == ["retry"]
+    assert names(failed) == []  # Retry and the reason are in the one failure message, not repeated here
+    assert blocks.controls_for(failed) == ["retry"]
     text = _check([blocks.status(failed, key=KEY)])[0]["blocks"][0]["text"]["text"]
-    assert "The model endpoint failed." in text and "2/6" in text
+    assert "The model endpoint failed." not in text and "2/6" in text
     assert "Queued" in _check([blocks.status(_snapshot(), key=KEY, queued=True)])[0]["text"]
 
 
@@ -140,11 +141,32 @@ def test_a_block_over_a_slack_limit_fails_where_it_is_built() -> None:
         blocks.actions_block([blocks.button("Go", "a" * 256, ButtonValue(s=KEY))])
 
 
-def test_completion_lists_artifacts_with_upload_buttons() -> None:
-    snap = _snapshot(phase=RunPhase.COMPLETED, artifacts=["artifacts/a.md", "artifacts/b.md"])
+def test_completion_lists_artifacts_once_grouped_with_a_file_menu() -> None:
+    paths = ["artifacts/a.md", "artifacts/b.md", "notes/c.md"]
+    payload = _check([blocks.completion(_snapshot(phase=RunPhase.COMPLETED, artifacts=paths), key=KEY)])[0]
+    sections = [b["text"]["text"] for b in payload["blocks"] if b["type"] == "section"]
+    assert sections[1:] == ["*artifacts/*\n`a.md`, `b.md`", "*notes/*\n`c.md`"]
+    [select] = [e for b in payload["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert [o["value"] for o in select["options"]] == ["0", "1", "2"]
+    assert ButtonValue.decode(_block_of(payload, select)["block_id"]) == ButtonValue(s=KEY, r="r1")
+
+
+def test_a_long_artifact_list_says_how_many_more_and_stays_within_slack_limits() -> None:
+    paths = [f"artifacts/big/f{i}.md" for i in range(30)]
+    paths += [f"artifacts/d{d:02}/file-{i:03}.md" for d in range(20) for i in range(8)]  # 160 files, 20 folders
+    snap = _snapshot(phase=RunPhase.COMPLETED, artifacts=paths)
     payload = _check([blocks.completion(snap, key=KEY)])[0]
-    buttons = [b["accessory"] for b in payload["blocks"] if b.get("accessory")]
-    assert [ButtonValue.decode(b["value"]).f for b in buttons] == ["artifacts/a.md", "artifacts/b.md"]
+    assert len(payload["blocks"]) <= blocks.MAX_BLOCKS
+    text = json.dumps(payload)
+    assert "190 artifacts" in text
+    assert "`f11.md` and 18 more" in text  # the big folder shows 12 names
+    assert "and 72 more in 9 other folders" in text  # folders d11..d19 are not shown
+    [select] = [e for b in payload["blocks"] if b["type"] == "actions" for e in b["elements"]]
+    assert len(select["options"]) == 100 and "first 100" in text
+
+
+def _block_of(payload: dict, element: dict) -> dict:
+    return next(b for b in payload["blocks"] if element in b.get("elements", []))
 
 
 def test_completion_says_how_many_model_calls_and_tokens_the_run_took() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.fakes import Reply
 from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 from tests.scripts import HELLO_LINEAR_ANSWER, script_hello_linear, user_inputs
-from tests.test_bot_support import SECRET, bot_harness, message_text
+from tests.test_bot_support import SECRET, artifact_paths, bot_harness, message_text
 
 
 async def _sentinel(h, text: str = "Mary") -> str:
@@ -118,7 +118,7 @@ async def test_replies_while_pumping_get_a_note_and_reach_the_run_after_it_stops
         note = await h.ephemeral("Still working on the run", since=mark)
         assert note["user"] == "U1" and note["thread_ts"] == top
         done = await h.posted_text("completed.", since=mark)
-        assert "artifacts/hello-linear/result.md" in message_text(done)
+        assert "artifacts/hello-linear/result.md" in artifact_paths(done)
 
 
 async def test_typed_pause_acts_at_once_and_resume_button_continues(project: Path) -> None:
@@ -170,4 +170,4 @@ async def test_run_cap_shows_queued_work_on_the_status_message(project: Path) ->
         await h.reply(waiting, HELLO_LINEAR_ANSWER)
         await h.wait_status(waiting, "Queued")
         done = await h.posted(lambda p: p.get("thread_ts") == waiting and "completed." in message_text(p), since=mark)
-        assert "artifacts/hello-linear/result.md" in message_text(done)
+        assert "artifacts/hello-linear/result.md" in artifact_paths(done)

@@ -28,7 +28,7 @@ from tests.scripts import (
     user_inputs,
     user_texts,
 )
-from tests.test_bot_support import Mode, bot_harness, is_status, message_text, plan_tasks
+from tests.test_bot_support import Mode, artifact_paths, bot_harness, file_select, is_status, message_text, plan_tasks
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
@@ -69,7 +69,7 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         await h.posted_text("ready for design", since=mark)
         await h.settle()
         for path in CREATE_STORY_ARTIFACTS:
-            assert path in message_text(done)
+            assert path in artifact_paths(done)
             assert (project / path).is_file()
         assert re.search(r"9 model calls · [\d,]+ tokens", message_text(done)), "usage on the completion"
         final = await h.wait_status(top, "Completed")
@@ -81,9 +81,10 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         assert h.slack.calls_to("chat.update"), "the status message is updated in place"
 
         # 5. Upload an artifact into the thread.
-        upload, completion = h.button(top, "Upload here", newest=True)
+        completion = next(m for m in h.thread(top) if "completed." in message_text(m))
         mark = h.mark()
-        await h.click(upload, completion)
+        summary = CREATE_STORY_ARTIFACTS.index("artifacts/create-story/summary.md")
+        await h.click(file_select(completion), completion, selected=str(summary))
         await h.slack.wait_for("files.completeUploadExternal", since=mark)
         uploaded = [f for f in h.slack.files.values() if f.completed]
         assert uploaded and uploaded[-1].thread_ts == top
@@ -108,7 +109,7 @@ async def test_hello_branch_branches_on_a_button_click(project: Path) -> None:
         await h.click(brown, widget)
         done = await h.posted_text("completed.", since=mark)
         await h.settle()
-        assert "artifacts/plan-brownfield.md" in message_text(done)
+        assert "artifacts/plan-brownfield.md" in artifact_paths(done)
         assert (project / "artifacts/plan-brownfield.md").is_file()
         tasks = plan_tasks(await h.wait_status(top, "Completed"))
         assert tasks["step-03b-brownfield"]["status"] == "complete"
@@ -137,7 +138,7 @@ async def test_multi_package_picker_and_a_workflow_handing_over_to_a_second_agen
         await h.reply(top, HELLO_LINEAR_ANSWER)
         done = await h.posted_text("completed.", since=mark)
         await h.settle()
-        assert "artifacts/hello-linear/result.md" in message_text(done)
+        assert "artifacts/hello-linear/result.md" in artifact_paths(done)
         closing = await h.posted_text("Result: artifacts/hello-linear/result.md", since=mark)
         assert "Mary" in message_text(closing) or "Sam" in message_text(closing) or "Winston" in message_text(closing)
         requests = h.llm.requests

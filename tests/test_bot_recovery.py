@@ -6,7 +6,7 @@ from pathlib import Path
 
 from core.events import RunPhase
 from tests.scripts import HELLO_LINEAR_ANSWER, script_hello_linear
-from tests.test_bot_support import bot_harness, is_status, message_text, plan_tasks
+from tests.test_bot_support import bot_harness, element_text, elements, is_status, message_text, plan_tasks
 
 
 async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> None:
@@ -23,12 +23,16 @@ async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> No
         status = await h.wait_status(top, "Failed")
         failed_step = [t for t in plan_tasks(status).values() if t["status"] == "error"]
         assert len(failed_step) == 1 and "HTTP 500" in str(failed_step[0]["output"])  # the reason, on its step
+        assert "Retry" not in [element_text(e) for e in elements(status)]  # Retry is on the one failure message
         retry, message = h.button(top, "Retry")
         assert "failed" in message_text(message) and message["ts"] != status["ts"]
+        assert len([m for m in h.thread(top) if "failed" in message_text(m) and "Progress:" not in message_text(m)]) == 1
 
         mark = h.mark()
         await h.click(retry, message)
         await h.posted_text("What is the topic?", since=mark)
+        used = next(m for m in h.thread(top) if m["ts"] == message["ts"])
+        assert "Retried by <@U1>" in message_text(used) and elements(used) == []
         await h.wait_status(top, "Waiting for your reply")
         mark = h.mark()
         await h.reply(top, HELLO_LINEAR_ANSWER)

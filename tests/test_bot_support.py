@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -162,6 +163,8 @@ class Harness:
             thread_ts=message.get("thread_ts"),
             block_id=element.get("_block_id", "actions"),
             action_type=element["type"],
+            message_text=str(message.get("text") or ""),
+            message_blocks=message.get("blocks"),
         )
         if selected is not None:
             option = {"text": {"type": "plain_text", "text": selected}, "value": selected}
@@ -280,6 +283,23 @@ def message_text(message: dict[str, Any]) -> str:
         if isinstance(accessory, dict):
             parts.append(element_text(accessory))
     return "\n".join(parts)
+
+
+def artifact_paths(message: dict[str, Any]) -> list[str]:
+    """The files a completion message lists, as full paths (folder heading + names)."""
+    paths: list[str] = []
+    for block in message.get("blocks") or []:
+        text = str((block.get("text") or {}).get("text", "")) if block.get("type") == "section" else ""
+        heading, _, names = text.partition("\n")
+        if heading.startswith("*") and heading.endswith("/*"):
+            folder = heading[1:-2]
+            paths += [f"{folder}/{name}" for name in re.findall(r"`([^`]+)`", names)]
+    return paths
+
+
+def file_select(message: dict[str, Any]) -> dict[str, Any]:
+    """The completion message's "post a file" menu."""
+    return next(e for e in elements(message) if e["type"] == "static_select" and "artifact" in e["action_id"])
 
 
 def elements(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -123,7 +123,7 @@ class Deps:
 
     @property
     def retry_hint(self) -> str:
-        return "type *resume (or press Retry) to try again" if self.surface == "web" else "type *resume to try again"
+        return "press Retry (or type *resume) to continue" if self.surface == "web" else "type *resume to continue"
 
     @property
     def resume_later(self) -> str:

@@ -38,7 +38,15 @@ async def dispatch(
     try:
         await _dispatch(deps, session, package, agent, cmd, text, out)
     except CrewError as exc:
-        await out.put(ErrorOutput(code=exc.code, message=exc.message))
+        await out.put(failed_answer(session, text, exc))
+
+
+def failed_answer(session: Session, text: str, exc: CrewError) -> ErrorOutput:
+    """The error shown for a failed command; a model failure can be retried with the same text."""
+    retry = exc.code.startswith("LLM_")
+    if retry:
+        session.retry_text = text
+    return ErrorOutput(code=exc.code, message=exc.message, retry=retry)
 
 
 async def _dispatch(

@@ -39,4 +39,5 @@ class Session(BaseModel):
     owner: str | None = None  # who started it (surface user id); authorization is the surface's job
     history: list[dict[str, Any]] = []  # short agent/chat history (OpenAI message dicts)
     last_run_id: str | None = None  # the run this conversation last worked on (kept after *dismiss, for *resume)
+    retry_text: str | None = None  # an agent/chat message whose answer failed on the model; Retry sends it again
     menu_open: bool = False  # *menu was shown during a run: the next number/trigger picks from it

@@ -24,7 +24,7 @@ from ..router import GLOBAL_COMMANDS, GlobalCommand, parse_global_command, resol
 from ..runs import RunManager
 from . import runmode
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
-from .dispatch import dispatch, greeting, menu_output, resume_latest
+from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .model import Session
 from .talk import talk
 
@@ -79,6 +79,15 @@ class SessionService:
     async def handle_text(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
         out = Outbox(emit)
         await self._guarded(out, self._handle_text(session, text, out))
+        return out.items
+
+    async def guest_chat(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
+        """Someone other than the owner talks in the conversation: a persona (or plain chat) answer only.
+
+        Nothing they type starts, answers or steers anything; menu numbers and triggers are just chat.
+        """
+        out = Outbox(emit)
+        await self._guarded(out, self._guest_chat(session, text, out))
         return out.items
 
     async def pick_agent(self, session: Session, agent_id: str, emit: Emit | None = None) -> list[Output]:
@@ -211,6 +220,15 @@ class SessionService:
         session.package_id = session.package_id or self.catalog.packages[0].id
         await out.put(Notice(text="Plain chat: ask me anything about the project. Type *dismiss to leave."))
 
+    async def _guest_chat(self, session: Session, text: str, out: Outbox) -> None:
+        if session.mode == "chat":
+            await talk(self.deps, session, self._package(session), None, text, out, mode="chat", guest=True)
+            return
+        if session.mode == "idle" or not session.agent_id:
+            raise CrewError("NO_AGENT", "No agent is active in this conversation, so there is nobody to chat with.")
+        package, agent = self.deps.bound(session)
+        await talk(self.deps, session, package, agent, text, out, mode="agent", guest=True)
+
     # ---- routing by mode ---------------------------------------------------------------
 
     async def _handle_text(self, session: Session, text: str, out: Outbox) -> None:
@@ -220,11 +238,16 @@ class SessionService:
         command = parse_global_command(text)
         if command is not None:
             await self._global(session, command, out)
-        elif session.mode == "run":
+            return
+        session.retry_text = None  # a new message replaces a failed one
+        if session.mode == "run":
             await self._run_text(session, text, out)
         elif session.mode == "chat":
             package = self._package(session)
-            await talk(self.deps, session, package, None, text, out, mode="chat")
+            try:
+                await talk(self.deps, session, package, None, text, out, mode="chat")
+            except CrewError as exc:
+                await out.put(failed_answer(session, text, exc))
         else:
             await self._agent_text(session, text, out)
 
@@ -287,6 +310,9 @@ class SessionService:
                 await out.put(RunStatus(snapshot=self.deps.runs.snapshot(record, run_package)))
             else:
                 await out.put(Notice(text="No run has been started in this conversation yet."))
+        elif command == "retry" and session.retry_text and session.mode in ("agent", "chat"):
+            text, session.retry_text = session.retry_text, None
+            await self._handle_text(session, text, out)
         else:  # pause, stop, retry without a bound run
             await out.put(Notice(text="Nothing is running in this conversation."))
 

@@ -30,9 +30,16 @@ async def talk(
     *,
     mode: Mode,
     extra_context: Sequence[str] = (),
+    guest: bool = False,
 ) -> None:
-    """Ask the model once (with its small read-only tool loop) and show the answer or its question."""
-    session.pending_widget = None  # typing instead of answering an open question makes it stale
+    """Ask the model once (with its small read-only tool loop) and show the answer or its question.
+
+    A guest (someone who is not the conversation's owner) gets an answer but changes nothing the
+    owner relies on: an open question stays open, a question the model asks back is shown as text,
+    and a run's conversation keeps its own history.
+    """
+    if not guest:
+        session.pending_widget = None  # typing instead of answering an open question makes it stale
     previous = list(session.history)
     shown_as = card(agent) if agent is not None and mode != "chat" else None
 
@@ -53,7 +60,12 @@ async def talk(
     answer = reply.text.strip()
     if answer:
         added.append({"role": "assistant", "content": answer})
-    session.history = trim(previous + added, HISTORY_BUDGET_TOKENS)
+    if not (guest and session.mode == "run"):
+        session.history = trim(previous + added, HISTORY_BUDGET_TOKENS)
+    if reply.widget is not None and guest:
+        question = str(reply.widget.get("message") or "").strip()
+        await out.put(Reply(text="\n\n".join(t for t in (answer, question) if t) or "(no answer)", agent=shown_as))
+        return
     if reply.widget is not None:
         if answer and answer != str(reply.widget.get("message") or "").strip():
             await out.put(Reply(text=answer, agent=shown_as))
