@@ -323,7 +323,12 @@ def _build(
     config: BotConfig, store: RuntimeStore, shared: SharedStore | None, llm_settings: LLMSettings | None
 ) -> CrewBot:
     runs = RunManager(store)
-    llm = LLMClient(llm_settings or LLMSettings.from_env(model=config.model))
+    llm = LLMClient(
+        llm_settings
+        or LLMSettings.from_env(
+            model=config.model, timeout=config.llm.timeout_seconds, max_retries=config.llm.max_retries
+        )
+    )
     engine = Engine(
         store,
         runs,

@@ -290,7 +290,9 @@ def nested_line(chain: Sequence[RunSnapshot]) -> str:
             f"{working.steps_done}/{working.steps_total}")
 
 
-def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bool = False) -> SlackMessage:
+def status(
+    snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bool = False, note: str | None = None
+) -> SlackMessage:
     """The one run status message of a thread, redrawn in place as the run moves."""
     head = f"*{escape(snapshot.workflow_name)}* · {phase_label(snapshot, queued=queued)}"
     if working and snapshot.phase == RunPhase.RUNNING and not queued:
@@ -306,6 +308,8 @@ def status(snapshot: RunSnapshot, *, key: str, queued: bool = False, working: bo
         shown = ", ".join(f"`{escape(a)}`" for a in snapshot.artifacts[:10])
         more = f" and {len(snapshot.artifacts) - 10} more" if len(snapshot.artifacts) > 10 else ""
         lines.append(f"Artifacts: {shown}{more}")
+    if note and snapshot.phase == RunPhase.RUNNING:
+        lines.append(f":repeat: {escape(note)}")
     if snapshot.phase == RunPhase.FAILED:
         lines.append("What happened, and a Retry button, are in the newest message of this thread.")
     elif snapshot.error and snapshot.error.code == "RUN_TOKEN_BUDGET":

@@ -95,6 +95,14 @@ class Limits(_Strict):
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
 
 
+class ModelCalls(_Strict):
+    """`llm:` in crewagent.yml. Unset keys fall back to CREWAGENT_LLM_TIMEOUT / CREWAGENT_LLM_RETRIES, then
+    to the defaults (60 s per attempt, 2 retries)."""
+
+    timeout_seconds: float | None = Field(default=None, gt=0)  # per attempt
+    max_retries: int | None = Field(default=None, ge=0)  # attempts after the first
+
+
 class Access(_Strict):
     allowed_channels: list[str] = Field(default_factory=list)
     allowed_users: list[str] = Field(default_factory=list)
@@ -144,6 +152,7 @@ class FileConfig(_Strict):
     channels: dict[str, Binding] = Field(default_factory=dict)
     git: GitOptions = Field(default_factory=GitOptions)
     model: str | None = None
+    llm: ModelCalls = Field(default_factory=ModelCalls)
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
     access: Access = Field(default_factory=Access)
@@ -160,6 +169,7 @@ class BotConfig(BaseModel):
     default: Binding
     channels: dict[str, Binding] = Field(default_factory=dict)
     model: str | None = None
+    llm: ModelCalls = Field(default_factory=ModelCalls)
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
     access: Access = Field(default_factory=Access)
@@ -308,6 +318,7 @@ def load_config(
         default=default,
         channels=channels,
         model=file_cfg.model or env.get("CREWAGENT_MODEL", "").strip() or None,
+        llm=file_cfg.llm,
         limits=file_cfg.limits,
         tool_policy=file_cfg.tool_policy,
         access=file_cfg.access,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted
+from core.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
 from core.outputs import (
     Clarify,
     Dismissed,
@@ -70,6 +70,7 @@ class ThreadRenderer:
         self.run_before = record.status_run_id
         self._seen: set[int] = set()
         self._errors: list[ErrorOutput] = []
+        self._note: str | None = None  # shown on the status while the model call is being retried
         self.posted = 0
         self.completed_run: str | None = None  # the run whose completion this call posted
         self.completion_ts: str | None = None
@@ -132,7 +133,9 @@ class ThreadRenderer:
 
     # ---- the run's plan and the status line ---------------------------------------
 
-    def _status_message(self, snapshot: RunSnapshot, *, queued: bool = False, working: bool = False) -> SlackMessage:
+    def _status_message(
+        self, snapshot: RunSnapshot, *, queued: bool = False, working: bool = False, note: str | None = None
+    ) -> SlackMessage:
         surface = self.surface
         if surface is not None and surface.fallbacks.allows(self.key, PLAN):
             source = surface.plan_source(self.record, snapshot)
@@ -140,7 +143,7 @@ class ThreadRenderer:
                 graph, agent_name = source
                 details = surface.plans.details(snapshot.run_id)
                 return plan_status(snapshot, graph, agent_name, details, key=self.key, queued=queued)
-        return blocks.status(snapshot, key=self.key, queued=queued, working=working)
+        return blocks.status(snapshot, key=self.key, queued=queued, working=working, note=note)
 
     def _note_activity(self, output: RunProgress) -> None:
         surface, event = self.surface, output.event
@@ -155,7 +158,7 @@ class ThreadRenderer:
         elif isinstance(event, NodeStarted):
             surface.lines.working(key, f"Working on {event.title}")
         elif isinstance(event, LLMRetrying):
-            surface.lines.working(key, "The model endpoint is slow; retrying")
+            surface.lines.working(key, retry_note(event))
 
     async def emit(self, output: Output) -> None:
         if isinstance(output, ReplyDelta):
@@ -242,15 +245,19 @@ class ThreadRenderer:
         if record.status_run_id != output.snapshot.run_id or not record.status_ts:
             await self._new_status(output.snapshot)
             return
-        urgent = output.event.kind == "phase_changed"
+        retrying = isinstance(output.event, LLMRetrying)
+        self._note = retry_note(output.event) if isinstance(output.event, LLMRetrying) else None
+        urgent = retrying or output.event.kind == "phase_changed"
         await self._redraw(output.snapshot, urgent=urgent)
 
     async def _redraw(self, snapshot: RunSnapshot, *, urgent: bool, queued: bool = False) -> None:
         record = self.record
         if not record.status_ts:
             return
+        note = self._note
+
         def render() -> SlackMessage:
-            return self._status_message(snapshot, queued=queued, working=True)
+            return self._status_message(snapshot, queued=queued, working=True, note=note)
 
         self.board.schedule(record.channel, record.status_ts, render, urgent=urgent)
 

@@ -24,6 +24,7 @@ from core.events import (
     SubworkflowReturned,
     SubworkflowStarted,
     ToolExecuted,
+    retry_note,
 )
 from core.package.models import Package
 from core.runs_model import RunSnapshot
@@ -166,7 +167,7 @@ class EventPrinter:
             elif self.verbose:
                 self.write(f"  · {event.summary}")
         elif isinstance(event, LLMRetrying):
-            self.write(f"  … model endpoint: {event.reason}; retrying (attempt {event.attempt + 1})")
+            self.write(f"  … {retry_note(event)}")
         elif isinstance(event, PhaseChanged) and event.parent_run_id is None:  # the caller reports for both
             if event.phase is RunPhase.FAILED:
                 self.write(f"\n✖ Run failed: {event.reason or event.error_code}")

@@ -109,8 +109,15 @@ class WidgetRequested(_Event):
 
 class LLMRetrying(_Event):
     kind: Literal["llm_retrying"] = "llm_retrying"
-    attempt: int
-    reason: str
+    attempt: int  # the attempt about to be made is attempt + 1
+    reason: str  # what went wrong with the last one, in user terms (no host names)
+    attempts: int = 0  # how many attempts are allowed in all (0: unknown)
+
+
+def retry_note(event: LLMRetrying) -> str:
+    """One line for a surface's status while the model call is retried."""
+    of = f" of {event.attempts}" if event.attempts else ""
+    return f"The model did not answer ({event.reason}); trying again (attempt {event.attempt + 1}{of})…"
 
 
 EngineEvent = Annotated[

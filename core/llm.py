@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import json
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +41,8 @@ from .errors import CrewError
 from .llm_stream import DeltaListener, StreamedCalls, StreamMode
 from .llm_wire import MessageJSON, ToolSet, request_body
 
+log = logging.getLogger(__name__)
+
 PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
 
 RetryListener = Callable[[int, str], Awaitable[None] | None]
@@ -51,26 +54,44 @@ class LLMSettings(BaseModel):
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
-    timeout: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=3, ge=0)
+    # Per attempt, and how many times a failed attempt is repeated: by default a model that hangs is
+    # given up on after about three minutes (3 × 60 s plus short back-offs), not left "working" for long.
+    timeout: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
     temperature: float | None = None
     max_connections: int = Field(default=1000, ge=1)  # open model connections at most (one per call in flight)
     stream: bool = True  # ask for streamed answers (core.llm_stream steps down where the endpoint refuses)
 
+    @property
+    def attempts(self) -> int:
+        return self.max_retries + 1
+
     @classmethod
     def from_env(cls, **overrides: Any) -> LLMSettings:
-        """CREWAGENT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY, CREWAGENT_LLM_STREAM (0 turns streaming off);
-        explicit overrides win when not None."""
+        """CREWAGENT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY, CREWAGENT_LLM_TIMEOUT (seconds per attempt),
+        CREWAGENT_LLM_RETRIES, CREWAGENT_LLM_STREAM (0 turns streaming off); explicit overrides win when
+        not None. Bad values raise CrewError."""
+        env = os.environ
         values: dict[str, Any] = {
-            "model": os.environ.get("CREWAGENT_MODEL") or None,
-            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
-            "api_key": os.environ.get("OPENAI_API_KEY") or None,
+            "model": env.get("CREWAGENT_MODEL") or None,
+            "base_url": env.get("OPENAI_BASE_URL") or None,
+            "api_key": env.get("OPENAI_API_KEY") or None,
+            "timeout": env.get("CREWAGENT_LLM_TIMEOUT", "").strip() or None,
+            "max_retries": env.get("CREWAGENT_LLM_RETRIES", "").strip() or None,
         }
         stream = _env_switch("CREWAGENT_LLM_STREAM")
         if stream is not None:
             values["stream"] = stream
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None})
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            raise CrewError(
+                "LLM_SETTINGS_INVALID",
+                f"Invalid model settings ({problems}). CREWAGENT_LLM_TIMEOUT is seconds (> 0), "
+                "CREWAGENT_LLM_RETRIES a whole number (>= 0).",
+            ) from None
 
 
 class ToolCall(BaseModel):
@@ -236,54 +257,56 @@ class LLMClient:
         )
 
     def _map_error(self, exc: openai.APIError) -> CrewError:
+        """What a user is told (no host, port or setting names); what an operator needs goes to the log."""
+        error, operator_hint = self._describe_error(exc)
+        log.warning(
+            "model call failed: %s",
+            operator_hint,
+            extra={"code": error.code, "endpoint": _endpoint_name(self.settings.base_url), "model": self.model},
+        )
+        return error
+
+    def _describe_error(self, exc: openai.APIError) -> tuple[CrewError, str]:
         where = _endpoint_name(self.settings.base_url)
-        tries = self.settings.max_retries + 1
+        tries = self.settings.attempts
+        attempts = f"{tries} attempt{'s' if tries != 1 else ''}"
         if isinstance(exc, openai.APITimeoutError) and not _connection_failed(exc):
             return CrewError(
                 "LLM_TIMEOUT",
-                f"The model endpoint ({where}) did not answer within {self.settings.timeout:g} s "
-                f"({tries} attempts). Try again with Retry, or raise the LLM timeout.",
-            )
+                f"The model did not answer in time ({attempts} of {self.settings.timeout:g} s each).",
+            ), f"{where} timed out; raise llm.timeout_seconds / CREWAGENT_LLM_TIMEOUT if the model is just slow"
         if isinstance(exc, openai.APIConnectionError):
             return CrewError(
-                "LLM_HTTP_ERROR",
-                f"Could not connect to the model endpoint ({where}) after {tries} attempts. "
-                "Check OPENAI_BASE_URL and that the server is running, then try again with Retry.",
-                {"status": None},
-            )
+                "LLM_HTTP_ERROR", f"The model service could not be reached ({attempts}).", {"status": None}
+            ), f"could not connect to {where}; check OPENAI_BASE_URL and that the server is running"
         if isinstance(exc, openai.RateLimitError):
             return CrewError(
                 "LLM_RATE_LIMITED",
-                f"The model endpoint ({where}) is rate-limiting requests (HTTP 429) even after {tries} attempts. "
-                "Wait a minute, then try again with Retry.",
+                f"The model service is busy (rate limit) even after {attempts}. Wait a minute before trying again.",
                 {"status": 429},
-            )
+            ), f"{where} answered HTTP 429"
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
             return CrewError(
                 "LLM_AUTH_FAILED",
-                f"The model endpoint ({where}) refused the credentials (HTTP {exc.status_code}). "
-                "Check OPENAI_API_KEY.",
+                "The model service refused this bot's credentials. Tell whoever runs the bot.",
                 {"status": exc.status_code},
-            )
+            ), f"{where} answered HTTP {exc.status_code}; check OPENAI_API_KEY"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _short_detail(exc)
             if status == 404:
-                hint = f"check that CREWAGENT_MODEL ('{self.model}') exists there and OPENAI_BASE_URL is right"
+                message = "The model service does not offer the configured model. Tell whoever runs the bot."
+                hint = f"HTTP 404 from {where}; check that CREWAGENT_MODEL ('{self.model}') exists there"
             elif 400 <= status < 500:
-                hint = "the request was rejected" + (f": {detail}" if detail else "")
+                message = f"The model service rejected the request (HTTP {status})" + (f": {detail}." if detail else ".")
+                hint = f"HTTP {status} from {where}: {detail}"
             else:
-                hint = "check OPENAI_BASE_URL or try again with Retry"
-            verb = "kept failing" if status >= 500 else "refused the request"
-            return CrewError(
-                "LLM_HTTP_ERROR",
-                f"The model endpoint {verb} (HTTP {status}) — {hint}.",
-                {"status": status},
-            )
+                message = f"The model service kept failing (HTTP {status}, {attempts})."
+                hint = f"HTTP {status} from {where}; check OPENAI_BASE_URL"
+            return CrewError("LLM_HTTP_ERROR", message, {"status": status}), hint
         return CrewError(
-            "LLM_BAD_RESPONSE",
-            f"The model endpoint ({where}) sent a response this runtime cannot read. Try again with Retry.",
-        )
+            "LLM_BAD_RESPONSE", "The model service sent an answer this bot cannot read."
+        ), f"unreadable response from {where}: {type(exc).__name__}"
 
 
 class _MalformedAnswer(Exception):

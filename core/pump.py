@@ -268,7 +268,10 @@ class Pump:
         self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
 
         async def on_retry(attempt: int, reason: str) -> None:
-            await self.reporter.emit(LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason))
+            attempts = self.engine.llm.settings.attempts
+            await self.reporter.emit(
+                LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason, attempts=attempts)
+            )
 
         async def on_delta(text: str, *, restart: bool = False) -> None:
             piece = AssistantTextDelta(

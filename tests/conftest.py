@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,3 +64,16 @@ def database_url(postgres_server: PostgresServer) -> Iterator[str]:
         yield postgres_server.url(name)
     finally:
         postgres_server.drop_database(name)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """A test that sets up the bot's logging (JSON on a captured stderr) must not leave it behind:
+    later log lines would go to a closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)

@@ -83,13 +83,15 @@ class Harness:
     team: str = "T1"
     bots: list[CrewBot] = field(default_factory=list)
     llm_retries: int = 0  # model calls fail at once unless a test wants the client's retries
+    llm_settings: dict[str, Any] = field(default_factory=dict)  # overrides for the bot's model client
 
     # ---- lifecycle ----------------------------------------------------------------
 
     async def start(self) -> CrewBot:
-        settings = LLMSettings(
-            model="scripted", base_url=self.llm.base_url, max_retries=self.llm_retries, timeout=10
-        )
+        values: dict[str, Any] = {
+            "model": "scripted", "base_url": self.llm.base_url, "max_retries": self.llm_retries, "timeout": 10
+        }
+        settings = LLMSettings(**{**values, **self.llm_settings})
         bot = build(self.config, llm_settings=settings)
         self.bots.append(bot)
         self.bot = bot
@@ -328,6 +330,7 @@ async def bot_harness(
     llm: ScriptedLLM | None = None,
     configure: Callable[[BotConfig], None] | None = None,
     llm_retries: int = 0,
+    llm_settings: dict[str, Any] | None = None,
 ) -> AsyncIterator[Harness]:
     async with FakeSlack() as slack:
         own_llm = llm is None
@@ -339,7 +342,8 @@ async def bot_harness(
             configure(config)
         async with aiohttp.ClientSession() as http:
             h = Harness(
-                slack=slack, llm=llm, project=project, config=config, mode=mode, http=http, llm_retries=llm_retries
+                slack=slack, llm=llm, project=project, config=config, mode=mode, http=http, llm_retries=llm_retries,
+                llm_settings=dict(llm_settings or {}),
             )
             try:
                 await h.start()

@@ -165,7 +165,7 @@ async def test_llm_down_fails_with_a_readable_reason_and_retry_works(project: Pa
 
         assert failed.phase is RunPhase.FAILED
         assert failed.error is not None and failed.error.code == "LLM_HTTP_ERROR"
-        assert "HTTP 500" in failed.error.message and "OPENAI_BASE_URL" in failed.error.message
+        assert "HTTP 500" in failed.error.message and "OPENAI_BASE_URL" not in failed.error.message
         assert h.kinds("phase_changed")[-1].reason == failed.error.message
         saved = h.runs.get(record.run_id)
         assert saved.phase is RunPhase.FAILED and saved.last_error is not None
@@ -187,7 +187,7 @@ async def test_unreachable_endpoint_fails_cleanly(project: Path) -> None:
         result = await h.engine.pump(record, package, intent="start")
         assert result.phase is RunPhase.FAILED
         assert result.error is not None and result.error.code == "LLM_HTTP_ERROR"
-        assert "Could not connect" in result.error.message
+        assert "could not be reached" in result.error.message and "127.0.0.1" not in result.error.message
 
 
 async def test_malformed_tool_json_and_unknown_tools_go_back_to_the_model(project: Path) -> None:
@@ -298,7 +298,7 @@ async def test_a_model_that_never_answers_times_out(project: Path) -> None:
         result = await h.engine.pump(h.create(package), package, intent="start")
         assert result.phase is RunPhase.FAILED
         assert result.error is not None and result.error.code == "LLM_TIMEOUT"
-        assert "did not answer within 0.3 s" in result.error.message
+        assert "did not answer in time (1 attempt of 0.3 s each)" in result.error.message
 
 
 async def test_a_state_file_broken_by_hand_fails_the_run_readably(project: Path) -> None:

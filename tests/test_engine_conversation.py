@@ -73,4 +73,4 @@ async def test_conversation_errors_are_crew_errors(project: Path) -> None:
         h.llm.add_error(401)
         with pytest.raises(CrewError) as err:
             await h.engine.converse(package, None, [], "hi", project_root=project)
-        assert err.value.code == "LLM_AUTH_FAILED" and "OPENAI_API_KEY" in err.value.message
+        assert err.value.code == "LLM_AUTH_FAILED" and "credentials" in err.value.message

@@ -24,15 +24,33 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def test_a_refused_connection_is_a_connection_error_not_a_timeout() -> None:
-    client = LLMClient(LLMSettings(model="m", base_url=f"http://127.0.0.1:{_closed_port()}/v1", max_retries=1))
+async def test_a_refused_connection_is_a_connection_error_not_a_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    port = _closed_port()
+    client = LLMClient(LLMSettings(model="m", base_url=f"http://127.0.0.1:{port}/v1", max_retries=1))
     try:
         with pytest.raises(CrewError) as err:
-            await asyncio.wait_for(client.complete(MESSAGES), 10)
+            await asyncio.wait_for(client.complete(MESSAGES), 30)
     finally:
         await client.aclose()
     assert err.value.code == "LLM_HTTP_ERROR"
-    assert "Could not connect" in err.value.message and "2 attempts" in err.value.message
+    assert "could not be reached" in err.value.message and "2 attempts" in err.value.message
+    for operator_detail in ("127.0.0.1", str(port), "OPENAI_BASE_URL"):
+        assert operator_detail not in err.value.message  # users see what happened, not how it is set up
+    logged = [r for r in caplog.records if r.name == "core.llm"]
+    assert logged and f"127.0.0.1:{port}" in logged[-1].getMessage() and "OPENAI_BASE_URL" in logged[-1].getMessage()
+
+
+def test_timeout_and_retries_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert (LLMSettings().timeout, LLMSettings().max_retries) == (60.0, 2)  # bounded by default
+    monkeypatch.setenv("CREWAGENT_LLM_TIMEOUT", "7.5")
+    monkeypatch.setenv("CREWAGENT_LLM_RETRIES", "0")
+    settings = LLMSettings.from_env(model="m")
+    assert (settings.timeout, settings.max_retries, settings.attempts) == (7.5, 0, 1)
+    assert LLMSettings.from_env(timeout=20).timeout == 20  # an explicit setting (crewagent.yml) wins
+    monkeypatch.setenv("CREWAGENT_LLM_TIMEOUT", "soon")
+    with pytest.raises(CrewError) as err:
+        LLMSettings.from_env()
+    assert err.value.code == "LLM_SETTINGS_INVALID" and "CREWAGENT_LLM_TIMEOUT" in err.value.message
 
 
 async def test_retries_are_reported_and_many_calls_share_the_pool() -> None:

@@ -303,4 +303,4 @@ async def test_llm_failure_in_chat_is_a_clear_error(project: Path, tmp_path: Pat
             s.h.llm.add_error(401, "bad key")
         out = await s.text("tell me about the project")
         assert kinds(out) == ["error"] and out[0].code == "LLM_AUTH_FAILED"
-        assert "OPENAI_API_KEY" in out[0].message and s.session.mode == "agent"
+        assert "credentials" in out[0].message and out[0].retry and s.session.mode == "agent"
