@@ -217,16 +217,21 @@ def menu(
     """A persona greeting or clarify question followed by `[n] description` choices."""
     messages = reply(text, agent) if text.strip() else [SlackMessage(text="Menu", blocks=[])]
     last = messages[-1]
-    labels = [f"[{item.index}] {item.label}" for item in items]
-    values = [ButtonValue(s=key, e=epoch, n=item.index, a=agent.id if agent else None) for item in items]
+    usable = [item for item in items if not item.unavailable]
+    labels = [f"[{item.index}] {item.label}" for item in usable]
+    values = [ButtonValue(s=key, e=epoch, n=item.index, a=agent.id if agent else None) for item in usable]
     controls = choices(
         act.MENU,
         labels,
         values,
         select_context=ButtonValue(s=key, e=epoch, a=agent.id if agent else None),
-        option_values=[str(item.index) for item in items],
+        option_values=[str(item.index) for item in usable],
         placeholder="Pick a menu item",
     )
+    unavailable = [item for item in items if item.unavailable]
+    if unavailable:
+        lines = [f"~[{item.index}] {escape(item.label)}~ — {escape(item.unavailable or '')}" for item in unavailable]
+        controls.append(context("\n".join(lines)))
     if footer:
         controls.append(context(footer))
     if len(last.blocks) + len(controls) > MAX_BLOCKS:

@@ -313,7 +313,8 @@ class Screen:
             items = output.items if output.kind == "show_menu" else output.candidates
             for item in items:
                 trigger = f"{item.trigger} — " if item.trigger else ""
-                w(f"  {item.index}. {trigger}{item.label}")
+                note = f"  ({item.unavailable})" if item.unavailable else ""
+                w(f"  {item.index}. {trigger}{item.label}{note}")
             if output.kind == "show_menu" and not items:
                 w("  (no menu items; just type to talk)")
         elif output.kind == "run_started":

@@ -21,6 +21,7 @@ class MenuEntry(BaseModel):
     index: int  # 1-based over visible items
     label: str  # the item's description
     trigger: str | None = None
+    unavailable: str | None = None  # why this item cannot be used here, in words for users (None: it can)
 
 
 class ShowAgents(BaseModel):

@@ -188,8 +188,18 @@ def display_trigger(item: MenuItem) -> str | None:
     return v6.group("phrase").strip().strip("\"'`") if v6 else raw.strip()
 
 
+CLASSIC_UNAVAILABLE = "not available here yet: it is an older kind of workflow this app cannot run"
+
+
 def _entry(index: int, item: MenuItem) -> MenuEntry:
-    return MenuEntry(index=index, label=item.description, trigger=display_trigger(item))
+    refs = (item.workflow, item.exec, item.validate_workflow)
+    classic = any(ref and _is_classic(ref) for ref in refs)
+    return MenuEntry(
+        index=index,
+        label=item.description,
+        trigger=display_trigger(item),
+        unavailable=CLASSIC_UNAVAILABLE if classic else None,
+    )
 
 
 def menu_entries(agent: Agent, surface: Surface) -> list[MenuEntry]:
@@ -399,13 +409,11 @@ def _is_classic(ref: str) -> bool:
 
 
 def _classic(ref: str, base: dict[str, Any]) -> ResolvedCommand:
+    """Refused in words for users; `crewagent package validate` gives the package author the technical reason."""
     return ResolvedCommand(
         kind="Refused",
         error_code="NOT_SUPPORTED_CLASSIC_WORKFLOW",
-        message=(
-            f"'{_display_ref(ref)}' is a classic BMAD workflow (workflow.yaml / XML runner), which this runtime "
-            "does not run. Convert it to a v1.1 micro-file workflow (workflow.md + workflow.graph.json)."
-        ),
+        message=f"That menu item is {CLASSIC_UNAVAILABLE}. Pick another item, or just ask me something.",
         **base,
     )
 

@@ -81,6 +81,13 @@ def test_short_menu_is_buttons_with_index_labels() -> None:
     assert ButtonValue.decode(buttons[1]["value"]) == ButtonValue(s=KEY, e=3, n=2)
 
 
+def test_unavailable_menu_items_are_shown_without_a_button_and_with_a_reason() -> None:
+    items = [MenuEntry(index=1, label="Plan"), MenuEntry(index=2, label="Dev story", unavailable="not available here yet")]
+    payload = _check(blocks.menu("Menu", items, key=KEY, epoch=1))[-1]
+    assert [b["text"]["text"] for b in _buttons([payload])] == ["[1] Plan"]
+    assert "~[2] Dev story~ — not available here yet" in json.dumps(payload, ensure_ascii=False)
+
+
 def test_long_menu_becomes_a_static_select() -> None:
     items = [MenuEntry(index=i, label=f"Item {i}") for i in range(1, 41)]
     payloads = _check(blocks.menu("Pick", items, key=KEY, epoch=1))

@@ -28,7 +28,7 @@ from tests.scripts import (
     user_inputs,
     user_texts,
 )
-from tests.test_bot_support import Mode, artifact_paths, bot_harness, file_select, is_status, message_text, plan_tasks
+from tests.test_bot_support import Mode, artifact_paths, bot_harness, elements, file_select, is_status, message_text, plan_tasks
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
@@ -115,6 +115,10 @@ async def test_hello_branch_branches_on_a_button_click(project: Path) -> None:
         assert tasks["step-03b-brownfield"]["status"] == "complete"
         assert tasks["step-03a-greenfield"]["status"] == "pending" and "not taken" in tasks["step-03a-greenfield"]["title"]
         assert not (project / "artifacts/plan-greenfield.md").exists()
+        final = await h.wait_status(top, "Completed")
+        assert "Progress: 4/4 steps done" in message_text(final)  # the path taken, not both branches
+        answered = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
+        assert "<@U1> chose *Brownfield*" in message_text(answered) and elements(answered) == []
         h.llm.assert_consumed()
 
 
@@ -226,6 +230,8 @@ async def test_post_completion_change_needs_confirm_and_cancel_changes_nothing(p
         await h.posted_text("it was not confirmed", since=mark)
         await h.settle()
         assert state_file.read_text() == before
+        cancelled = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
+        assert "Cancelled by <@U1>" in message_text(cancelled) and elements(cancelled) == []
 
         mark = h.mark()
         await h.reply(top, "mark it reviewed, please")
@@ -235,6 +241,8 @@ async def test_post_completion_change_needs_confirm_and_cancel_changes_nothing(p
         await h.click(confirm, widget)
         await h.posted_text("Marked as reviewed.", since=mark)
         await h.settle()
+        confirmed = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
+        assert "Confirmed by <@U1>" in message_text(confirmed) and elements(confirmed) == []
         assert read_state(state_file.parent)["variables"]["reviewed"] == "yes"
         completions = [m for m in h.thread(top) if "completed." in message_text(m)]
         assert len(completions) == 1, "staying complete does not repeat the completion message"

@@ -14,7 +14,7 @@ from core.events import EngineEvent, RunPhase, StateUpdated
 from core.package.loader import load_package
 from core.runs import RunManager
 from core.store import RuntimeStore
-from tests.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, script_create_story
+from tests.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, hello_branch_responder, script_create_story
 
 
 @pytest.fixture
@@ -78,3 +78,23 @@ async def test_the_view_a_state_update_reports_equals_reading_the_state_file(pro
         results = await drive(h.engine, record, package, [STORY_KEY], on_event=on_event)
     assert results[-1].phase is RunPhase.COMPLETED
     assert len(compared) >= 6 and compared[-1].complete and not compared[0].complete
+
+
+@pytest.mark.parametrize("branch", ["greenfield", "brownfield"])
+async def test_a_finished_branching_run_counts_the_path_it_took(project: Path, branch: str) -> None:
+    """hello-branch has five nodes; either path visits four. Finished means done == total, everywhere."""
+    from cli.render import EventPrinter, render_snapshot
+
+    lines: list[str] = []
+    async with engine_harness(project) as h:
+        h.llm.responder = hello_branch_responder(preset_branch=branch)
+        package = h.load("hello-branch")
+        record = h.create(package)
+        printer = EventPrinter(package, lines.append, steps_done=0)
+        results = await drive(h.engine, record, package, on_event=printer)
+        assert results[-1].phase is RunPhase.COMPLETED
+        snapshot = h.runs.snapshot(record, package)
+    assert (snapshot.steps_done, snapshot.steps_total) == (4, 4)
+    step_lines = [line for line in lines if " done (" in line]
+    assert step_lines[-1].endswith("(4/4)")  # the terminal's last step line: finished, not "4/5"
+    assert any("4/4 steps" in line for line in render_snapshot(snapshot))

@@ -96,7 +96,8 @@ async def test_single_agent_package_is_picked_directly(project: Path, tmp_path: 
     async with session_harness(project, src) as s:
         s.h.llm.add_reply("I prepare stories.")
         out = await s.open("what can you do?")
-        assert kinds(out) == ["show_menu", "reply"] and out[1].text == "I prepare stories."
+        assert kinds(out) == ["reply"] and out[0].text == "I prepare stories."  # the answer, not menu + answer
+        assert s.session.agent_id == "sm" and s.session.mode == "agent"
         assert "what can you do?" in request_text(s.requests[0])
 
 
@@ -245,8 +246,13 @@ async def test_classic_workflow_is_refused(project: Path, tmp_path: Path) -> Non
     lab = make_lab_package(tmp_path)
     async with session_harness(project, lab) as s:
         await s.pick("analyst")
+        [menu] = await s.text("*menu")
+        classic = [item for item in menu.items if item.unavailable]
+        assert len(classic) == 1 and "not available here yet" in classic[0].unavailable
+        assert all(item.unavailable is None for item in menu.items if item is not classic[0])
         out = await s.text("classic")
-        assert out[0].code == "NOT_SUPPORTED_CLASSIC_WORKFLOW" and "workflow.yaml" in out[0].message
+        assert out[0].code == "NOT_SUPPORTED_CLASSIC_WORKFLOW" and "not available here yet" in out[0].message
+        assert "workflow.yaml" not in out[0].message and "BMAD" not in out[0].message
         assert s.requests == [] and s.h.runs.list() == []
 
 

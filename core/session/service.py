@@ -166,8 +166,8 @@ class SessionService:
         if owner is not None:
             await self._pick(session, owner, out, quiet=True)
             await self._agent_text(session, raw, out)
-        elif len(choices) == 1:  # nobody else to choose: greet, then answer as that agent
-            await self._pick(session, choices[0], out)
+        elif len(choices) == 1:  # nobody else to choose: that agent answers (its menu is one *menu away)
+            await self._pick(session, choices[0], out, quiet=True)
             await self._agent_text(session, raw, out)
         else:
             await self._show_agents(session, out)
