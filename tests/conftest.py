@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.postgres import PostgresServer, find_bindir
+from tests.processes import Spawner
 
 pytest_plugins = ("tests.gitrepos",)  # git_config / team_repo: real repositories with a bare remote
 
@@ -77,3 +78,13 @@ def _restore_logging() -> Iterator[None]:
         if handler not in handlers:
             root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Spawner]:
+    """Start processes with `await spawn(argv..., **kwargs)`; their process groups are killed at teardown."""
+    spawner = Spawner()
+    try:
+        yield spawner
+    finally:
+        await spawner.close()

@@ -55,3 +55,26 @@ async def wait_healthy(http: aiohttp.ClientSession, url: str, *, timeout: float)
             last = exc
         await asyncio.sleep(0.1)  # polling a process we cannot be called back from
     raise AssertionError(f"{url} never became healthy: {last!r}")
+
+
+REAP_TIMEOUT = 30.0  # seconds to wait for a killed group's leader to be reaped
+
+
+class Spawner:
+    """Starts processes for one test (the `spawn` fixture); `close` ends each one's whole group."""
+
+    def __init__(self) -> None:
+        self.processes: list[asyncio.subprocess.Process] = []
+
+    async def __call__(self, *argv: str, **kwargs: Any) -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(*argv, start_new_session=True, **kwargs)
+        self.processes.append(process)
+        return process
+
+    async def close(self) -> None:
+        for process in self.processes:
+            kill_group(process.pid)
+            try:
+                await asyncio.wait_for(process.wait(), REAP_TIMEOUT)
+            except TimeoutError:
+                pass

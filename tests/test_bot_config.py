@@ -22,8 +22,10 @@ from cli.main import build_parser
 from cli.serve_cmd import run as serve_run
 from tests.conftest import EXAMPLES, REPO
 from tests.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack
-from tests.processes import free_port, kill_group, wait_healthy
+from tests.processes import Spawner, free_port, kill_group, wait_healthy
 from tests.test_bot_support import make_config
+
+STARTUP_WAIT = 60.0  # a fresh interpreter importing the bot can take long on a busy machine; only failures wait this long
 
 
 def _serve(args: list[str]) -> int:
@@ -147,7 +149,7 @@ async def test_channels_bound_to_other_packages_greet_with_their_agents(project:
 
 
 async def test_serve_process_connects_over_socket_mode_serves_health_and_stops_on_sigterm(
-    project: Path, tmp_path: Path
+    project: Path, tmp_path: Path, spawn: Spawner
 ) -> None:
     port = free_port()
     async with FakeSlack() as slack, aiohttp.ClientSession() as http:
@@ -160,17 +162,16 @@ async def test_serve_process_connects_over_socket_mode_serves_health_and_stops_o
             "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
             "CREWAGENT_HOME": str(tmp_path / "home"),
         }
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             sys.executable, "-m", "cli", "serve", "--project", str(project),
             "--package", str(EXAMPLES / "hello-branch"), "--port", str(port),
             cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
         )
         try:
-            await slack.socket_mode.wait_connected(timeout=30)
+            await slack.socket_mode.wait_connected(timeout=STARTUP_WAIT)
             opened = slack.calls_to("apps.connections.open")
             assert opened, "Socket Mode asked SLACK_API_URL for its websocket"
-            health = await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=30)
+            health = await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=STARTUP_WAIT)
             assert health["ok"] is True and health["socket_mode"] == "connected"
             proc.send_signal(signal.SIGTERM)
             _, stderr = await asyncio.wait_for(proc.communicate(), 10)

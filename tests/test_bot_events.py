@@ -107,16 +107,31 @@ async def test_threads_run_in_parallel_and_each_thread_in_order(project: Path) -
         assert [message_text(m).count(f"in order {n}") > 0 for n, m in zip((1, 2, 3), answers)] == [True, True, True]
 
 
+def hold_next_model_call(h) -> asyncio.Event:
+    """The next model call waits until the returned event is set, then answers as the script would:
+    a test can look at the thread while the call is certainly in flight, whatever the machine's load."""
+    gate = asyncio.Event()
+    respond = h.llm.responder
+
+    async def held(body):
+        await gate.wait()
+        return respond(body)
+
+    h.llm.add_responder(held)
+    return gate
+
+
 async def test_replies_while_pumping_get_a_note_and_reach_the_run_after_it_stops(project: Path) -> None:
     async with bot_harness(project, ["multi-workflows"]) as h:
         script_hello_linear(h.llm)
-        h.llm.add_delay(1.0)
+        gate = hold_next_model_call(h)
         top = await h.mention("hello-linear")
-        await h.llm.wait_for_requests(1)  # the run is inside its (slow) model call
+        await h.llm.wait_for_requests(1)  # the run is inside its (held) model call
         mark = h.mark()
         await h.reply(top, HELLO_LINEAR_ANSWER)
         note = await h.ephemeral("Still working on the run", since=mark)
         assert note["user"] == "U1" and note["thread_ts"] == top
+        gate.set()
         done = await h.posted_text("completed.", since=mark)
         assert "artifacts/hello-linear/result.md" in artifact_paths(done)
 
@@ -127,13 +142,17 @@ async def test_typed_pause_acts_at_once_and_resume_button_continues(project: Pat
         top = await h.mention("hello-linear")
         await h.posted_text("What is the topic?")
         await h.wait_status(top, "Waiting for your reply")
-        h.llm.add_delay(1.5)
+        gate = hold_next_model_call(h)
         mark = h.mark()
         await h.reply(top, HELLO_LINEAR_ANSWER)
         await h.llm.wait_for_requests(2)
+        await h.reply(top, "*pause", user="U2")  # not U1's to pause
+        await h.ephemeral("belongs to <@U1>", since=mark, user="U2")
         await h.reply(top, "*pause")
-        # The notice comes while the slow model call is still in flight, not after it.
-        await h.posted_text("Pausing after the current step", since=mark, timeout=1.0)
+        # The notice comes while the model call is still held, not after it.
+        await h.posted_text("Pausing after the current step", since=mark)
+        assert not gate.is_set()
+        gate.set()
         await h.wait_status(top, "Paused")
         resume, status = h.button(top, "Resume")
         mark = h.mark()
@@ -146,16 +165,19 @@ async def test_stop_button_interrupts_a_slow_model_call(project: Path) -> None:
         script_hello_linear(h.llm)
         top = await h.mention("hello-linear")
         await h.wait_status(top, "Waiting for your reply")
-        h.llm.add_delay(5.0)
+        gate = hold_next_model_call(h)  # never released: only Stop ends this call
         await h.reply(top, HELLO_LINEAR_ANSWER)
         await h.llm.wait_for_requests(2)
         await h.wait_status(top, "Running")
         stop, status = h.button(top, "Stop")
         mark = h.mark()
+        await h.click(stop, status, user="U2")  # someone else's run: refused, and it keeps running
+        await h.ephemeral("belongs to <@U1>", since=mark, user="U2")
         await h.click(stop, status)
-        await h.posted_text("Stopping now", since=mark, timeout=1.5)
-        await h.wait_status(top, "Paused", timeout=2.0)
-        assert len(h.llm.requests) == 2
+        await h.posted_text("Stopping now", since=mark)
+        await h.wait_status(top, "Paused")
+        assert len(h.llm.requests) == 2 and not gate.is_set()
+        gate.set()  # let the abandoned server-side call end before the fake stops
 
 
 async def test_run_cap_shows_queued_work_on_the_status_message(project: Path) -> None:
@@ -163,11 +185,12 @@ async def test_run_cap_shows_queued_work_on_the_status_message(project: Path) ->
         script_hello_linear(h.llm)
         waiting = await h.mention("hello-linear")
         await h.wait_status(waiting, "Waiting for your reply")
-        h.llm.add_delay(1.5)
+        gate = hold_next_model_call(h)
         busy = await h.mention("hello-linear")
         await h.llm.wait_for_requests(2)
         mark = h.mark()
         await h.reply(waiting, HELLO_LINEAR_ANSWER)
         await h.wait_status(waiting, "Queued")
+        gate.set()
         done = await h.posted(lambda p: p.get("thread_ts") == waiting and "completed." in message_text(p), since=mark)
         assert "artifacts/hello-linear/result.md" in artifact_paths(done)

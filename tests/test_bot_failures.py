@@ -123,3 +123,4 @@ async def test_a_hung_model_shows_its_retries_and_gives_up_within_the_bound(proj
         await h.posted_text("What is the topic?", since=mark)
         await h.reply(top, HELLO_LINEAR_ANSWER)
         await h.posted_text("completed.", since=mark)
+        never.set()  # the abandoned calls end before the fake stops

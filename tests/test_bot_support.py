@@ -1,7 +1,8 @@
 """Harness for the bot tests (the real Bolt app over FakeSlack + ScriptedLLM), and the HTTP front door's own tests.
 
 Every helper waits on what the user would see (a recorded Slack call) with a bounded timeout;
-nothing sleeps to synchronise.
+nothing sleeps to synchronise. The bound (WAIT) only matters when a test fails, so it is generous:
+CI runs on a busy 2-core machine, where a passing step can take several seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from tests.fakes.slack_events import (
 )
 
 SECRET = "test-signing-secret"
+WAIT = 30.0  # seconds any one wait may take before the test fails
 Mode = Literal["http", "socket"]
 
 
@@ -186,12 +188,12 @@ class Harness:
         return len(self.slack.calls)
 
     async def posted(
-        self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0, timeout: float = 8.0
+        self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0, timeout: float = WAIT
     ) -> dict[str, Any]:
         """A message the bot posted, or a reply it finished streaming."""
         return await self.slack.wait_for(("chat.postMessage", STREAMED), predicate, timeout=timeout, since=since)
 
-    async def posted_text(self, needle: str, *, since: int = 0, timeout: float = 8.0) -> dict[str, Any]:
+    async def posted_text(self, needle: str, *, since: int = 0, timeout: float = WAIT) -> dict[str, Any]:
         return await self.posted(lambda p: needle in message_text(p), since=since, timeout=timeout)
 
     async def ephemeral(self, needle: str, *, since: int = 0, user: str | None = None) -> dict[str, Any]:
@@ -199,6 +201,7 @@ class Harness:
             "chat.postEphemeral",
             lambda p: needle in str(p.get("text")) and (user is None or p.get("user") == user),
             since=since,
+            timeout=WAIT,
         )
 
     def thread(self, thread_ts: str, channel: str = "C1") -> list[dict[str, Any]]:
@@ -222,7 +225,7 @@ class Harness:
         return hits[-1]
 
     async def wait_status(
-        self, thread_ts: str, needle: str, *, timeout: float = 8.0, channel: str = "C1"
+        self, thread_ts: str, needle: str, *, timeout: float = WAIT, channel: str = "C1"
     ) -> dict[str, Any]:
         """Wait until the thread's status message (as updated in place) shows `needle`."""
         deadline = time.monotonic() + timeout
@@ -250,7 +253,7 @@ class Harness:
     async def settle(self) -> None:
         """Wait until the bot has no queued or running thread work."""
         assert self.bot is not None
-        assert await self.bot.idle(8.0), "bot work did not finish"
+        assert await self.bot.idle(WAIT), "bot work did not finish"
 
 
 def is_status(message: dict[str, Any]) -> bool:

@@ -13,6 +13,7 @@ import pytest
 
 from cli import chat_cmd
 from tests.fakes.llm_server import ScriptedLLM
+from tests.processes import Spawner
 from tests.scripts import EXAMPLES, STORY_KEY, script_create_story, script_hello_branch
 
 REPO = Path(__file__).resolve().parent.parent
@@ -76,7 +77,7 @@ async def test_chat_widget_is_answered_by_typing(project: Path, monkeypatch: pyt
     assert out[-1] == "Bye."  # end of input leaves cleanly
 
 
-async def test_python_m_cli_chat_subprocess(project: Path, tmp_path: Path) -> None:
+async def test_python_m_cli_chat_subprocess(project: Path, tmp_path: Path, spawn: Spawner) -> None:
     async with ScriptedLLM() as llm:
         script_create_story(llm)
         env = {
@@ -86,12 +87,12 @@ async def test_python_m_cli_chat_subprocess(project: Path, tmp_path: Path) -> No
             "CREWAGENT_MODEL": "scripted",
             "CREWAGENT_HOME": str(tmp_path / "home"),
         }
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             sys.executable, "-m", "cli", "chat", "--project", str(project),  # default package
             cwd=REPO, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-        stdout, stderr = await asyncio.wait_for(proc.communicate(f"sm\ncreate-story\n{STORY_KEY}\n".encode()), 20)
+        stdout, stderr = await asyncio.wait_for(proc.communicate(f"sm\ncreate-story\n{STORY_KEY}\n".encode()), 120)
     text = stdout.decode()
     assert proc.returncode == 0, stderr.decode()
     assert "CrewAgent chat: create-story-micro" in text and "✔ Run complete" in text

@@ -17,6 +17,7 @@ from cli.main import main
 from core.runs import RunManager
 from core.store import RuntimeStore
 from tests.fakes.llm_server import Reply, ScriptedLLM
+from tests.processes import Spawner
 from tests.scripts import (
     EXAMPLES,
     STORY_KEY,
@@ -158,7 +159,7 @@ async def test_unknown_run_and_unknown_agent(project: Path, model_env: None, mon
     assert code == 1 and "No run with id 'nope'" in err
 
 
-async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_path: Path) -> None:
+async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_path: Path, spawn: Spawner) -> None:
     async with ScriptedLLM() as llm:
         model = create_story_responder()
         release = asyncio.Event()
@@ -171,19 +172,17 @@ async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_
         llm.responder = respond
         env = {**os.environ, "CREWAGENT_MODEL": "scripted", "OPENAI_BASE_URL": llm.base_url,
                "PYTHONPATH": str(REPO)}
-        proc = await asyncio.create_subprocess_exec(
+        proc = await spawn(
             sys.executable, "-m", "cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=env, cwd=str(REPO),
         )
         try:
-            await llm.wait_for_requests(2, timeout=8)
+            await llm.wait_for_requests(2, timeout=60)  # a fresh interpreter starts slowly on a busy machine
             proc.send_signal(signal.SIGINT)
-            out, err = await asyncio.wait_for(proc.communicate(), timeout=8)
+            out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
         finally:
             release.set()
-            if proc.returncode is None:
-                proc.kill()
     text = out.decode()
     run_id = RunManager(RuntimeStore()).list()[0].run_id
     assert proc.returncode == 130, err.decode()

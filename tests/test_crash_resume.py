@@ -18,6 +18,7 @@ import pytest
 from core.frontmatter import parse
 from core.schemas import validator
 from tests.fakes.llm_server import ScriptedLLM
+from tests.processes import Spawner
 from tests.scripts import (
     CREATE_STORY_ARTIFACTS as ARTIFACTS,
     EXAMPLES,
@@ -49,8 +50,10 @@ def _env(llm: ScriptedLLM, home: Path) -> dict[str, str]:
     return env
 
 
-async def _crewagent(env: dict[str, str], *args: str, stdin: bytes = b"") -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
+async def _crewagent(
+    spawn: Spawner, env: dict[str, str], *args: str, stdin: bytes = b""
+) -> asyncio.subprocess.Process:
+    proc = await spawn(
         sys.executable, "-m", "cli", *args,
         cwd=REPO, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -68,7 +71,7 @@ def _state_files(home: Path) -> list[Path]:
 
 @pytest.mark.parametrize("kill_after_calls", [1, 3, 5, 7])
 async def test_kill_9_then_resume_finishes_without_redoing_nodes(
-    tmp_path: Path, project: Path, kill_after_calls: int
+    tmp_path: Path, project: Path, kill_after_calls: int, spawn: Spawner
 ) -> None:
     home = tmp_path / "home"
     # Each model call takes a moment, so the kill lands while the engine waits on the model
@@ -76,12 +79,12 @@ async def test_kill_9_then_resume_finishes_without_redoing_nodes(
     async with ScriptedLLM(responder=create_story_responder(), latency=0.1) as llm:
         env = _env(llm, home)
         proc = await _crewagent(
-            env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            spawn, env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
             stdin=f"{STORY_KEY}\n".encode(),
         )
-        await llm.wait_for_requests(kill_after_calls, timeout=20)
+        await llm.wait_for_requests(kill_after_calls, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
+        await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == -signal.SIGKILL
 
         # Whatever the moment, the state on disk parses and is valid, and every artifact
@@ -96,8 +99,8 @@ async def test_kill_9_then_resume_finishes_without_redoing_nodes(
         run_id = state_file.parent.parent.name
 
         calls_before = len(llm.requests)
-        proc = await _crewagent(env, "run", "--resume", run_id, stdin=f"{STORY_KEY}\n".encode())
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        proc = await _crewagent(spawn, env, "run", "--resume", run_id, stdin=f"{STORY_KEY}\n".encode())
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode()
         assert "Run complete" in out.decode()
 

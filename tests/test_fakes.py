@@ -169,7 +169,7 @@ async def test_responder_default_reply_and_latency() -> None:
     async with ScriptedLLM(responder=lambda body: f"n={len(body['messages'])}") as llm:
         async with _client(llm) as client:
             assert (await _ask(client)).choices[0].message.content == "n=1"
-            await llm.wait_for_requests(1, timeout=1)
+            await llm.wait_for_requests(1, timeout=30)
 
 
 # ---- FakeSlack Web API ------------------------------------------------------------

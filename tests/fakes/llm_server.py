@@ -195,7 +195,7 @@ class ScriptedLLM(LoopbackServer):
         if problems:
             raise AssertionError("; ".join(problems))
 
-    async def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_for_requests(self, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
         """Wait until at least `count` requests arrived; returns them all."""
         async with asyncio.timeout(timeout):
             async with self._arrivals:

@@ -224,7 +224,7 @@ class FakeSlack(LoopbackServer):
         self,
         method: str | tuple[str, ...],
         predicate: Callable[[dict[str, Any]], bool] | None = None,
-        timeout: float = 5.0,
+        timeout: float = 30.0,
         *,
         since: int = 0,
     ) -> dict[str, Any]:

@@ -75,7 +75,7 @@ class SocketModeServer(LoopbackServer):
         """True while at least one client socket is open."""
         return any(not ws.closed for ws in self._sockets)
 
-    async def wait_connected(self, timeout: float = 5.0) -> None:
+    async def wait_connected(self, timeout: float = 30.0) -> None:
         """Wait until a client has connected and been greeted."""
         async with asyncio.timeout(timeout):
             async with self._changed:
@@ -97,7 +97,7 @@ class SocketModeServer(LoopbackServer):
         accepts_response_payload: bool | None = None,
         retry_attempt: int = 0,
         retry_reason: str = "",
-        timeout: float = 5.0,
+        timeout: float = 30.0,
     ) -> str:
         """Send `payload` wrapped like Slack does; returns the envelope_id.
 
@@ -126,7 +126,7 @@ class SocketModeServer(LoopbackServer):
         await socket.send_str(json.dumps(envelope))
         return envelope_id
 
-    async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> dict[str, Any]:
+    async def wait_ack(self, envelope_id: str, timeout: float = 30.0) -> dict[str, Any]:
         """The client's ack for `envelope_id` (`{"envelope_id": ..., "payload"?: ...}`)."""
         if envelope_id in self.acks:
             return self.acks[envelope_id]
