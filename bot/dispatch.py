@@ -47,7 +47,7 @@ from .surface import AgentSurface
 from .thread_event import ThreadEvent
 from .threads import ThreadKey, ThreadRecord, ThreadStore
 from .threads_pg import PostgresThreadStore
-from .widgets import answered_text, answer_for, form_mode
+from .widgets import answered_text, answer_for, form_answered, form_mode
 
 if TYPE_CHECKING:
     from .handover import Handover
@@ -440,7 +440,7 @@ class Dispatcher:
                 self.lanes.spawn(urgent_click, name=f"urgent:{key}")
                 return
         if kind == act.FORM:
-            self.lanes.spawn(self._open_form(key, value, user, trigger_id), name=f"form:{key}")
+            self.lanes.spawn(self._open_form(key, value, user, trigger_id, clicked), name=f"form:{key}")
             return
         if kind == act.ARTIFACT:
             self.lanes.spawn(self._clicked(self._upload, key, value, user, clicked), name=f"upload:{key}")
@@ -581,7 +581,9 @@ class Dispatcher:
 
     # ---- forms ------------------------------------------------------------------
 
-    async def _open_form(self, key: ThreadKey, value: ButtonValue, user: str, trigger_id: str | None) -> None:
+    async def _open_form(
+        self, key: ThreadKey, value: ButtonValue, user: str, trigger_id: str | None, clicked: Clicked | None
+    ) -> None:
         record = await self._load(key)
         if record is None:
             await self._refuse(key, user, "This conversation is no longer available.")
@@ -596,7 +598,7 @@ class Dispatcher:
         if mode is None or not trigger_id:
             await self._refuse(key, user, "This question is answered in the thread, not in a form.")
             return
-        context = FormContext(s=str(key), w=str(value.w), r=value.r, m=mode)
+        context = FormContext(s=str(key), w=str(value.w), r=value.r, m=mode, t=clicked.ts if clicked else None)
         if not await self.io.open_view(trigger_id, build_modal(widget, context)):
             await self._refuse(key, user, "I couldn't open the form (Slack refused it). Click the button again.")
 
@@ -633,9 +635,12 @@ class Dispatcher:
             return
         if not await self._permitted(key, record, user):
             return
-        if self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r)) is None:
+        widget = self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r))
+        if widget is None:
             await self._refuse(key, user, "That question was already answered; your form was not used.")
             return
+        if context.t:
+            await self.io.update(key.channel, context.t, form_answered(widget, context.m, user))
         await self.submit_widget(record, context.w, answer, user)
 
     # ---- artifacts --------------------------------------------------------------

@@ -64,6 +64,7 @@ class FormContext(BaseModel):
     w: str  # widget id
     r: str | None = None  # run id
     m: FormMode = "form"
+    t: str | None = None  # ts of the message whose button opened the form, to show the outcome there
 
 
 def _options(values: list[Any], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:

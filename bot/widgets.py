@@ -73,6 +73,16 @@ def answered_text(widget: dict[str, Any], value: ButtonValue, user: str) -> str:
     return f"Answered by {who}."
 
 
+def form_answered(widget: dict[str, Any], mode: str, user: str) -> SlackMessage:
+    """The question a form answered, its buttons replaced by who answered it."""
+    outcome = {
+        "changes": f"Changes requested by <@{user}>.",
+        "feedback": f"Feedback given by <@{user}>.",
+    }.get(mode, f"Answered by <@{user}>.")
+    question = str(widget.get("message") or "Please answer:")
+    return SlackMessage(text=question, blocks=[section(to_mrkdwn(question)), context(f":white_check_mark: {outcome}")])
+
+
 def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> list[SlackMessage]:
     """The question and its controls."""
     widget_id = str(widget.get("widgetId") or "")

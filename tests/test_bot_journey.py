@@ -292,6 +292,8 @@ async def test_form_widget_opens_a_modal_and_validates_the_submission(project: P
         status, ack = await h.submit_form(view, values)
         assert status == 200 and not (ack or {}).get("response_action")
         await h.posted_text("TaskNest with 4 people", since=mark)
+        answered = next(m for m in h.thread(top) if m["ts"] == message["ts"])
+        assert "Answered by <@U1>" in message_text(answered) and elements(answered) == []
         submitted = parse_widget_submit(user_inputs(h.llm.requests[-1])[-1] if user_inputs(h.llm.requests[-1]) else
                                         user_texts(h.llm.requests[-1])[-1])
         value = {"name": "TaskNest", "team_size": 4}
