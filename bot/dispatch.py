@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,7 @@ from core.session.service import SessionService
 
 from . import actions as act
 from . import blocks
-from .access import AccessPolicy, Verdict
+from .access import AccessPolicy, Verdict, parse_handover
 from .actions import ButtonValue, Clicked
 from .agent_view import suggested_prompts
 from .artifacts import ArtifactUnavailable, read_artifact
@@ -60,7 +59,6 @@ SessionCall = Callable[[Emit], Awaitable[list[Output]]]
 TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
 READ_ONLY_COMMANDS = frozenset({"status"})  # what a non-owner may type in someone else's thread
 CONTROL_DONE = {"retry": "Retried", "resume": "Resumed"}
-_HANDOVER = re.compile(r"^[*/]handover\b\s*(?:<@([A-Z0-9]+)(?:\|[^>]*)?>)?\s*$", re.IGNORECASE)
 URGENT_COMMANDS = frozenset({"pause", "stop"})
 INTERNAL_ERROR = (
     "Something went wrong on my side while handling that. Please try again; "
@@ -69,14 +67,6 @@ INTERNAL_ERROR = (
 BUSY_NOTE = (
     "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
 )
-
-
-def parse_handover(text: str) -> str | None:
-    """`*handover @user` → the user id ("" when nobody is named); None for any other text."""
-    match = _HANDOVER.match(text.strip())
-    if match is None:
-        return None
-    return match.group(1) or ""
 
 
 @dataclass
@@ -409,13 +399,17 @@ class Dispatcher:
         )
         await self.io.post(record.channel, record.thread_ts, blocks.notice(text))
 
+    def _may_act_here(self, key: ThreadKey, record: ThreadRecord, user: str) -> Verdict:
+        """Allowed to use the bot in this channel, and to act in this thread."""
+        used = self.access.may_use(user, key.channel, is_dm=key.is_dm)
+        return used if not used.allowed else self.access.may_act(user, record.session)
+
     async def _permitted(self, key: ThreadKey, record: ThreadRecord, user: str) -> bool:
-        """Allowed to use the bot here, and to act in this thread; refused with an ephemeral otherwise."""
-        for verdict in (self.access.may_use(user, key.channel, is_dm=key.is_dm), self.access.may_act(user, record.session)):
-            if not verdict.allowed:
-                await self._refuse(key, user, verdict.reason)
-                return False
-        return True
+        """`_may_act_here`, with an ephemeral refusal when not."""
+        verdict = self._may_act_here(key, record, user)
+        if not verdict.allowed:
+            await self._refuse(key, user, verdict.reason)
+        return verdict.allowed
 
     # ---- clicks -----------------------------------------------------------------
 
@@ -610,9 +604,9 @@ class Dispatcher:
         record = await self._load(key) if key else None
         if record is None or key is None:
             return None, None, "This conversation is no longer available."
-        for verdict in (self.access.may_use(user, key.channel, is_dm=key.is_dm), self.access.may_act(user, record.session)):
-            if not verdict.allowed:
-                return record, None, verdict.reason
+        verdict = self._may_act_here(key, record, user)
+        if not verdict.allowed:
+            return record, None, verdict.reason
         widget = self._pending(record, ButtonValue(s=context.s, w=context.w, r=context.r))
         if widget is None:
             return record, None, "This question has already been answered; close this form."

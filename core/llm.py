@@ -298,7 +298,8 @@ class LLMClient:
                 message = "The model service does not offer the configured model. Tell whoever runs the bot."
                 hint = f"HTTP 404 from {where}; check that CREWAGENT_MODEL ('{self.model}') exists there"
             elif 400 <= status < 500:
-                message = f"The model service rejected the request (HTTP {status})" + (f": {detail}." if detail else ".")
+                reason = f": {detail}." if detail else "."
+                message = f"The model service rejected the request (HTTP {status}){reason}"
                 hint = f"HTTP {status} from {where}: {detail}"
             else:
                 message = f"The model service kept failing (HTTP {status}, {attempts})."
