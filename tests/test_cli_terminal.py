@@ -22,6 +22,7 @@ from core.runs import RunManager
 from core.store import RuntimeStore
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.linear_package import CODENAME_ANSWER, linear_responder, make_linear_package
+from tests.processes import kill_group
 from tests.scripts import (
     EXAMPLES,
     HELLO_LINEAR_ANSWER,
@@ -91,9 +92,8 @@ async def crewagent(env: dict[str, str], *args: str, cwd: Path = REPO) -> AsyncI
     try:
         yield Cli(proc)
     finally:
-        if proc.returncode is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+        kill_group(proc.pid)  # also whatever it started, even when it has exited itself
+        await asyncio.wait_for(proc.wait(), WAIT)
 
 
 def held_at(call: int, responder: Any) -> tuple[asyncio.Event, asyncio.Event, Any]:

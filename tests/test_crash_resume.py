@@ -119,7 +119,7 @@ async def test_kill_9_then_resume_finishes_without_redoing_nodes(
 
 @pytest.mark.parametrize("hang_at_call", [3, 6])
 async def test_resume_after_kill_9_sends_the_prompt_an_uninterrupted_run_would(
-    tmp_path: Path, project: Path, hang_at_call: int
+    tmp_path: Path, project: Path, hang_at_call: int, spawn: Spawner
 ) -> None:
     """The model call in flight when the process dies is asked again with the same messages."""
     home = tmp_path / "home"
@@ -136,21 +136,21 @@ async def test_resume_after_kill_9_sends_the_prompt_an_uninterrupted_run_would(
     async with ScriptedLLM(responder=respond) as llm:
         env = _env(llm, home)
         proc = await _crewagent(
-            env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            spawn, env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
             stdin=f"{STORY_KEY}\n".encode(),
         )
         try:
-            await asyncio.wait_for(hanging.wait(), 30)
+            await asyncio.wait_for(hanging.wait(), 60)
         finally:
             os.kill(proc.pid, signal.SIGKILL)
-            await asyncio.wait_for(proc.wait(), 10)
+            await asyncio.wait_for(proc.wait(), 30)
         interrupted = llm.requests[hang_at_call - 1]
         release.set()
 
         (state_file,) = _state_files(home)
         run_id = state_file.parent.parent.name
-        proc = await _crewagent(env, "run", "--resume", run_id)
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        proc = await _crewagent(spawn, env, "run", "--resume", run_id)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode()
         resumed = llm.requests[hang_at_call]
 

@@ -123,7 +123,7 @@ class Deps:
 
     @property
     def retry_hint(self) -> str:
-        return "press Retry (or type *resume) to continue" if self.surface == "web" else "type *resume to continue"
+        return "press Retry (or type *resume) to continue" if self.surface == "web" else "type *resume to try again"
 
     @property
     def resume_later(self) -> str:
