@@ -361,9 +361,11 @@ def artifact_blocks(snapshot: RunSnapshot, *, key: str) -> list[BlockJSON]:
     if not paths:
         return [context("No artifacts were recorded.")]
     folders: dict[str, list[str]] = {}
-    for path in paths:
+    grouped: dict[str, list[int]] = {}  # indices into `paths`, folder by folder: the menu's order
+    for index, path in enumerate(paths):
         folder, _, name = path.rpartition("/")
         folders.setdefault(folder, []).append(name)
+        grouped.setdefault(folder, []).append(index)
     count = len(paths)
     blocks = [context(f"{count} artifact{'s' if count != 1 else ''} written in the project:")]
     shown_folders = list(folders.items())[:ARTIFACT_FOLDERS_SHOWN]
@@ -376,10 +378,8 @@ def artifact_blocks(snapshot: RunSnapshot, *, key: str) -> list[BlockJSON]:
     if hidden:
         others = len(folders) - ARTIFACT_FOLDERS_SHOWN
         blocks.append(context(f"… and {hidden} more in {others} other folder{'s' if others != 1 else ''}."))
-    options = [
-        Option(text=PlainTextObject(text=_tail(path, OPTION_TEXT_LIMIT)), value=str(index))
-        for index, path in enumerate(paths[:SELECT_OPTIONS_LIMIT])
-    ]
+    order = [index for indices in grouped.values() for index in indices][:SELECT_OPTIONS_LIMIT]
+    options = [Option(text=PlainTextObject(text=_tail(paths[i], OPTION_TEXT_LIMIT)), value=str(i)) for i in order]
     select = StaticSelectElement(
         placeholder=PlainTextObject(text="Post a file in this thread…"),
         action_id=act.action_id(act.ARTIFACT_SELECT),

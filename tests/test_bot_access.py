@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bot.config import Access
 from tests.scripts import STORY_KEY, hello_branch_responder, script_create_story, script_hello_branch
-from tests.test_bot_support import artifact_paths, bot_harness, elements, element_text, file_select, is_status, message_text
+from tests.test_bot_support import bot_harness, elements, element_text, file_option, file_select, is_status, message_text
 
 
 async def _nothing_posted_after(h, mark: int) -> None:
@@ -93,7 +93,7 @@ async def test_artifact_upload_is_rechecked_inside_the_project(project: Path, tm
         await h.settle()
         completion = next(m for m in h.thread(top) if "completed." in message_text(m))
         select = file_select(completion)
-        summary_index = artifact_paths(completion).index("artifacts/summary.md")
+        summary_option = file_option(completion, "artifacts/summary.md")
         outside = tmp_path / "outside-secret.txt"
         outside.write_text("not for Slack")
         summary = project / "artifacts/summary.md"
@@ -101,7 +101,7 @@ async def test_artifact_upload_is_rechecked_inside_the_project(project: Path, tm
         summary.symlink_to(outside)
 
         mark = h.mark()
-        await h.click(select, completion, selected=str(summary_index))
+        await h.click(select, completion, selected=summary_option)
         refusal = await h.ephemeral("can't share `artifacts/summary.md`", since=mark)
         assert str(tmp_path) not in refusal["text"] and str(project) not in refusal["text"]
 

@@ -149,12 +149,14 @@ def test_a_block_over_a_slack_limit_fails_where_it_is_built() -> None:
 
 
 def test_completion_lists_artifacts_once_grouped_with_a_file_menu() -> None:
-    paths = ["artifacts/a.md", "artifacts/b.md", "notes/c.md"]
+    paths = ["artifacts/a.md", "notes/c.md", "artifacts/b.md"]
     payload = _check([blocks.completion(_snapshot(phase=RunPhase.COMPLETED, artifacts=paths), key=KEY)])[0]
     sections = [b["text"]["text"] for b in payload["blocks"] if b["type"] == "section"]
     assert sections[1:] == ["*artifacts/*\n`a.md`, `b.md`", "*notes/*\n`c.md`"]
     [select] = [e for b in payload["blocks"] if b["type"] == "actions" for e in b["elements"]]
-    assert [o["value"] for o in select["options"]] == ["0", "1", "2"]
+    assert [(o["text"]["text"], o["value"]) for o in select["options"]] == [
+        ("artifacts/a.md", "0"), ("artifacts/b.md", "2"), ("notes/c.md", "1")  # grouped like the list; value: index
+    ]
     assert ButtonValue.decode(_block_of(payload, select)["block_id"]) == ButtonValue(s=KEY, r="r1")
 
 

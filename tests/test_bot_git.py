@@ -19,7 +19,7 @@ from core.store import RuntimeStore
 from tests.fakes import ScriptedLLM
 from tests.gitrepos import TeamRepo, git
 from tests.scripts import EXAMPLES, create_story_responder
-from tests.test_bot_support import Harness, bot_harness, elements, message_text
+from tests.test_bot_support import Harness, bot_harness, elements, file_option, file_select, message_text
 
 KEY_A = "1-2-user-authentication"
 KEY_B = "1-3-task-board"
@@ -33,8 +33,10 @@ def runs() -> RunManager:
 
 
 def run_of(h: Harness, top: str) -> RunRecord:
-    buttons = [e for m in h.thread(top) for e in elements(m) if '"r"' in str(e.get("value"))]
-    run_id = json.loads(buttons[-1]["value"])["r"]
+    """The run named by the newest button (value) or menu (block id) in the thread that names one."""
+    named = [raw for m in h.thread(top) for e in elements(m) for raw in (e.get("value"), e.get("_block_id"))
+             if '"r"' in str(raw)]
+    run_id = json.loads(named[-1])["r"]
     return runs().get(run_id)
 
 
@@ -76,10 +78,11 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
         assert KEY_A not in Path(run_b.worktree.path, TARGET).read_text(), "one run clobbered the other's file"
         assert not (team_repo.clone / TARGET).exists(), "runs never write into the shared checkout"
 
-        # "Upload here" sends the run's own file, from its worktree.
-        upload, completion = h.button(top_b, "Upload here", newest=True)
+        # Posting a file sends the run's own file, from its worktree.
+        completion = next(m for m in h.thread(top_b) if "completed." in message_text(m))
+        summary = file_option(completion, "artifacts/create-story/summary.md")
         mark = h.mark()
-        await h.click(upload, completion, user="U2")
+        await h.click(file_select(completion), completion, user="U2", selected=summary)
         await h.slack.wait_for("files.completeUploadExternal", since=mark, timeout=WAIT)
         uploaded = [f for f in h.slack.files.values() if f.completed][-1]
         assert uploaded.content == Path(run_b.worktree.path, "artifacts/create-story/summary.md").read_bytes()

@@ -28,7 +28,17 @@ from tests.scripts import (
     user_inputs,
     user_texts,
 )
-from tests.test_bot_support import Mode, artifact_paths, bot_harness, elements, file_select, is_status, message_text, plan_tasks
+from tests.test_bot_support import (
+    Mode,
+    artifact_paths,
+    bot_harness,
+    elements,
+    file_option,
+    file_select,
+    is_status,
+    message_text,
+    plan_tasks,
+)
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_create_story_journey(project: Path, mode: Mode) -> None:
@@ -83,8 +93,8 @@ async def test_create_story_journey(project: Path, mode: Mode) -> None:
         # 5. Upload an artifact into the thread.
         completion = next(m for m in h.thread(top) if "completed." in message_text(m))
         mark = h.mark()
-        summary = CREATE_STORY_ARTIFACTS.index("artifacts/create-story/summary.md")
-        await h.click(file_select(completion), completion, selected=str(summary))
+        summary = file_option(completion, "artifacts/create-story/summary.md")
+        await h.click(file_select(completion), completion, selected=summary)
         await h.slack.wait_for("files.completeUploadExternal", since=mark)
         uploaded = [f for f in h.slack.files.values() if f.completed]
         assert uploaded and uploaded[-1].thread_ts == top

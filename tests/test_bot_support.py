@@ -307,6 +307,11 @@ def file_select(message: dict[str, Any]) -> dict[str, Any]:
     return next(e for e in elements(message) if e["type"] == "static_select" and "artifact" in e["action_id"])
 
 
+def file_option(message: dict[str, Any], path: str) -> str:
+    """The value to choose in the completion message's file menu to post `path`."""
+    return next(o["value"] for o in file_select(message)["options"] if o["text"]["text"] == path)
+
+
 def elements(message: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for block in message.get("blocks") or []:

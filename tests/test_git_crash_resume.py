@@ -12,31 +12,32 @@ from core.runs import RunManager
 from core.store import RuntimeStore
 from tests.fakes.llm_server import ScriptedLLM
 from tests.gitrepos import TeamRepo, git
+from tests.processes import Spawner
 from tests.scripts import CREATE_STORY_ARTIFACTS, EXAMPLES, STORY_KEY, create_story_responder
 from tests.test_crash_resume import _crewagent, _env
 
 
 async def test_kill_9_then_resume_continues_in_the_same_worktree_and_deliver_pushes(
-    tmp_path: Path, team_repo: TeamRepo
+    tmp_path: Path, team_repo: TeamRepo, spawn: Spawner
 ) -> None:
     home = tmp_path / "home"
     async with ScriptedLLM(responder=create_story_responder(), latency=0.1) as llm:
         env = _env(llm, home)
         proc = await _crewagent(
-            env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(team_repo.clone),
+            spawn, env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(team_repo.clone),
             stdin=f"{STORY_KEY}\n".encode(),
         )
-        await llm.wait_for_requests(4, timeout=20)
+        await llm.wait_for_requests(4, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
+        await asyncio.wait_for(proc.wait(), 30)
 
         (record,) = RunManager(RuntimeStore(home)).list()
         assert record.worktree is not None
         worktree = Path(record.worktree.path)
         assert (worktree / "artifacts/create-story/target.md").is_file(), "the first steps wrote in the worktree"
 
-        proc = await _crewagent(env, "run", "--resume", record.run_id, stdin=f"{STORY_KEY}\n".encode())
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        proc = await _crewagent(spawn, env, "run", "--resume", record.run_id, stdin=f"{STORY_KEY}\n".encode())
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode()
         text = out.decode()
         assert "Run complete" in text
@@ -48,8 +49,8 @@ async def test_kill_9_then_resume_continues_in_the_same_worktree_and_deliver_pus
         assert (worktree / rel).is_file(), rel
         assert not (team_repo.clone / rel).exists(), "the shared checkout stays untouched"
 
-    proc = await _crewagent(env, "deliver", record.run_id, "--author", "Grace Hopper <grace@example.invalid>")
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    proc = await _crewagent(spawn, env, "deliver", record.run_id, "--author", "Grace Hopper <grace@example.invalid>")
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode() + out.decode()
     assert f"Pushed branch {record.worktree.branch}" in out.decode()
     assert team_repo.author(record.worktree.branch) == "Grace Hopper <grace@example.invalid>"
@@ -58,18 +59,21 @@ async def test_kill_9_then_resume_continues_in_the_same_worktree_and_deliver_pus
     assert git(team_repo.clone, "status", "--porcelain") == ""
 
 
-async def test_deliver_refuses_a_plain_folder_run(tmp_path: Path, project: Path, git_config: Path) -> None:
+async def test_deliver_refuses_a_plain_folder_run(
+    tmp_path: Path, project: Path, git_config: Path, spawn: Spawner
+) -> None:
     home = tmp_path / "home"
     async with ScriptedLLM(responder=create_story_responder()) as llm:
         env = _env(llm, home)
         proc = await _crewagent(
-            env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project), stdin=f"{STORY_KEY}\n".encode()
+            spawn, env, "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            stdin=f"{STORY_KEY}\n".encode(),
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode()
         assert "crewagent deliver" not in out.decode()
     (record,) = RunManager(RuntimeStore(home)).list()
     assert record.worktree is None and (project / CREATE_STORY_ARTIFACTS[0]).is_file()
-    proc = await _crewagent(env, "deliver", record.run_id)
-    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    proc = await _crewagent(spawn, env, "deliver", record.run_id)
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 2 and "plain folder" in err.decode()
