@@ -272,6 +272,11 @@ def controls_for(snapshot: RunSnapshot, *, queued: bool = False) -> list[str]:
     return []
 
 
+def status_controls(snapshot: RunSnapshot, *, queued: bool = False) -> list[str]:
+    """The buttons on the status message: a failed run's Retry is on its one failure message, not here too."""
+    return [] if snapshot.phase == RunPhase.FAILED else controls_for(snapshot, queued=queued)
+
+
 CONTROL_LABELS = {"pause": "Pause", "stop": "Stop", "resume": "Resume", "retry": "Retry", "status": "Status"}
 CONTROL_STYLES = {"stop": "danger", "resume": "primary", "retry": "primary"}
 STATUS_HINT = "Type `*pause` or `*stop` in this thread to interrupt."
@@ -320,8 +325,7 @@ def status(
     elif snapshot.error and snapshot.error.code == "RUN_TOKEN_BUDGET":
         lines.append(f"Reason: {to_mrkdwn(snapshot.error.message)}")
     blocks = [section("\n".join(lines))]
-    # A failed run is explained once, in the failure message (which carries Retry), not here as well.
-    names = [] if snapshot.phase == RunPhase.FAILED else controls_for(snapshot, queued=queued)
+    names = status_controls(snapshot, queued=queued)
     if names:
         blocks.append(control_buttons(key, snapshot.run_id, tuple(names)))
     if snapshot.phase == RunPhase.RUNNING and not queued:

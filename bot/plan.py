@@ -180,7 +180,7 @@ def plan_status(
     out: list[BlockJSON] = [plan_block(snapshot, graph, agent_name, details, queued=queued)]
     if len(graph.nodes) > MAX_TASKS:
         out.append(blocks.context(f"…and {len(graph.nodes) - MAX_TASKS} more steps."))
-    names = blocks.controls_for(snapshot, queued=queued)
+    names = blocks.status_controls(snapshot, queued=queued)
     if names:
         out.append(blocks.control_buttons(key, snapshot.run_id, tuple(names)))
     if snapshot.phase == RunPhase.RUNNING and not queued:

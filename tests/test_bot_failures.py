@@ -107,8 +107,13 @@ async def test_a_hung_model_shows_its_retries_and_gives_up_within_the_bound(proj
         h.llm.add_responder(hang)
         h.llm.add_responder(hang)
         top = await h.mention("hello-linear")
-        retrying = await h.wait_status(top, "trying again (attempt 2 of 2)", timeout=30)
-        assert "did not answer" in message_text(retrying)
+        # The thread's status line says so while the second attempt waits.
+        retrying = await h.slack.wait_for(
+            "assistant.threads.setStatus",
+            lambda p: "trying again (attempt 2 of 2)" in str(p.get("loading_messages")),
+            timeout=30,
+        )
+        assert "did not answer" in str(retrying["loading_messages"])
         await h.wait_status(top, "Failed", timeout=30)
         await h.settle()
         [failure] = failure_messages(h, top)

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.config import Access
 from tests.scripts import STORY_KEY, current_node, hello_branch_responder, script_create_story
-from tests.test_bot_support import Harness, bot_harness, elements, message_text
+from tests.test_bot_support import Harness, bot_harness, elements, is_status, message_text
 
 ALICE, BOB, CAROL, ADMIN = "UALICE", "UBOB", "UCAROL", "UADMIN"
 GUEST_ANSWER = "Happy to explain: the run is choosing between greenfield and brownfield."
@@ -64,7 +64,7 @@ async def test_typed_commands_and_text_from_someone_else(project: Path) -> None:
 
         mark = h.mark()
         await h.reply(top, "*status", user=BOB)  # reading is fine
-        status = await h.posted(lambda p: "Progress:" in message_text(p), since=mark)
+        status = await h.posted(is_status, since=mark)
         assert "Waiting for your reply" in message_text(status)
 
         mark = h.mark()

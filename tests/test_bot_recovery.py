@@ -26,7 +26,7 @@ async def test_llm_failure_shows_the_reason_and_retry_works(project: Path) -> No
         assert "Retry" not in [element_text(e) for e in elements(status)]  # Retry is on the one failure message
         retry, message = h.button(top, "Retry")
         assert "failed" in message_text(message) and message["ts"] != status["ts"]
-        assert len([m for m in h.thread(top) if "failed" in message_text(m) and "Progress:" not in message_text(m)]) == 1
+        assert len([m for m in h.thread(top) if "failed" in message_text(m) and not is_status(m)]) == 1
 
         mark = h.mark()
         await h.click(retry, message)

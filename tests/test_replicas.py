@@ -28,7 +28,7 @@ from tests.fakes.slack_events import app_mention_event, deliver_event, message_e
 from tests.fakes.slack_api import STREAMED
 from tests.processes import free_port, group_alive, kill_group, wait_healthy
 from tests.scripts import hello_branch_responder, user_inputs
-from tests.test_bot_support import SECRET, Mode, message_text
+from tests.test_bot_support import SECRET, Mode, artifact_paths, message_text
 
 LEASE_SECONDS = 1.5
 WAIT = 60.0  # generous upper bound for anything a busy 2-core machine does across processes
@@ -224,7 +224,7 @@ async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_dupli
         notice = await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
         assert notice["channel"] == "C1"
         done = await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
-        assert "artifacts/plan-greenfield.md" in message_text(done)
+        assert "artifacts/plan-greenfield.md" in artifact_paths(done)
         assert (project / "artifacts" / "plan-greenfield.md").is_file()
         assert await c.holder(top) in (None, survivor.id)
         posts = [t for t in c.posts(top) if "Progress:" not in t]
@@ -313,4 +313,4 @@ async def test_sigterm_mid_run_exits_in_time_and_another_replica_resumes_the_run
         release.set()
         await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
         done = await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
-        assert "artifacts/plan-greenfield.md" in message_text(done)
+        assert "artifacts/plan-greenfield.md" in artifact_paths(done)
