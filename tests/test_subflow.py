@@ -34,7 +34,7 @@ from tests.scripts import (
     hello_subflow_responder,
 )
 from tests.fakes.llm_server import ErrorReply, Reply, ReplyLike, ScriptedLLM
-from tests.test_bot_support import bot_harness, is_status, message_text
+from tests.test_bot_support import artifact_paths, bot_harness, is_status, message_text
 from tests.test_package_helpers import EXAMPLES, edit_json, make_multi_package, step_text
 
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
@@ -344,7 +344,7 @@ async def test_slack_thread_shows_the_nested_run_and_its_question(project: Path)
         done = await bot.posted_text("completed.", since=mark)
         await bot.settle()
         for rel in PLAN_FEATURE_ARTIFACTS:
-            assert rel in message_text(done)
+            assert rel in artifact_paths(done)
         final = await bot.wait_status(top, "Completed")
         assert "4/4" in message_text(final) and "Party Mode:" not in message_text(final)
 

@@ -12,6 +12,7 @@ import pytest
 from core.frontmatter import parse
 from core.schemas import validator
 from tests.fakes.llm_server import ScriptedLLM
+from tests.processes import Spawner
 from tests.scripts import EXAMPLES, FEATURE_ANSWER, PLAN_FEATURE_ARTIFACTS, current_node, hello_subflow_responder
 from tests.test_cli_run import cli
 from tests.test_crash_resume import _crewagent, _env
@@ -76,17 +77,17 @@ async def test_terminal_shows_the_nested_run_and_resumes_it_by_either_id(
 
 @pytest.mark.parametrize("kill_after_calls", [3, 4, 5, 6])
 async def test_kill_9_inside_or_around_the_child_then_resume_the_caller(
-    tmp_path: Path, project: Path, kill_after_calls: int
+    tmp_path: Path, project: Path, kill_after_calls: int, spawn: Spawner
 ) -> None:
     """Calls: 1 brief question, 2 brief, 3 voices (child), 4 direction widget, 5 choose + wrap, 6 plan."""
     home = tmp_path / "home"
     async with ScriptedLLM(responder=hello_subflow_responder(), latency=0.1) as llm:
         env = _env(llm, home)
-        proc = await _crewagent(env, "run", str(PACKAGE), "--project", str(project),
+        proc = await _crewagent(spawn, env, "run", str(PACKAGE), "--project", str(project),
                                 stdin=f"{FEATURE_ANSWER}\n1\n".encode())
-        await llm.wait_for_requests(kill_after_calls, timeout=20)
+        await llm.wait_for_requests(kill_after_calls, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
+        await asyncio.wait_for(proc.wait(), 30)
         assert proc.returncode == -signal.SIGKILL
 
         states = _states(home)  # valid, and at most one child
@@ -98,8 +99,8 @@ async def test_kill_9_inside_or_around_the_child_then_resume_the_caller(
         parent_id = states["plan-feature"]["runId"]
 
         calls_before = len(llm.requests)
-        proc = await _crewagent(env, "run", "--resume", parent_id, stdin=b"1\n")
-        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        proc = await _crewagent(spawn, env, "run", "--resume", parent_id, stdin=b"1\n")
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
         assert proc.returncode == 0, err.decode() + out.decode()
         assert "Run complete" in out.decode()
         resumed = [current_node(body) for body in llm.requests[calls_before:]]
