@@ -180,10 +180,11 @@ class LLMClient:
             except _MalformedAnswer as exc:
                 # The SDK retries failed requests only; an answer it cannot read is retried here.
                 if attempt > self.settings.max_retries:
+                    log.warning("model call failed: malformed answer from %s (%s)",
+                                _endpoint_name(self.settings.base_url), exc)
                     raise CrewError(
                         "LLM_BAD_RESPONSE",
-                        f"The model endpoint sent a malformed answer ({exc}) {attempt} time(s). "
-                        "Try again with Retry, or check the model server.",
+                        f"The model service sent a malformed answer ({exc}) {attempt} time(s).",
                     ) from None
                 if on_retry is not None:
                     result = on_retry(attempt, f"malformed answer ({exc})")
