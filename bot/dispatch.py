@@ -39,6 +39,7 @@ from .delivery import Deliveries
 from .feedback import FeedbackRecorder
 from .forms import FormContext, build_modal
 from .lanes import ThreadLanes
+from .mrkdwn import escape
 from .render import ThreadRenderer
 from .slack_io import SlackIO, upload_refusal
 from .status import StatusBoard
@@ -393,8 +394,9 @@ class Dispatcher:
             return
         record.session.owner = target
         await self.store.put(record)
+        giver, taker = await self._name(user), await self._name(target)
         text = (
-            f"<@{user}> handed this thread over to <@{target}>. From now on only <@{target}> (or an admin) "
+            f"{giver} handed this thread over to {taker}. From now on only {taker} (or an admin) "
             "can start runs, answer questions and steer them here."
         )
         await self.io.post(record.channel, record.thread_ts, blocks.notice(text))
@@ -470,6 +472,11 @@ class Dispatcher:
             return
         await job(key, record, value, user, clicked)
 
+    async def _name(self, user: str) -> str:
+        """How a user is named in a message everyone sees (posted text never mentions anyone)."""
+        name, _ = await self.io.user_identity(user)
+        return name or "a member of this channel"
+
     async def _settle(self, key: ThreadKey, clicked: Clicked | None, outcome: str) -> None:
         """Replace the clicked message's buttons with what was done, so it cannot be used twice."""
         if clicked is not None:
@@ -515,7 +522,7 @@ class Dispatcher:
         if not ok:
             await self._refuse(key, user, "That answer is not one of the options any more.")
             return
-        await self._settle(key, clicked, answered_text(widget, value, user))
+        await self._settle(key, clicked, answered_text(widget, value, await self._name(user)))
         await self.submit_widget(record, str(value.w), answer, user)
 
     async def submit_widget(self, record: ThreadRecord, widget_id: str, answer: Any, user: str) -> None:
@@ -553,7 +560,7 @@ class Dispatcher:
             await self._control_now(record, user, action)
             return
         if action in ("retry", "resume"):
-            await self._settle(key, clicked, f"{CONTROL_DONE[action]} by <@{user}>.")
+            await self._settle(key, clicked, f"{CONTROL_DONE[action]} by {escape(await self._name(user))}.")
         service = self.binding(record).service
         await self.perform(
             record,
@@ -569,7 +576,7 @@ class Dispatcher:
         if session.retry_text is None or session.mode not in ("agent", "chat"):
             await self._refuse(key, user, "That Retry button is out of date: there is no failed answer to retry now.")
             return
-        await self._settle(key, clicked, f"Retried by <@{user}>.")
+        await self._settle(key, clicked, f"Retried by {escape(await self._name(user))}.")
         service = self.binding(record).service
         await self.perform(record, lambda emit: service.control(session, "retry", emit=emit), user=user, gated=True)
 
@@ -634,7 +641,7 @@ class Dispatcher:
             await self._refuse(key, user, "That question was already answered; your form was not used.")
             return
         if context.t:
-            await self.io.update(key.channel, context.t, form_answered(widget, context.m, user))
+            await self.io.update(key.channel, context.t, form_answered(widget, context.m, await self._name(user)))
         await self.submit_widget(record, context.w, answer, user)
 
     # ---- artifacts --------------------------------------------------------------

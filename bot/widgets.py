@@ -12,7 +12,7 @@ from . import actions as act
 from .actions import ButtonValue
 from .blocks import BlockJSON, SlackMessage, actions_block, button, choices, context, reply, section
 from .forms import FormMode
-from .mrkdwn import to_mrkdwn
+from .mrkdwn import escape, to_mrkdwn
 
 CONFIRM_WIDGET = "workflow_state_change_confirm"
 
@@ -54,9 +54,9 @@ def answer_for(widget: dict[str, Any], value: ButtonValue) -> tuple[bool, Any]:
     return False, None
 
 
-def answered_text(widget: dict[str, Any], value: ButtonValue, user: str) -> str:
-    """What a button answer did, said on the question once it is answered."""
-    who = f"<@{user}>"
+def answered_text(widget: dict[str, Any], value: ButtonValue, name: str) -> str:
+    """What a button answer did, said on the question once it is answered (`name`: who, as shown)."""
+    who = escape(name)
     kind = widget.get("type")
     if kind == "confirmation":
         if str(widget.get("widgetId")) == CONFIRM_WIDGET:
@@ -73,12 +73,13 @@ def answered_text(widget: dict[str, Any], value: ButtonValue, user: str) -> str:
     return f"Answered by {who}."
 
 
-def form_answered(widget: dict[str, Any], mode: str, user: str) -> SlackMessage:
+def form_answered(widget: dict[str, Any], mode: str, name: str) -> SlackMessage:
     """The question a form answered, its buttons replaced by who answered it."""
+    who = escape(name)
     outcome = {
-        "changes": f"Changes requested by <@{user}>.",
-        "feedback": f"Feedback given by <@{user}>.",
-    }.get(mode, f"Answered by <@{user}>.")
+        "changes": f"Changes requested by {who}.",
+        "feedback": f"Feedback given by {who}.",
+    }.get(mode, f"Answered by {who}.")
     question = str(widget.get("message") or "Please answer:")
     return SlackMessage(text=question, blocks=[section(to_mrkdwn(question)), context(f":white_check_mark: {outcome}")])
 

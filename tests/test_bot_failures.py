@@ -88,7 +88,7 @@ async def test_agent_retry_asks_again_and_the_used_button_says_so(project: Path)
         asked_again = h.llm.requests[-1]["messages"][-1]["content"]
         assert "what can you do?" in str(asked_again)
         used = next(m for m in h.thread(top) if m["ts"] == message["ts"])
-        assert "Retried by <@UALICE>" in message_text(used) and elements(used) == []
+        assert "Retried by User UALICE" in message_text(used) and elements(used) == []
 
         mark = h.mark()
         await h.click(retry, message, user="UALICE")  # a used Retry does nothing more

@@ -128,7 +128,7 @@ async def test_hello_branch_branches_on_a_button_click(project: Path) -> None:
         final = await h.wait_status(top, "Completed")
         assert "Completed · 4/4 steps" in message_text(final)  # the path taken, not both branches
         answered = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
-        assert "<@U1> chose *Brownfield*" in message_text(answered) and elements(answered) == []
+        assert "User U1 chose *Brownfield*" in message_text(answered) and elements(answered) == []
         h.llm.assert_consumed()
 
 
@@ -241,7 +241,7 @@ async def test_post_completion_change_needs_confirm_and_cancel_changes_nothing(p
         await h.settle()
         assert state_file.read_text() == before
         cancelled = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
-        assert "Cancelled by <@U1>" in message_text(cancelled) and elements(cancelled) == []
+        assert "Cancelled by User U1" in message_text(cancelled) and elements(cancelled) == []
 
         mark = h.mark()
         await h.reply(top, "mark it reviewed, please")
@@ -252,7 +252,7 @@ async def test_post_completion_change_needs_confirm_and_cancel_changes_nothing(p
         await h.posted_text("Marked as reviewed.", since=mark)
         await h.settle()
         confirmed = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
-        assert "Confirmed by <@U1>" in message_text(confirmed) and elements(confirmed) == []
+        assert "Confirmed by User U1" in message_text(confirmed) and elements(confirmed) == []
         assert read_state(state_file.parent)["variables"]["reviewed"] == "yes"
         completions = [m for m in h.thread(top) if "completed." in message_text(m)]
         assert len(completions) == 1, "staying complete does not repeat the completion message"
@@ -303,7 +303,7 @@ async def test_form_widget_opens_a_modal_and_validates_the_submission(project: P
         assert status == 200 and not (ack or {}).get("response_action")
         await h.posted_text("TaskNest with 4 people", since=mark)
         answered = next(m for m in h.thread(top) if m["ts"] == message["ts"])
-        assert "Answered by <@U1>" in message_text(answered) and elements(answered) == []
+        assert "Answered by User U1" in message_text(answered) and elements(answered) == []
         submitted = parse_widget_submit(user_inputs(h.llm.requests[-1])[-1] if user_inputs(h.llm.requests[-1]) else
                                         user_texts(h.llm.requests[-1])[-1])
         value = {"name": "TaskNest", "team_size": 4}
