@@ -11,7 +11,7 @@ import pytest
 from bot.actions import ButtonValue
 from tests.fakes import Reply
 from tests.scripts import Body, hello_branch_responder, hello_linear_responder
-from tests.test_bot_support import bot_harness, message_text
+from tests.test_bot_support import bot_harness, file_option, file_select, message_text
 
 MENTIONS = ["<!channel>", "<!here>", "<!everyone>", "<@U0BOSS>", "<!subteam^S123|@oncall>", "<!here|here>"]
 
@@ -73,22 +73,23 @@ async def test_an_artifact_button_cannot_fetch_another_threads_run(project: Path
         theirs = await h.mention("hello-branch", channel="C2", user="U2")
         await h.posted(lambda p: p.get("channel") == "C2" and "completed." in message_text(p))
         await h.settle()
-        upload, completion = h.button(theirs, "Upload here", channel="C2")
-        their_value = ButtonValue.decode(upload["value"])
-        assert their_value is not None and their_value.r and their_value.f
+        completion = next(m for m in h.thread(theirs, "C2") if "completed." in message_text(m))
+        select = file_select(completion)
+        their_value = ButtonValue.decode(select["_block_id"])
+        assert their_value is not None and their_value.r
 
         mine = await h.mention("", channel="C1", user="U1")
         greeting = await h.posted(lambda p: p.get("channel") == "C1" and p.get("thread_ts") == mine)
         forged = their_value.model_copy(update={"s": f"T1:C1:{mine}"})
         mark = h.mark()
-        await h.click(dict(upload, value=forged.encode()), {**greeting, "ts": greeting.get("ts") or mine,
-                                                            "thread_ts": mine}, user="U1", channel="C1")
+        await h.click(dict(select, _block_id=forged.encode()), {**greeting, "ts": greeting.get("ts") or mine,
+                                                              "thread_ts": mine}, user="U1", channel="C1", selected="0")
         await h.ephemeral("belongs to a run of another conversation", since=mark, user="U1")
         await h.settle()
         assert not [f for f in h.slack.files.values() if f.completed]
 
-        # The same button in its own thread still works.
-        await h.click(upload, completion, user="U2", channel="C2")
+        # The same menu in its own thread still works.
+        await h.click(select, completion, user="U2", channel="C2", selected="0")
         await h.slack.wait_for("files.completeUploadExternal", since=mark)
         [done] = [f for f in h.slack.files.values() if f.completed]
         assert done.channel == "C2" and done.thread_ts == theirs
@@ -100,9 +101,10 @@ async def test_nothing_sent_to_slack_names_a_server_path(project: Path, tmp_path
         top = await h.mention("hello-branch")
         await h.posted_text("completed.")
         await h.settle()
-        upload, completion = h.button(top, "Upload here")
+        completion = next(m for m in h.thread(top) if "completed." in message_text(m))
         (project / "artifacts" / "summary.md").unlink()
-        await h.click(upload, completion)  # a refusal that names the file
+        summary = file_option(completion, "artifacts/summary.md")
+        await h.click(file_select(completion), completion, selected=summary)  # a refusal that names the file
         await h.ephemeral("can't be read any more", user="U1")
         await h.mention("nonsense that matches nothing")
         await h.settle()
