@@ -326,7 +326,10 @@ def _build(
     llm = LLMClient(
         llm_settings
         or LLMSettings.from_env(
-            model=config.model, timeout=config.llm.timeout_seconds, max_retries=config.llm.max_retries
+            model=config.model,
+            timeout=config.llm.timeout_seconds,
+            max_retries=config.llm.max_retries,
+            stream=config.llm.stream,
         )
     )
     engine = Engine(

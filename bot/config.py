@@ -96,11 +96,12 @@ class Limits(_Strict):
 
 
 class ModelCalls(_Strict):
-    """`llm:` in crewagent.yml. Unset keys fall back to CREWAGENT_LLM_TIMEOUT / CREWAGENT_LLM_RETRIES, then
-    to the defaults (60 s per attempt, 2 retries)."""
+    """`llm:` in crewagent.yml. Unset keys fall back to CREWAGENT_LLM_TIMEOUT / CREWAGENT_LLM_RETRIES /
+    CREWAGENT_LLM_STREAM, then to the defaults (60 s per attempt, 2 retries, streamed answers)."""
 
     timeout_seconds: float | None = Field(default=None, gt=0)  # per attempt
     max_retries: int | None = Field(default=None, ge=0)  # attempts after the first
+    stream: bool | None = None  # False: ask for whole answers (an endpoint that cannot stream)
 
 
 class Access(_Strict):

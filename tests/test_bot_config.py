@@ -232,3 +232,26 @@ def test_serve_refuses_a_project_it_cannot_write_and_says_how_to_fix_it(
         project.chmod(0o755)
     err = capsys.readouterr().err
     assert f"The project folder {project} is not writable" in err and "chown" in err and "--user" in err
+
+
+async def test_llm_section_sets_the_model_calls_and_the_file_wins_over_the_environment(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CREWAGENT_LLM_STREAM", "1")
+    monkeypatch.setenv("CREWAGENT_LLM_RETRIES", "5")
+    cfg = tmp_path / "crewagent.yml"
+    cfg.write_text("llm: {timeout_seconds: 7, max_retries: 1, stream: false}\n")
+    async with FakeSlack() as slack:
+        config = make_config(slack, project, ["create-story-micro"])
+        config.llm = load_config(config_path=cfg, project=project, env={}).llm
+        bot = build(config)
+        try:
+            settings = bot.engine.llm.settings
+            assert (settings.timeout, settings.max_retries, settings.stream) == (7, 1, False)
+        finally:
+            await bot.close()
+    bad = tmp_path / "bad.yml"
+    bad.write_text("llm: {stream: sometimes}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(config_path=bad, project=project, env={})
+    assert "llm.stream" in str(err.value)
