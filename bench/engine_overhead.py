@@ -39,13 +39,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.atomic import atomic_write_bytes  # noqa: E402
-from core.engine import Engine  # noqa: E402
+from core.store.atomic import atomic_write_bytes  # noqa: E402
+from core.run.engine import Engine  # noqa: E402
 from core.events import RunPhase  # noqa: E402
-from core.llm import LLMClient, LLMReply, LLMSettings  # noqa: E402
+from core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.runs import RunManager  # noqa: E402
-from core.store import RuntimeStore  # noqa: E402
+from core.store.runs import RunManager  # noqa: E402
+from core.store.files import RuntimeStore  # noqa: E402
 from core.tools.registry import ToolHost  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.scripts import (  # noqa: E402

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from core.checkout.binding import Author, Checkout, CheckoutSpec  # noqa: E402
-from core.runs_model import RunRecord  # noqa: E402
+from core.store.runs_model import RunRecord  # noqa: E402
 
 
 def _git(cwd: Path, *args: str) -> None:

@@ -32,12 +32,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.engine import Engine, EngineSettings  # noqa: E402
+from core.run.engine import Engine, EngineSettings  # noqa: E402
 from core.events import RunPhase  # noqa: E402
-from core.llm import LLMClient, LLMSettings  # noqa: E402
+from core.model.client import LLMClient, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.runs import RunManager  # noqa: E402
-from core.store import RuntimeStore  # noqa: E402
+from core.store.runs import RunManager  # noqa: E402
+from core.store.files import RuntimeStore  # noqa: E402
 from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.linear_package import (  # noqa: E402
     CODENAME_ANSWER,

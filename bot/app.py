@@ -26,37 +26,37 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.checkout.binding import Checkout
-from core.database import check_url, open_pool
-from core.engine import Engine, EngineSettings
-from core.llm import LLMClient, LLMSettings
+from core.store.database import check_url, open_pool
+from core.run.engine import Engine, EngineSettings
+from core.model.client import LLMClient, LLMSettings
 from core.errors import CrewError
 from core.package.loader import load_package
 from core.package.validate import PackageInvalid
 from core.package.models import Graph, Package
-from core.runs_model import RunSnapshot
-from core.runs import RunManager
+from core.store.runs_model import RunSnapshot
+from core.store.runs import RunManager
 from core.session.service import SessionService
-from core.store import RuntimeStore
-from core.store_pg import PostgresRuntimeStore
+from core.store.files import RuntimeStore
+from core.store.postgres import PostgresRuntimeStore
 from core.tools.registry import ToolHost
 
 from .access import AccessPolicy
 from .bolt_app import CrewBoltApp
 from .config import BotConfig
-from .dedupe import Deduper
-from .dispatch import BindingRuntime, Dispatcher
+from .threads.dedupe import Deduper
+from .threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
-from .handover import Handover
-from .lanes import ThreadLanes
-from .fallbacks import Fallbacks
-from .model_slots import GlobalSlots
-from .replicas import Replicas
+from .replicas.handover import Handover
+from .threads.lanes import ThreadLanes
+from .native.fallbacks import Fallbacks
+from .replicas.slots import GlobalSlots
+from .replicas.membership import Replicas
 from .slack_io import SlackIO
 from .status import StatusBoard
-from .status_line import StatusLines
-from .surface import AgentSurface
-from .threads import ThreadRecord, ThreadStore
-from .threads_pg import PostgresThreadStore
+from .native.status_line import StatusLines
+from .native.surface import AgentSurface
+from .threads.store import ThreadRecord, ThreadStore
+from .replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 

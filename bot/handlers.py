@@ -23,12 +23,12 @@ from slack_sdk.models.views import View
 
 from . import actions as act
 from .actions import ButtonValue, Clicked
-from .agent_view import PROMPTS_TITLE, PromptPacer
-from .dedupe import Deduper
-from .dispatch import Dispatcher
-from .forms import decode_context, parse_submission
-from .fallbacks import SLACK_FAILURES, error_code
-from .threads import ThreadKey
+from .native.agent_view import PROMPTS_TITLE, PromptPacer
+from .threads.dedupe import Deduper
+from .threads.dispatch import Dispatcher
+from .render.forms import decode_context, parse_submission
+from .native.fallbacks import SLACK_FAILURES, error_code
+from .threads.store import ThreadKey
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .blocks import SlackMessage
-from .mrkdwn import defuse_mentions
+from .render.blocks import SlackMessage
+from .render.mrkdwn import defuse_mentions
 
 log = logging.getLogger(__name__)
 

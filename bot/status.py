@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .blocks import SlackMessage
+from .render.blocks import SlackMessage
 from .slack_io import SlackIO
 
 Render = Callable[[], SlackMessage]

@@ -18,19 +18,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.checkout.binding import Checkout, CheckoutSpec
-from core.engine import Engine
+from core.run.engine import Engine
 from core.errors import CrewError
 from core.events import PhaseChanged, RunPhase
-from core.llm import LLMClient, LLMSettings
+from core.model.client import LLMClient, LLMSettings
 from core.outputs import Output
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
 from core.router import parse_global_command
-from core.runs import RunManager
-from core.runs_model import RunRecord
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord
 from core.session.model import Session
 from core.session.service import SessionService
-from core.store import RuntimeStore
+from core.store.files import RuntimeStore
 
 from .line_feed import LineFeed, Prompt, stdout_prompt
 from .render import (

@@ -15,9 +15,9 @@ from core.checkout.binding import Author
 from core.errors import CrewError
 from core.events import RunPhase
 from core.package.loader import load_package
-from core.runs import RunManager
-from core.runs_model import RunRecord
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord
+from core.store.files import RuntimeStore
 
 from .render import Write, stdout_write
 from .run_cmd import resume_hint, run_checkout

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from psycopg.types.json import Jsonb
 
-from bot.threads import ThreadRecord, open_table
-from core.database import open_pool
+from bot.threads.store import ThreadRecord, open_table
+from core.store.database import open_pool
 from core.errors import CrewError
-from core.store import RuntimeStore
-from core.store_pg import PostgresRuntimeStore
+from core.store.files import RuntimeStore
+from core.store.postgres import PostgresRuntimeStore
 
 EXIT_USAGE = 2
 

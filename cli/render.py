@@ -27,7 +27,7 @@ from core.events import (
     retry_note,
 )
 from core.package.models import Package
-from core.runs_model import RunSnapshot
+from core.store.runs_model import RunSnapshot
 
 Write = Callable[[str], None]
 ReadLine = Callable[[str], str | None]

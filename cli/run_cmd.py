@@ -12,17 +12,17 @@ import signal
 import sys
 from pathlib import Path
 
-from core.engine import Engine, EngineSettings, PumpResult
+from core.run.engine import Engine, EngineSettings, PumpResult
 from core.errors import CrewError
 from core.events import RunPhase
-from core.llm import LLMClient, LLMSettings
+from core.model.client import LLMClient, LLMSettings
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
 from core.prompts.wrappers import widget_submit_text
 from core.checkout.binding import Checkout, CheckoutSpec
-from core.runs import RunManager, new_run_id, resolve_workflow
-from core.runs_model import RunRecord
-from core.store import RuntimeStore
+from core.store.runs import RunManager, new_run_id, resolve_workflow
+from core.store.runs_model import RunRecord
+from core.store.files import RuntimeStore
 
 from .render import (
     EventPrinter,

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from core.errors import CrewError
 from core.events import RunPhase
-from core.history import History
+from core.run.history import History
 from core.package.loader import load_package
 from core.package.models import Package
-from core.runs import RunManager
-from core.runs_model import RunRecord, RunSnapshot
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord, RunSnapshot
+from core.store.files import RuntimeStore
 
 from .render import Write, render_snapshot, stdout_write
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, Field
 
 from .events import EngineEvent
-from .runs_model import RunSnapshot
+from .store.runs_model import RunSnapshot
 
 
 class AgentCard(BaseModel):

@@ -33,15 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.engine import Engine, EngineSettings, PumpResult
+from core.run.engine import Engine, EngineSettings, PumpResult
 from core.events import EngineEvent, RunPhase
-from core.llm import LLMClient, LLMSettings
+from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
 from core.package.models import Package
 from core.prompts.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
-from core.runs import RunManager
-from core.runs_model import RunRecord
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord
+from core.store.files import RuntimeStore
 from tests.fakes.llm_server import Reply, ScriptedLLM
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

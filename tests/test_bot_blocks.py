@@ -7,14 +7,14 @@ import json
 import pytest
 from slack_sdk.errors import SlackObjectFormationError
 
-from bot import blocks
+from bot.render import blocks
 from bot.actions import ButtonValue
-from bot.forms import FormContext, build_modal, parse_submission
-from bot.mrkdwn import split_text, to_mrkdwn
-from bot.widgets import answer_for, widget_messages
+from bot.render.forms import FormContext, build_modal, parse_submission
+from bot.render.mrkdwn import split_text, to_mrkdwn
+from bot.render.widgets import answer_for, widget_messages
 from core.events import RunPhase
 from core.outputs import AgentCard, MenuEntry
-from core.runs_model import RunError, RunSnapshot, RunUsage
+from core.store.runs_model import RunError, RunSnapshot, RunUsage
 
 KEY = "T1:C1:1700000000.000100"
 

@@ -13,9 +13,9 @@ from aiohttp import web
 
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import JsonFormatter
-from core.runs import RunManager
-from core.runs_model import RunRecord
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord
+from core.store.files import RuntimeStore
 from tests.fakes import ScriptedLLM
 from tests.gitrepos import TeamRepo, git
 from tests.scripts import EXAMPLES, create_story_responder
@@ -214,7 +214,7 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
     logged = "\n".join(formatter.format(record) for record in caplog.records)
     assert "push refused" in logged and "fetch failed" in logged
     assert "hunter2secret" not in logged
-    ours = [r for r in caplog.records if r.name.startswith(("core.checkout", "bot.delivery"))]
+    ours = [r for r in caplog.records if r.name.startswith(("core.checkout", "bot.completion.delivery"))]
     raw = "\n".join(f"{r.getMessage()} {_extras(r)}" for r in ours)
     assert "hunter2secret" not in raw, "git's words are scrubbed before they are logged at all"
     assert str(tmp_path) not in raw, "git's log lines name no server path"

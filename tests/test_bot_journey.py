@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.prompts.wrappers import parse_widget_submit
-from core.state import read_state
+from core.document.state import read_state
 from tests.fakes import Reply
 from tests.fakes.slack_events import message_event, new_ts
 from tests.scripts import (

@@ -21,7 +21,7 @@ import aiohttp
 
 from bot.app import CrewBot, build
 from bot.config import Access, BotConfig, load_config
-from core.llm import LLMSettings
+from core.model.client import LLMSettings
 from tests.conftest import EXAMPLES
 from tests.fakes import BOT_TOKEN, APP_TOKEN, FakeSlack, ScriptedLLM
 from tests.fakes.slack_api import STREAMED

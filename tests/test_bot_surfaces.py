@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.agent_view import suggested_prompts, thread_title
+from bot.native.agent_view import suggested_prompts, thread_title
 from bot.bolt_app import is_own_edit
-from bot.plan import PlanBook, describe_tool, plan_status
-from bot.rate import CallBudget
+from bot.render.plan import PlanBook, describe_tool, plan_status
+from bot.native.rate import CallBudget
 from core.events import RunPhase
 from core.package.loader import load_package
-from core.runs_model import RunError, RunRecord, RunSnapshot
+from core.store.runs_model import RunError, RunRecord, RunSnapshot
 from tests.conftest import EXAMPLES
 from tests.fakes.slack_events import event_envelope
 
@@ -103,10 +103,10 @@ def test_a_call_budget_allows_its_burst_then_refills_at_its_rate() -> None:
 
 
 async def test_a_status_line_still_wanted_is_sent_again_before_slack_drops_it() -> None:
-    from bot.fallbacks import Fallbacks
+    from bot.native.fallbacks import Fallbacks
     from bot.slack_io import SlackIO
-    from bot.status_line import StatusLines
-    from bot.threads import ThreadKey
+    from bot.native.status_line import StatusLines
+    from bot.threads.store import ThreadKey
     from tests.fakes import FakeSlack
 
     async with FakeSlack() as slack:

@@ -17,7 +17,7 @@ from core.errors import CrewError
 from core.mounts import SandboxViolation, resolve
 from core.tools.base import Mounts
 from core.events import RunPhase
-from core.runs_model import RunRecord
+from core.store.runs_model import RunRecord
 from tests.gitrepos import TeamRepo, git
 
 RUN_A = "aaaaaaaa-1111-4111-8111-111111111111"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.processes import Spawner
 from tests.scripts import (

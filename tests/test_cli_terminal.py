@@ -18,8 +18,8 @@ import pytest
 
 from cli import chat_cmd
 from cli.main import main
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.linear_package import CODENAME_ANSWER, linear_responder, make_linear_package
 from tests.processes import kill_group

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.engine import EngineSettings
+from core.run.engine import EngineSettings
 from core.events import RunPhase
 from core.package.loader import load_package
-from core.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
-from core.runs_model import RunRecord, RunUsage
+from core.run.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
+from core.store.runs_model import RunRecord, RunUsage
 from tests.linear_package import (
     CODENAME_ANSWER,
     CODENAME_QUESTION,

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core import state as run_state
-from core.engine import Engine, EngineSettings
+from core.document import state as run_state
+from core.run.engine import Engine, EngineSettings
 from core.events import RunPhase
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.fakes.llm_server import Reply
 from tests.scripts import (
     HELLO_LINEAR_ANSWER,

@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.engine import EngineSettings
-from core.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
+from core.run.engine import EngineSettings
+from core.run.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
 from core.package.loader import load_package
 from core.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import PromptComposer, render_tool_policy

@@ -11,14 +11,14 @@ from tempfile import TemporaryDirectory
 
 import pytest
 
-from core import state as run_state
-from core.atomic import AppendLog
+from core.document import state as run_state
+from core.store.atomic import AppendLog
 from core.errors import CrewError
 from core.events import RunPhase
-from core.llm import LLMClient, LLMSettings
+from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.scripts import EXAMPLES
 
 

@@ -8,8 +8,8 @@ import os
 import signal
 from pathlib import Path
 
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.fakes.llm_server import ScriptedLLM
 from tests.gitrepos import TeamRepo, git
 from tests.processes import Spawner

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.state import read_state
+from core.document.state import read_state
 from tests.scripts import engine_harness, script_hello_linear
 from tests.test_state_writes import Run, run  # noqa: F401  (fixture)
 

@@ -10,7 +10,7 @@ import pytest
 from cli.main import main
 from core.bmad_import import import_bmad
 from core.package.loader import PackageInvalid, load_package
-from core.state import MAX_STATE_BYTES, read_state
+from core.document.state import MAX_STATE_BYTES, read_state
 from tests.bmad_trees import installed_bmad
 from tests.hostile_support import BOMB_YAML, hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.scripts import write

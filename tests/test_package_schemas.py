@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.frontmatter import parse
+from core.document.frontmatter import parse
 from core.schemas import NAMES, validator
 from tests.test_package_helpers import EXAMPLES
 

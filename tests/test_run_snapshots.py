@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from core import state as run_state
-from core.atomic import atomic_write_text
+from core.document import state as run_state
+from core.store.atomic import atomic_write_text
 from core.errors import CrewError
 from core.events import EngineEvent, RunPhase, StateUpdated
 from core.package.loader import load_package
-from core.runs import RunManager
-from core.store import RuntimeStore
+from core.store.runs import RunManager
+from core.store.files import RuntimeStore
 from tests.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, hello_branch_responder, script_create_story
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from core.mounts import SandboxViolation, normalise, resolve
 from core.package.models import Graph
-from core.state import STATE_FILE, init_state_text
+from core.document.state import STATE_FILE, init_state_text
 from core.tools.base import EffectivePolicy, Mounts, ToolContext
 from core.tools.registry import ToolHost
 

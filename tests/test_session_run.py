@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core import state as run_state
+from core.document import state as run_state
 from core.events import RunPhase
 from core.prompts.wrappers import STATE_CHANGE_CONFIRM_ID
 from tests.scripts import (

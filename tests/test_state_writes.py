@@ -11,16 +11,7 @@ import pytest
 
 from core.errors import CrewError
 from core.package.models import Graph
-from core.state import (
-    STATE_FILE,
-    init_state_text,
-    is_complete,
-    parse_text,
-    read_state,
-    record_artifacts,
-    render_text,
-    steps_done,
-)
+from core.document.state import STATE_FILE, init_state_text, is_complete, parse_text, read_state, record_artifacts, render_text, steps_done
 from core.tools.base import Confirmation, EffectivePolicy, Mounts, ToolContext, ToolOutcome
 from core.tools.registry import ToolHost
 
@@ -471,7 +462,7 @@ _TRICKY_VALUES: list[Any] = [
 def test_state_text_renders_key_by_key_exactly_like_one_whole_dump() -> None:
     import yaml
 
-    from core.state_codec import _Dumper
+    from core.document.codec import _Dumper
 
     for i, value in enumerate(_TRICKY_VALUES):
         fm = {"schemaVersion": "1.1", "first": value, "currentNodeId": "s1", "last": _TRICKY_VALUES[-1 - i]}
@@ -491,7 +482,7 @@ def test_a_changed_value_is_rendered_again_not_taken_from_the_cache() -> None:
 
 def test_the_partwise_schema_check_agrees_with_the_full_validator() -> None:
     from core.schemas import validator
-    from core.state_schema import PartwiseCheck
+    from core.document.schema import PartwiseCheck
 
     full = validator("workflow-frontmatter")
     check = PartwiseCheck(full)
@@ -522,7 +513,7 @@ def test_the_partwise_schema_check_agrees_with_the_full_validator() -> None:
 def test_a_schema_that_does_not_split_by_property_is_always_checked_whole() -> None:
     from jsonschema import Draft202012Validator
 
-    from core.state_schema import PartwiseCheck
+    from core.document.schema import PartwiseCheck
 
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
     closed = Draft202012Validator(schema)

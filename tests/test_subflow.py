@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from bot import blocks
-from bot.plan import plan_block
-from core import state as run_state
-from core.database import open_pool
-from core.engine import Engine, PumpResult
+from bot.render import blocks
+from bot.render.plan import plan_block
+from core.document import state as run_state
+from core.store.database import open_pool
+from core.run.engine import Engine, PumpResult
 from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
-from core.history import History
-from core.llm import LLMClient, LLMSettings
+from core.run.history import History
+from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
-from core.runs import RunManager
-from core.runs_model import RunRecord, RunSnapshot, RunWorktree
-from core.store_pg import PostgresRuntimeStore
+from core.store.runs import RunManager
+from core.store.runs_model import RunRecord, RunSnapshot, RunWorktree
+from core.store.postgres import PostgresRuntimeStore
 from tests.scripts import (
     DIRECTION_WIDGET,
     FEATURE_ANSWER,

@@ -15,7 +15,7 @@ from typing import Literal
 
 import yaml
 
-from core import safe_yaml
+from core.document import safe_yaml
 
 Layout = Literal["source", "installed"]
 CLASSIC_WORKFLOW_NAMES = ("workflow.yaml", "workflow.yml", "instructions.xml", "workflow.xml")

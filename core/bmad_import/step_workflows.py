@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from core import safe_yaml
-from core.frontmatter import FrontmatterError
-from core.frontmatter import parse as parse_frontmatter
+from core.document import safe_yaml
+from core.document.frontmatter import FrontmatterError
+from core.document.frontmatter import parse as parse_frontmatter
 
 from .references import PACKAGE_PREFIX, Ref, Resolver
 from .report import WorkflowReport

@@ -19,8 +19,8 @@ from pydantic import BaseModel
 
 from ..errors import CrewError
 from ..events import RunPhase
-from ..runs_model import RunDelivery, RunRecord, utc_now
-from ..store import project_id_for
+from ..store.runs_model import RunDelivery, RunRecord, utc_now
+from ..store.files import project_id_for
 from .delivery import Author, Delivery, commit_message, deliver
 from .git import GitError
 from .repo import GitRepo, GitSettings, clone_dir, clone_repo, find_repo

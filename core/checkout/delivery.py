@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from ..runs_model import RunWorktree
+from ..store.runs_model import RunWorktree
 from .git import GitError, git_ok, run_git
 from .repo import GitRepo
 from .urls import remote_repo

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..runs_model import RunWorktree
+from ..store.runs_model import RunWorktree
 from .git import GitError, git_ok, run_git
 from .repo import GitRepo
 

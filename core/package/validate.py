@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.frontmatter import FrontmatterError
-from core.frontmatter import parse as parse_frontmatter
-from core.nesting import MAX_DEPTH, too_deep
+from core.document.frontmatter import FrontmatterError
+from core.document.frontmatter import parse as parse_frontmatter
+from core.run.nesting import MAX_DEPTH, too_deep
 
 from .problems import (
     CLASSIC_CODE,

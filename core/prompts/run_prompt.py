@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import CrewError
-from ..history import History, message_tokens
+from ..run.history import History, message_tokens
 from ..package.models import Package, Workflow
 from ..tools.base import ToolContext
 from .composer import Intent, PromptComposer

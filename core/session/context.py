@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Literal
 
 from ..checkout.binding import Checkout
-from ..engine import Engine
+from ..run.engine import Engine
 from ..errors import CrewError
 from ..outputs import AgentCard, Output
 from ..package.models import Agent, Package
-from ..runs import RunManager
+from ..store.runs import RunManager
 from ..tools.base import Mounts
 from .model import Session
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .. import safe_yaml
+from ..document import safe_yaml
 from ..errors import CrewError
 from ..mounts import SandboxViolation, resolve
 from ..regular_files import NotRegularFile, open_regular

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
-from ..engine import PumpResult
+from ..run.engine import PumpResult
 from ..errors import CrewError
 from ..events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
 from ..outputs import (
@@ -24,8 +24,8 @@ from ..outputs import (
     WidgetRequest,
 )
 from ..package.models import Agent, Package
-from ..runs import StateView, new_run_id, resolve_workflow
-from ..runs_model import RunRecord
+from ..store.runs import StateView, new_run_id, resolve_workflow
+from ..store.runs_model import RunRecord
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Literal
 
 from ..checkout.binding import Checkout
-from ..engine import Engine
+from ..run.engine import Engine
 from ..errors import CrewError
 from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..prompts.wrappers import widget_submit_text
 from ..router import GLOBAL_COMMANDS, GlobalCommand, parse_global_command, resolve
-from ..runs import RunManager
+from ..store.runs import RunManager
 from . import runmode
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
 from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest

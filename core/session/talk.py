@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..history import message_tokens
+from ..run.history import message_tokens
 from ..outputs import Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
 from .context import Deps, Outbox, card

@@ -14,11 +14,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_write_bytes
+from ..store.atomic import atomic_write_bytes
 from ..errors import CrewError
 from ..mounts import Resolved, SandboxViolation, resolve
 from ..regular_files import NotRegularFile, read_regular
-from ..state import STATE_ALIAS, Draft, StateDoc, apply_update, read_state, record_artifacts, render_draft
+from ..document.state import STATE_ALIAS, Draft, StateDoc, apply_update, read_state, record_artifacts, render_draft
 from .args import Patch, PatchArgs, WriteArgs
 from .base import ToolContext, ToolOutcome, ok
 from .fs_read import not_a_file

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..errors import CrewError
 from ..mounts import SandboxViolation
-from ..state import STATE_ALIAS, Build, StateWrite, commit_state, is_complete
+from ..document.state import STATE_ALIAS, Build, StateWrite, commit_state, is_complete
 from .base import ToolContext
 
 CONFIRM_WIDGET_ID = "workflow_state_change_confirm"

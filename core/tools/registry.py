@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ValidationError
 
 from ..errors import CrewError
-from ..runs_model import utc_now
+from ..store.runs_model import utc_now
 from . import args as A
 from .ask_user import ask_user
 from .audit import capped_json, sanitise_input, sanitise_output

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import CrewError
-from ..runs_model import utc_now
-from ..state import STATE_ALIAS, Draft, StateDoc, normalise, render_draft
+from ..store.runs_model import utc_now
+from ..document.state import STATE_ALIAS, Draft, StateDoc, normalise, render_draft
 from .args import RewindArgs
 from .base import ToolContext, ToolOutcome, ok
 from .guard import CONFIRM_WIDGET_ID, change_state

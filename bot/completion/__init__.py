@@ -1,0 +1,1 @@
+"""What a finished run offers: its files, Commit & push, and feedback."""

@@ -1,0 +1,40 @@
+"""What a click on a completed run's feedback buttons does: a line in the run's audit log, and a
+private thank-you to whoever clicked."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from core.errors import CrewError
+from core.store.runs import RunManager
+
+from ..actions import ButtonValue
+from ..render.feedback import THANKS
+from ..slack_io import SlackIO
+from ..threads.store import ThreadKey
+
+log = logging.getLogger(__name__)
+
+class FeedbackRecorder:
+    def __init__(self, runs: RunManager, io: SlackIO) -> None:
+        self.runs, self.io = runs, io
+
+    async def record(self, key: ThreadKey, value: ButtonValue, user: str) -> None:
+        verdict = value.x if value.x in THANKS else None
+        if verdict is None or not value.r:
+            return
+        run_id = value.r
+
+        def write() -> bool:
+            try:
+                record = self.runs.get(run_id)
+            except CrewError:
+                return False
+            self.runs.store.audit(record, "run.feedback", rating=verdict, user=user, thread=str(key))
+            return True
+
+        if not await asyncio.wait_for(asyncio.to_thread(write), 10):
+            await self.io.ephemeral(key.channel, user, "That run no longer exists, so the feedback was not kept.", key.thread_ts)
+            return
+        await self.io.ephemeral(key.channel, user, THANKS[verdict], key.thread_ts)

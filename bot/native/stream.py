@@ -1,0 +1,177 @@
+"""One assistant reply streamed into its thread while the model writes it.
+
+Pieces go out through slack_sdk's chat stream (chat.startStream / appendStream / stopStream). The
+first visible piece is sent at once; later ones are coalesced to one append per `interval` per
+reply and to the shared appendStream budget (Tier 4), so hundreds of replies streaming at once
+send bigger pieces, not more calls. When the reply is complete the stream is stopped with the
+agent's name underneath.
+
+An answer cut off by a lost model connection is closed with a short note; the answer asked for
+again streams into a new message.
+
+If Slack refuses streaming in this thread the reply is posted and then edited in place (today's
+behaviour), through the status board so the edits share chat.update's budget. If the stream
+expired on Slack's side, the streamed message is finished with chat.update. If the user pressed
+Slack's stop control, the run is stopped as `*stop` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from slack_sdk.web.async_chat_stream import AsyncChatStream
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.outputs import AgentCard
+
+from ..render import blocks
+from ..render.blocks import SlackMessage
+from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
+from ..render.mrkdwn import defuse_markdown_mentions
+from .rate import CallBudget
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from ..threads.store import ThreadKey
+
+STOPPED_BY_USER = "stopped_by_user"
+EXPIRED = "message_not_in_streaming_state"
+CUT_OFF_NOTE = "_(connection lost, retrying)_"
+
+
+class ReplyStream:
+    def __init__(
+        self,
+        *,
+        client: AsyncWebClient,
+        io: SlackIO,
+        board: StatusBoard,
+        fallbacks: Fallbacks,
+        budget: CallBudget,
+        key: ThreadKey,
+        recipient: str | None,
+        agent: AgentCard | None,
+        interval: float,
+        on_user_stop: Callable[[], None] | None = None,
+    ) -> None:
+        self.client, self.io, self.board, self.fallbacks, self.budget = client, io, board, fallbacks, budget
+        self.key, self.recipient, self.agent, self.interval = key, recipient, agent, interval
+        self.on_user_stop = on_user_stop
+        self.text = ""  # what the model has written so far (leading blanks dropped)
+        self.sent = 0  # how much of it Slack has
+        # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
+        self.streaming = fallbacks.allows(str(key), STREAM) and (key.is_dm or bool(recipient))
+        self.stopped = False  # the user stopped it from Slack
+        self._stream: AsyncChatStream | None = None
+        self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
+        self._last = 0.0
+
+    @property
+    def started(self) -> bool:
+        return self.sent > 0
+
+    async def add(self, piece: str) -> None:
+        if self.stopped:
+            return
+        self.text += piece if self.text else piece.lstrip()
+        if len(self.text) == self.sent:
+            return
+        now = time.monotonic()
+        if self.started and now - self._last < self.interval:
+            return
+        if self.started and self.streaming and not self.budget.take():
+            return  # the workspace's append budget is spent for now: this piece goes with the next
+        self._last = now
+        pending = self.text[self.sent :]
+        if pending.endswith("<"):  # the next piece may make it a mention: send it with that piece
+            pending = pending[:-1]
+        if self.streaming and (not pending or await self._append(pending)):
+            return
+        if not self.stopped:
+            await self._show(final=False)
+
+    async def finish(self, text: str) -> None:
+        """The model's whole reply: stop the stream with it (or show it the old way)."""
+        if self.stopped:
+            return
+        whole = text.strip()
+        if self.streaming and whole.startswith(self.text[: self.sent]):
+            rest = whole[self.sent :]
+            try:
+                stream = self._stream or await self._open()
+                header = blocks.agent_header(self.agent)
+                footer = [blocks.defused(blocks.context(header))] if header else None
+                await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
+                self.text, self.sent = whole, len(whole)
+                return
+            except SLACK_FAILURES as exc:
+                self._failed(exc)
+                if self.stopped:
+                    return
+        self.text = whole
+        await self._show(final=True)
+
+    async def cut_off(self) -> bool:
+        """The model's answer was cut off and is asked for again: what Slack shows of it ends with a note.
+        False when nothing of it reached Slack."""
+        if not self.started or self.stopped:
+            return False
+        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}")
+        return True
+
+    # ---- streaming ----------------------------------------------------------------
+
+    async def _open(self) -> AsyncChatStream:
+        self._stream = await self.client.chat_stream(
+            channel=self.key.channel,
+            thread_ts=self.key.thread_ts,
+            recipient_team_id=self.key.team,
+            recipient_user_id=self.recipient,
+            buffer_size=1,  # this class decides when a piece goes out
+        )
+        return self._stream
+
+    async def _append(self, pending: str) -> bool:
+        try:
+            stream = self._stream or await self._open()
+            await stream.append(markdown_text=defuse_markdown_mentions(pending))
+        except SLACK_FAILURES as exc:
+            self._failed(exc)
+            return False
+        self.sent += len(pending)
+        return True
+
+    def _sent_now(self) -> None:
+        self.sent = len(self.text)
+
+    def _failed(self, exc: BaseException) -> None:
+        code = error_code(exc)
+        self.streaming = False
+        if code == STOPPED_BY_USER:
+            self.stopped = True
+            if self.on_user_stop is not None:
+                asyncio.get_running_loop().call_soon(self.on_user_stop)
+            return
+        if self._stream is not None and self._stream.ts:
+            self._ts = self._stream.ts  # the streamed message stays; it is finished with chat.update
+        if code != EXPIRED:
+            self.fallbacks.fall_back(str(self.key), STREAM, exc)
+
+    # ---- post + update --------------------------------------------------------------
+
+    def _messages(self) -> list[SlackMessage]:
+        return blocks.reply(self.text, self.agent)
+
+    async def _show(self, *, final: bool) -> None:
+        messages = self._messages()
+        channel, thread_ts = self.key.channel, self.key.thread_ts
+        rest = messages[1:] if final else []
+        if self._ts is None:
+            self._ts = await self.io.post(channel, thread_ts, messages[0])
+        else:
+            first = messages[0]
+            self.board.schedule(channel, self._ts, lambda: first, urgent=final)
+        for message in rest:
+            await self.io.post(channel, thread_ts, message)
+        self._sent_now()

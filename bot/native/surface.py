@@ -1,0 +1,70 @@
+"""What a thread's renderer needs for Slack's agent surfaces: streams, the status line, the plan, titles.
+
+One instance per bot, shared by every thread; the per-thread pieces (a reply stream) are made
+from it by the renderer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.outputs import AgentCard
+from core.package.models import Graph
+from core.store.runs_model import RunSnapshot
+
+from .fallbacks import SLACK_FAILURES, TITLE, Fallbacks
+from ..render.plan import PlanBook
+from .rate import CallBudget
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from .status_line import StatusLines
+from .stream import ReplyStream
+from ..threads.store import ThreadKey, ThreadRecord
+
+# A run's workflow graph and a way to name its agents, for the plan (None: the package is gone).
+PlanSource = Callable[[ThreadRecord, RunSnapshot], tuple[Graph, Callable[[str | None], str]] | None]
+
+APPEND_PER_MINUTE = 100.0  # chat.appendStream is Tier 4: 100+ per minute per workspace
+APPEND_BURST = 20
+
+
+@dataclass
+class AgentSurface:
+    client: AsyncWebClient
+    io: SlackIO
+    board: StatusBoard
+    lines: StatusLines
+    fallbacks: Fallbacks
+    plan_source: PlanSource
+    stop_run: Callable[[str], object]
+    stream_interval: float = 1.0
+    plans: PlanBook = field(default_factory=PlanBook)
+    append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST))
+
+    def reply_stream(self, key: ThreadKey, recipient: str | None, agent: AgentCard | None, run_id: str | None) -> ReplyStream:
+        stop = (lambda: self.stop_run(run_id)) if run_id else None
+        return ReplyStream(
+            client=self.client,
+            io=self.io,
+            board=self.board,
+            fallbacks=self.fallbacks,
+            budget=self.append_budget,
+            key=key,
+            recipient=recipient,
+            agent=agent,
+            interval=self.stream_interval,
+            on_user_stop=stop,
+        )
+
+    async def set_title(self, key: ThreadKey, title: str | None) -> None:
+        """Name a DM thread in the agent view; channels have no thread titles."""
+        if not title or not key.is_dm or not self.fallbacks.allows(str(key), TITLE):
+            return
+        try:
+            await AsyncSetTitle(self.client, key.channel, key.thread_ts)(title)
+        except SLACK_FAILURES as exc:
+            self.fallbacks.fall_back(str(key), TITLE, exc)

@@ -1,0 +1,1 @@
+"""What the bot posts: Block Kit, text, plans, forms and widgets."""

@@ -1,0 +1,1 @@
+"""Replicas over Postgres: thread leases, hand-over and the shared model-work cap."""

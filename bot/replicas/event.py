@@ -1,0 +1,37 @@
+"""One user action on a thread, as data: what a replica queues in Postgres for whichever replica drives
+the thread (a closure cannot cross processes; this can)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..actions import ButtonValue, Clicked
+from ..render.forms import FormContext
+from ..threads.store import ThreadKey
+
+
+class ThreadEvent(BaseModel):
+    kind: Literal["text", "click", "form"]
+    thread: str  # ThreadKey as text
+    user: str
+    dedupe: list[str] = Field(default_factory=list)  # claimed once, by whichever path handles it first
+    # text
+    text: str = ""
+    message_ts: str = ""
+    opening: bool = False
+    # click
+    click: str = ""  # action kind (bot.actions)
+    value: ButtonValue | None = None
+    clicked: Clicked | None = None  # the message the element sat on, to show the click's outcome there
+    # form
+    form: FormContext | None = None
+    answer: Any = None
+
+    @property
+    def key(self) -> ThreadKey:
+        key = ThreadKey.parse(self.thread)
+        if key is None:
+            raise ValueError(f"not a thread key: {self.thread!r}")
+        return key

@@ -1,0 +1,265 @@
+"""What replicas sharing one Postgres agree on, with nothing but Postgres: who drives which thread,
+the queued events of each thread, how many model calls run at once, and signals between them.
+
+- A replica is live while its row's heartbeat is younger than the lease time; it renews it every
+  quarter of that. Nothing else expires: a lease held by a replica that stopped beating is free.
+- A thread lease is a row naming its holder, taken and checked under the row lock (one statement
+  sequence in a transaction), so two replicas can never both hold a live lease on a thread.
+- Events wait in `crew_inbox` in arrival order; only the lease holder takes them out.
+- NOTIFY tells the others that a thread has new events (`crew_inbox`), that a pumping run must be
+  paused or stopped (`crew_control`), or that a model slot came free (`crew_slots`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from .event import ThreadEvent
+from ..threads.store import ThreadKey
+
+log = logging.getLogger(__name__)
+
+INBOX_CHANNEL = "crew_inbox"
+CONTROL_CHANNEL = "crew_control"
+SLOTS_CHANNEL = "crew_slots"
+
+LIVE_SQL = "EXISTS (SELECT 1 FROM crew_replicas r WHERE r.id = {col} AND r.heartbeat > now() - make_interval(secs => %(ttl)s))"
+
+
+class Replicas:
+    def __init__(
+        self, pool: AsyncConnectionPool, url: str, *, lease_seconds: float, replica_id: str | None = None
+    ) -> None:
+        self.pool = pool
+        self.url = url
+        self.lease_seconds = lease_seconds
+        self.id = replica_id or uuid.uuid4().hex[:12]
+        self.last_beat = time.monotonic()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._listener: AsyncConnection[Any] | None = None
+        self.slot_freed = asyncio.Event()
+
+    def sql_args(self, **more: Any) -> dict[str, Any]:
+        return {"me": self.id, "ttl": self.lease_seconds, **more}
+
+    # ---- life ---------------------------------------------------------------------
+
+    async def start(
+        self,
+        *,
+        on_inbox: Callable[[str], None],
+        on_control: Callable[[dict[str, Any]], None],
+        on_tick: Callable[[], Any],
+        on_lost: Callable[[], None],
+    ) -> None:
+        """Register as live, listen for signals, and beat (each beat then runs `on_tick`)."""
+        async with self.pool.connection() as conn:
+            await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
+        self._listener = await self._connect_listener()
+        self._tasks = [
+            asyncio.create_task(self._listen(on_inbox, on_control), name="replica-listen"),
+            asyncio.create_task(self._beat(on_tick, on_lost), name="replica-beat"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop beating and give up every lease and slot at once, so other replicas take over now."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        if self._listener is not None:
+            await self._listener.close()
+            self._listener = None
+        try:
+            async with self.pool.connection(timeout=5) as conn:
+                await conn.execute("UPDATE crew_leases SET replica = NULL WHERE replica = %s", (self.id,))
+                await conn.execute("UPDATE crew_model_slots SET replica = NULL, thread_key = NULL WHERE replica = %s",
+                                   (self.id,))
+                await conn.execute("DELETE FROM crew_replicas WHERE id = %s", (self.id,))
+                await conn.execute("SELECT pg_notify(%s, '')", (SLOTS_CHANNEL,))
+        except Exception:
+            log.warning("could not hand back leases on shutdown; they expire after the lease time", exc_info=True)
+
+    async def _connect_listener(self) -> AsyncConnection[Any]:
+        conn = await AsyncConnection.connect(self.url, autocommit=True)
+        for channel in (INBOX_CHANNEL, CONTROL_CHANNEL, SLOTS_CHANNEL):
+            await conn.execute(f"LISTEN {channel}")
+        return conn
+
+    async def _listen(self, on_inbox: Callable[[str], None], on_control: Callable[[dict[str, Any]], None]) -> None:
+        """Hand each notification on; reconnect when the connection drops (the periodic scan still
+        finds queued work meanwhile; only pause/stop signals sent in the gap are missed)."""
+        while True:
+            conn = self._listener
+            try:
+                if conn is None or conn.closed:
+                    conn = self._listener = await self._connect_listener()
+                async for note in conn.notifies():
+                    if note.channel == INBOX_CHANNEL:
+                        on_inbox(note.payload)
+                    elif note.channel == SLOTS_CHANNEL:
+                        self.slot_freed.set()
+                    elif note.channel == CONTROL_CHANNEL:
+                        try:
+                            on_control(json.loads(note.payload))
+                        except ValueError:
+                            continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("lost the notification connection to Postgres; reconnecting", exc_info=True)
+                if self._listener is not None:
+                    await self._listener.close()
+                    self._listener = None
+                await asyncio.sleep(1.0)
+
+    async def _beat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
+        """Renew the heartbeat on a connection of its own: under load every pooled connection may be
+        busy with thread work, and a late heartbeat would hand live threads to other replicas."""
+        interval = max(0.05, self.lease_seconds / 4)
+        conn: AsyncConnection[Any] | None = None
+        scan: asyncio.Task[None] | None = None
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    if conn is None or conn.closed:
+                        conn = await AsyncConnection.connect(
+                            self.url, autocommit=True, connect_timeout=max(1, int(interval * 2))
+                        )
+                    async with asyncio.timeout(interval * 2):
+                        cur = await conn.execute(
+                            "UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.id,)
+                        )
+                        if cur.rowcount == 0:
+                            await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
+                    self.last_beat = time.monotonic()
+                except Exception:
+                    log.warning("heartbeat failed", exc_info=True)
+                    if conn is not None:
+                        await conn.close()
+                        conn = None
+                    if time.monotonic() - self.last_beat > self.lease_seconds:
+                        on_lost()  # others may already drive our threads: stop pumping them
+                    continue
+                if scan is None or scan.done():
+                    scan = asyncio.create_task(self._scan(on_tick), name="replica-scan")  # never delays a beat
+        finally:
+            if scan is not None:
+                scan.cancel()
+            if conn is not None:
+                await conn.close()
+
+    @staticmethod
+    async def _scan(on_tick: Callable[[], Any]) -> None:
+        try:
+            await on_tick()
+        except Exception:
+            log.exception("replica scan failed")
+
+    # ---- thread leases ------------------------------------------------------------
+
+    async def acquire(self, key: ThreadKey) -> tuple[bool, str | None]:
+        """Take the thread's lease if it is free, ours, or its holder is dead: (taken, previous holder).
+
+        The previous holder tells the caller whether its local copy of the thread's run is current.
+        """
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO crew_leases (thread_key, replica) VALUES (%(k)s, NULL) ON CONFLICT DO NOTHING",
+                {"k": str(key)},
+            )
+            cur = await conn.execute(
+                "SELECT replica IS NULL OR replica = %(me)s OR NOT " + LIVE_SQL.format(col="replica") + ", last_holder "
+                "FROM crew_leases WHERE thread_key = %(k)s FOR UPDATE",
+                self.sql_args(k=str(key)),
+            )
+            row = await cur.fetchone()
+            if row is None or not row[0]:
+                return False, None
+            await conn.execute(
+                "UPDATE crew_leases SET replica = %(me)s, last_holder = %(me)s, acquired = now() "
+                "WHERE thread_key = %(k)s",
+                self.sql_args(k=str(key)),
+            )
+            return True, row[1]
+
+    async def release(self, key: ThreadKey) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
+            )
+
+    async def orphans(self) -> list[str]:
+        """Threads that need a driver and have none alive: queued events, or a run left `running`."""
+        live_lease = "EXISTS (SELECT 1 FROM crew_leases l WHERE l.thread_key = {key} AND " + LIVE_SQL.format(
+            col="l.replica"
+        ) + ")"
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT DISTINCT i.thread_key FROM crew_inbox i WHERE NOT " + live_lease.format(key="i.thread_key")
+                + " UNION SELECT t.key FROM crew_threads t JOIN crew_runs r ON r.run_id = t.run_id "
+                "WHERE r.phase = 'running' AND NOT " + live_lease.format(key="t.key"),
+                self.sql_args(),
+            )
+            return [row[0] for row in await cur.fetchall()]
+
+    async def forget_dead(self, after_seconds: float = 3600.0) -> None:
+        """Drop rows of replicas gone for long (their leases are free already; this keeps the table small)."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "DELETE FROM crew_replicas WHERE heartbeat < now() - make_interval(secs => %s)", (after_seconds,)
+            )
+
+    # ---- the per-thread queue -------------------------------------------------------
+
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
+        """Queue the event behind the thread's earlier ones and wake whoever drives the thread; with
+        `control`, also tell every replica (this one too) about it: the one pumping the thread's run
+        acts on a pause/stop at once. One statement, one round trip (the ack waits for it)."""
+        data = Jsonb(event.model_dump(mode="json"))
+        queue = "WITH queued AS (INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s) RETURNING seq) "
+        async with self.pool.connection() as conn:
+            if control is None:
+                await conn.execute(
+                    queue + "SELECT pg_notify(%s, %s) FROM queued", (event.thread, data, INBOX_CHANNEL, event.thread)
+                )
+            else:
+                await conn.execute(
+                    queue + "SELECT pg_notify(%s, %s), pg_notify(%s, %s) FROM queued",
+                    (event.thread, data, INBOX_CHANNEL, event.thread, CONTROL_CHANNEL, control.model_dump_json()),
+                )
+
+    async def next_event(self, key: ThreadKey) -> tuple[int, ThreadEvent | None] | None:
+        """The thread's oldest queued event (None for an unreadable one); None when nothing is queued."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT seq, event FROM crew_inbox WHERE thread_key = %s ORDER BY seq LIMIT 1", (str(key),)
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        try:
+            return int(row[0]), ThreadEvent.model_validate(row[1])
+        except ValueError:
+            return int(row[0]), None
+
+    async def done(self, seq: int) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute("DELETE FROM crew_inbox WHERE seq = %s", (seq,))
+
+    async def queued(self, key: ThreadKey) -> bool:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT 1 FROM crew_inbox WHERE thread_key = %s LIMIT 1", (str(key),))
+            return await cur.fetchone() is not None
+

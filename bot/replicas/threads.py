@@ -1,0 +1,85 @@
+"""Thread records and handled deliveries in Postgres, shared by every replica (same API as ThreadStore).
+
+Claiming a delivery is one statement, so two replicas handed the same Slack retry cannot both win.
+"""
+
+from __future__ import annotations
+
+import time
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from ..threads.store import ThreadKey, ThreadRecord
+
+
+class PostgresThreadStore:
+    def __init__(self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600) -> None:
+        self.pool = pool
+        self.seen_ttl = seen_ttl
+
+    async def open(self) -> None:
+        await self.prune_seen()
+
+    async def close(self) -> None:
+        """The pool belongs to the replica, which closes it."""
+
+    async def get(self, key: ThreadKey) -> ThreadRecord | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT data FROM crew_threads WHERE key = %s", (str(key),))
+            row = await cur.fetchone()
+        return ThreadRecord.model_validate(row[0]) if row is not None else None
+
+    async def put(self, record: ThreadRecord) -> None:
+        data = record.model_dump(mode="json")
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO crew_threads (key, run_id, data) VALUES (%s, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data",
+                (str(record.key), record.session.run_id, Jsonb(data)),
+            )
+
+    async def all(self) -> list[ThreadRecord]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT data FROM crew_threads")
+            rows = await cur.fetchall()
+        return [ThreadRecord.model_validate(row[0]) for row in rows]
+
+    async def count(self) -> int:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM crew_threads")
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def claim(self, keys: list[str]) -> bool:
+        """Record `keys` as handled; False if any was already handled within the TTL (by any replica)."""
+        now = time.time()
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO crew_seen (key, at) SELECT k, %s FROM unnest(%s::text[]) AS k "
+                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at WHERE crew_seen.at < %s RETURNING key",
+                (now, keys, now - self.seen_ttl),
+            )
+            taken = await cur.fetchall()
+        return len(taken) == len(set(keys))
+
+    async def seen(self, keys: list[str]) -> bool:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT 1 FROM crew_seen WHERE key = ANY(%s) AND at >= %s LIMIT 1", (keys, time.time() - self.seen_ttl)
+            )
+            return await cur.fetchone() is not None
+
+    async def remember(self, keys: list[str]) -> None:
+        now = time.time()
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO crew_seen (key, at) SELECT k, %s FROM unnest(%s::text[]) AS k "
+                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at",
+                (now, keys),
+            )
+
+    async def prune_seen(self) -> int:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("DELETE FROM crew_seen WHERE at < %s", (time.time() - self.seen_ttl,))
+            return cur.rowcount

@@ -1,0 +1,1 @@
+"""Slack threads as sessions: their store, per-thread order, dedupe, and the work done for them."""

@@ -1,0 +1,80 @@
+"""What a pump tells the outside world: the run index, the audit log and the surface's events.
+
+A phase change is the only run-index write a pump makes (one as it starts, one as it ends); every
+other progress report is an audit line plus an engine event. A surface's failing event handler
+is logged and ignored: rendering must never corrupt a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .engine_model import EventSink
+from ..events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, StateUpdated
+from ..package.models import Graph
+from ..store.runs import RunManager
+from ..store.runs_model import RunError, RunRecord
+
+log = logging.getLogger(__name__)
+
+
+class RunReporter:
+    def __init__(
+        self,
+        record: RunRecord,
+        runs: RunManager,
+        audit: Callable[[dict[str, Any]], None],
+        on_event: EventSink | None,
+    ) -> None:
+        self.record, self.runs, self.audit, self.on_event = record, runs, audit, on_event
+
+    async def emit(self, event: EngineEvent) -> None:
+        if self.on_event is None:
+            return
+        try:
+            await self.on_event(event)
+        except Exception:  # a surface's rendering bug must not corrupt the run
+            log.exception("engine event handler failed for %s", type(event).__name__)
+
+    async def phase(
+        self, phase: RunPhase, *, paused: bool = False, reason: str | None = None, error: RunError | None = None
+    ) -> None:
+        """Record the new phase in the run index (mutating the record), the audit log and the surface."""
+        record = self.record
+        previous = record.phase
+        record.phase, record.paused = phase, paused
+        if error is not None:
+            record.last_error = error
+        self.runs.update(record)
+        code = error.code if error else None
+        change = {"from": previous.value, "to": phase.value, "paused": paused, "reason": reason, "code": code}
+        self.audit({"kind": "run.phase", **change})
+        await self.emit(PhaseChanged(run_id=record.run_id, phase=phase, paused=paused, reason=reason, error_code=code))
+
+    async def state_updated(self, fm: dict[str, Any], graph: Graph, *, node_id: str, complete: bool) -> None:
+        steps = list(fm.get("stepsCompleted") or [])
+        self.audit({"kind": "state.updated", "currentNodeId": node_id, "stepsCompleted": steps, "complete": complete})
+        await self.emit(
+            StateUpdated(
+                run_id=self.record.run_id,
+                current_node_id=node_id,
+                steps_completed=steps,
+                steps_total=len(steps) if complete else len(graph.nodes),  # a finished run: the path taken
+                artifacts=[str(a) for a in fm.get("artifacts") or []],
+                complete=complete,
+            )
+        )
+
+    async def node_started(self, graph: Graph, node_id: str, agent_id: str) -> None:
+        node = graph.node(node_id)
+        if node is not None:
+            started = NodeStarted(
+                run_id=self.record.run_id,
+                node_id=node.id,
+                title=node.label,
+                agent_id=agent_id,
+                workflow_id=self.record.workflow_id,
+            )
+            await self.emit(started)

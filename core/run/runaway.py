@@ -1,0 +1,65 @@
+"""Runaway protection for a pump (SPEC §9.6, D§2.7): turns without progress, one failing call on repeat."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .engine_model import EngineSettings
+from ..tools.base import ToolOutcome
+from ..tools.registry import wire_name
+
+
+@dataclass
+class RunawayGuard:
+    settings: EngineSettings
+    turns_since_progress: int = 0
+    fingerprint: str | None = None
+    repeats: int = 0
+    tool: str = ""
+    error: dict[str, Any] = field(default_factory=dict)
+    nudged: bool = False
+
+    def runaway(self, llm_calls: int) -> str | None:
+        """Why the pump must stop before another LLM call, or None."""
+        if self.turns_since_progress >= self.settings.max_turns_without_progress:
+            limit = f"{self.settings.max_turns_without_progress} turns without advancing the workflow"
+        elif llm_calls >= self.settings.max_turns_per_pump:
+            limit = f"{self.settings.max_turns_per_pump} turns for one input"
+        else:
+            return None
+        return f"The model used {limit} and was stopped as a runaway. Send a message to steer it, or Retry."
+
+    def observe(self, name: str, arguments: str, outcome: ToolOutcome) -> None:
+        if outcome.ok:
+            self.fingerprint, self.repeats = None, 0
+            return
+        fingerprint = _fingerprint(name, arguments)
+        self.repeats = self.repeats + 1 if fingerprint == self.fingerprint else 1
+        self.fingerprint, self.tool = fingerprint, wire_name(name)
+        error = outcome.result.get("error")
+        self.error = error if isinstance(error, dict) else {}
+
+    def verdict(self) -> Literal["ok", "nudge", "stop"]:
+        """The first time the limit is hit the model gets a nudge; if it still repeats, the user is asked."""
+        if self.repeats < self.settings.repeated_failure_limit:
+            if self.repeats == 0:
+                self.nudged = False
+            return "ok"
+        if self.nudged:
+            return "stop"
+        self.nudged = True
+        return "nudge"
+
+    def error_parts(self) -> tuple[str, str]:
+        return str(self.error.get("code", "")), str(self.error.get("message", ""))
+
+
+def _fingerprint(name: str, arguments: str) -> str:
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+        stable = json.dumps(args, sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        stable = arguments.strip()
+    return f"{wire_name(name)}:{stable}"

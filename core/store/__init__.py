@@ -1,0 +1,1 @@
+"""Where runs live: files under CREWAGENT_HOME, or Postgres for replicas."""

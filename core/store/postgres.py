@@ -1,0 +1,228 @@
+"""RuntimeStore over Postgres: the run index and every run's files live in the shared database.
+
+The local run folders under the home stay the engine's working copy: each write to them (an atomic
+state write, a log line) and each run index save is queued, in order, for one writer thread that
+copies it to Postgres in batches (one transaction per batch), so the pump never waits on the network.
+`flush()` waits until everything written so far is in Postgres: the bot calls it before anything
+reaches Slack and before it hands a thread to another replica, so a replica that resumes a run
+after a crash never repeats a message the user has seen. A replica that takes a thread over
+rebuilds the run's folder from Postgres (`materialise`) and goes on from there, exactly as a
+restarted single process would from its disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+from pydantic import ValidationError
+
+from .atomic import add_mirror, remove_mirror
+from .runs_model import RunRecord
+from .files import RuntimeStore
+
+log = logging.getLogger(__name__)
+
+FLUSH_TIMEOUT = 30.0  # seconds a flush waits for an unreachable database before giving up
+_RETRY_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class _Write:
+    kind: str  # "file" | "line" | "record"
+    run_id: str
+    rel: str = ""
+    data: bytes = b""
+    record: dict[str, Any] | None = None
+    phase: str = ""
+
+
+class PostgresRuntimeStore(RuntimeStore):
+    def __init__(self, pool: ConnectionPool, home: Path | None = None) -> None:
+        super().__init__(home)
+        self.pool = pool
+        self._runs_prefix = os.path.join(self._home_str, "projects", "")
+        self._queue: list[_Write] = []
+        self._queued = 0  # writes ever queued
+        self._written = 0  # writes ever committed to Postgres
+        self._unsaved: dict[str, dict[str, Any]] = {}  # records queued, not yet committed (read your writes)
+        self._changed = threading.Condition()
+        self._closing = False
+        self._writer = threading.Thread(target=self._write_loop, name="crewagent-pg-writer", daemon=True)
+        self._writer.start()
+        add_mirror(os.path.join(self._home_str, "projects"), self._mirror)
+
+    def close(self) -> None:
+        """Stop copying writes (after copying every queued one)."""
+        remove_mirror(self._mirror)
+        self.flush()
+        with self._changed:
+            self._closing = True
+            self._changed.notify_all()
+        self._writer.join(FLUSH_TIMEOUT)
+
+    # ---- the writer ----------------------------------------------------------
+
+    def _enqueue(self, write: _Write) -> None:
+        with self._changed:
+            self._queue.append(write)
+            self._queued += 1
+            if write.record is not None:
+                self._unsaved[write.run_id] = write.record
+            self._changed.notify_all()
+
+    def pending(self) -> bool:
+        return self._written < self._queued
+
+    def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
+        """Wait until every write queued so far is in Postgres; False if that took over `timeout`."""
+        with self._changed:
+            target = self._queued
+            done = self._changed.wait_for(lambda: self._written >= target, timeout)
+        if not done:
+            log.error("the database did not take the run writes in time", extra={"waiting": target - self._written})
+        return done
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._queue or self._closing)
+                if not self._queue:
+                    return
+                batch, self._queue = self._queue, []
+            while True:
+                try:
+                    self._commit(batch)
+                    break
+                except Exception:
+                    log.warning("could not copy run writes to the database; retrying", exc_info=True)
+                    time.sleep(_RETRY_SECONDS)
+            with self._changed:
+                self._written += len(batch)
+                for write in batch:
+                    if write.record is not None and self._unsaved.get(write.run_id) is write.record:
+                        del self._unsaved[write.run_id]
+                self._changed.notify_all()
+
+    def _commit(self, batch: list[_Write]) -> None:
+        with self.pool.connection() as conn, conn.transaction(), conn.pipeline():
+            for w in batch:
+                if w.kind == "record":
+                    conn.execute(
+                        "INSERT INTO crew_runs (run_id, phase, data) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (run_id) DO UPDATE SET phase = EXCLUDED.phase, data = EXCLUDED.data",
+                        (w.run_id, w.phase, Jsonb(w.record)),
+                    )
+                elif w.kind == "file":
+                    conn.execute("DELETE FROM crew_run_lines WHERE run_id = %s AND rel = %s", (w.run_id, w.rel))
+                    conn.execute(
+                        "INSERT INTO crew_run_files (run_id, rel, content) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
+                        (w.run_id, w.rel, w.data),
+                    )
+                else:
+                    conn.execute(
+                        "INSERT INTO crew_run_lines (run_id, rel, line) VALUES (%s, %s, %s)", (w.run_id, w.rel, w.data)
+                    )
+
+    # ---- run index ---------------------------------------------------------
+
+    def read_index(self) -> dict[str, RunRecord]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT run_id, data FROM crew_runs").fetchall()
+        with self._changed:
+            items = {**{run_id: data for run_id, data in rows}, **self._unsaved}
+        records: dict[str, RunRecord] = {}
+        for run_id, data in items.items():
+            try:
+                records[run_id] = RunRecord.model_validate(data)
+            except ValidationError:
+                continue  # one bad entry must not hide every other run
+        return records
+
+    def read_record(self, run_id: str) -> RunRecord | None:
+        with self._changed:
+            data = self._unsaved.get(run_id)
+        if data is None:
+            with self.pool.connection() as conn:
+                row = conn.execute("SELECT data FROM crew_runs WHERE run_id = %s", (run_id,)).fetchone()
+            if row is None:
+                return None
+            data = row[0]
+        try:
+            return RunRecord.model_validate(data)
+        except ValidationError:
+            return None
+
+    def save_record(self, record: RunRecord) -> None:
+        item = record.model_dump(mode="json")
+        self._enqueue(_Write("record", record.run_id, record=item, phase=str(record.phase.value)))
+
+    # ---- run files ---------------------------------------------------------
+
+    def _where(self, path: str) -> tuple[str, str] | None:
+        """(run id, path inside the run folder) for a path under projects/<pid>/runs/<run id>/."""
+        if not path.startswith(self._runs_prefix):
+            return None
+        parts = path[len(self._runs_prefix) :].split(os.sep)
+        if len(parts) < 4 or parts[1] != "runs":
+            return None
+        return parts[2], "/".join(parts[3:])
+
+    def _mirror(self, path: str, data: bytes, replaced: bool) -> None:
+        where = self._where(path)
+        if where is not None:
+            self._enqueue(_Write("file" if replaced else "line", where[0], where[1], data))
+
+    def materialise(self, record: RunRecord) -> None:
+        """Rebuild the run's local folder from Postgres (another replica may have gone on with it)."""
+        self.flush()
+        with self.pool.connection() as conn:
+            files = conn.execute(
+                "SELECT rel, content FROM crew_run_files WHERE run_id = %s", (record.run_id,)
+            ).fetchall()
+            lines = conn.execute(
+                "SELECT rel, line FROM crew_run_lines WHERE run_id = %s ORDER BY seq", (record.run_id,)
+            ).fetchall()
+        run_dir = self.run_dir(record)
+        fresh = run_dir.with_name(f".{run_dir.name}.materialising")
+        shutil.rmtree(fresh, ignore_errors=True)
+        (fresh / "state" / "logs").mkdir(parents=True)
+        contents: dict[str, bytearray] = {rel: bytearray(content) for rel, content in files}
+        for rel, line in lines:
+            contents.setdefault(rel, bytearray()).extend(line)
+        for rel, content in contents.items():
+            target = fresh.joinpath(*rel.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(bytes(content))
+        (fresh / "state" / "logs" / "execution.jsonl").touch()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        os.replace(fresh, run_dir)
+        if record.child_run_id:  # a sub-workflow in progress goes on through its caller: its folder too
+            child = self.read_record(record.child_run_id)
+            if child is not None and child.parent_run_id == record.run_id:
+                self.materialise(child)
+
+    def import_run_dir(self, record: RunRecord, run_dir: Path) -> int:
+        """Copy an embedded store's run folder into Postgres (migration); returns the files copied."""
+        copied = 0
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM crew_run_files WHERE run_id = %s", (record.run_id,))
+            conn.execute("DELETE FROM crew_run_lines WHERE run_id = %s", (record.run_id,))
+            for path in sorted(run_dir.rglob("*")):
+                if path.is_file() and not path.name.startswith("."):
+                    rel = path.relative_to(run_dir).as_posix()
+                    conn.execute(
+                        "INSERT INTO crew_run_files (run_id, rel, content) VALUES (%s, %s, %s)",
+                        (record.run_id, rel, path.read_bytes()),
+                    )
+                    copied += 1
+        return copied
