@@ -5,7 +5,9 @@ A fast run produces many progress events, and many runs share one Slack rate bud
 only marks a status message dirty with a way to draw its newest state; one sender task
 draws and sends dirty messages, at most `rate` edits per second overall and at most one per
 `interval` seconds per message. Phase changes are urgent: they skip the per-message interval
-and go first. Nothing in a run waits for an edit, so Slack's pace never slows a run down.
+and go first, and a newer state never replaces one that is still waiting to be sent (a run
+stopped and at once resumed by a queued reply shows both phases, in order). Nothing in a run
+waits for an edit, so Slack's pace never slows a run down.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .render.blocks import SlackMessage
@@ -21,6 +23,7 @@ from .slack_io import SlackIO
 
 Render = Callable[[], SlackMessage]
 MAX_TRACKED = 2000  # status messages remembered for coalescing; older idle ones are forgotten
+MAX_KEPT = 8  # urgent states waiting behind newer ones, per message; beyond that the oldest go
 
 
 @dataclass
@@ -29,6 +32,7 @@ class _Slot:
     ts: str
     render: Render | None = None  # drawn only when sent: most progress is coalesced away
     urgent: bool = False
+    kept: list[Render] = field(default_factory=list)  # urgent states superseded before they were sent
     last_payload: dict[str, Any] | None = None  # what the message shows now; identical redraws are skipped
     last_sent: float = 0.0
 
@@ -58,6 +62,9 @@ class StatusBoard:
         slot = self._slots.pop(ts, None) or _Slot(channel=channel, ts=ts)
         self._slots[ts] = slot  # most recently used last
         self._trim()
+        if slot.render is not None and slot.urgent:
+            slot.kept.append(slot.render)  # a phase the message has not shown yet: shown before this one
+            del slot.kept[:-MAX_KEPT]
         slot.render = render
         slot.urgent = slot.urgent or urgent
         self._dirty[ts] = None
@@ -108,8 +115,11 @@ class StatusBoard:
                 await asyncio.sleep(1.0 / self.rate)
 
     async def _send(self, slot: _Slot) -> None:
-        render, slot.render, slot.urgent = slot.render, None, False
-        self._dirty.pop(slot.ts, None)
+        if slot.kept:
+            render = slot.kept.pop(0)  # the message stays dirty and urgent for what is behind it
+        else:
+            render, slot.render, slot.urgent = slot.render, None, False
+            self._dirty.pop(slot.ts, None)
         if render is None:
             return
         message = render()
@@ -145,5 +155,5 @@ class StatusBoard:
             self._sender.cancel()
             await asyncio.gather(self._sender, return_exceptions=True)
             self._sender = None
-        for ts in list(self._dirty):
-            await self._send(self._slots[ts])
+        while self._dirty:
+            await self._send(self._slots[next(iter(self._dirty))])
