@@ -9,10 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 DEFAULT_NAME = "CI Git"
 DEFAULT_EMAIL = "ci@example.invalid"
@@ -95,3 +98,21 @@ def team_repo(tmp_path: Path, project: Path, git_config: Path) -> TeamRepo:
     git(project, "push", "--quiet", "-u", "origin", "main")
     git(project, "remote", "set-head", "origin", "main")
     return TeamRepo(remote=remote, clone=project)
+
+
+@asynccontextmanager
+async def refusing_git_server() -> AsyncIterator[int]:
+    """A loopback HTTP git remote that answers every request 401: the port, while the block runs."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", refuse)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()

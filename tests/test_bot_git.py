@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import JsonFormatter
@@ -17,7 +16,7 @@ from core.store.runs import RunManager
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore
 from tests.fakes import ScriptedLLM
-from tests.gitrepos import TeamRepo, git
+from tests.gitrepos import TeamRepo, git, refusing_git_server
 from tests.scripts import EXAMPLES, create_story_responder
 from tests.test_bot_support import Harness, bot_harness, elements, file_option, file_select, message_text
 
@@ -180,19 +179,10 @@ async def test_a_plain_folder_project_works_as_before(project: Path, git_config:
 async def test_no_credentials_or_server_paths_in_slack_or_the_log(
     team_repo: TeamRepo, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def refuse(request: web.Request) -> web.Response:
-        return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", refuse)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    port = runner.addresses[0][1]
-    git(team_repo.clone, "remote", "set-url", "origin", f"http://bot:hunter2secret@127.0.0.1:{port}/team/app.git")
     caplog.set_level(logging.DEBUG)
     llm = ScriptedLLM(responder=create_story_responder())
-    try:
+    async with refusing_git_server() as port:
+        git(team_repo.clone, "remote", "set-url", "origin", f"http://bot:hunter2secret@127.0.0.1:{port}/team/app.git")
         async with llm, bot_harness(team_repo.clone, llm=llm) as h:
             top = await h.mention("create-story")
             await h.posted_text("couldn't update from the team repository", timeout=WAIT)  # a refused fetch warns
@@ -205,8 +195,6 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
             refused = await h.slack.wait_for("chat.update", is_refused, since=mark, timeout=WAIT)
             assert "access" in message_text(refused)
             await h.settle()
-    finally:
-        await runner.cleanup()
     traffic = slack_traffic(h)
     for leak in ("hunter2secret", str(tmp_path), f"127.0.0.1:{port}"):
         assert leak not in traffic

@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from core.checkout.binding import Author, Checkout, CheckoutSpec, GitSettings
 from core.checkout.git import GitError, run_git
@@ -18,7 +17,7 @@ from core.mounts import SandboxViolation, resolve
 from core.tools.base import Mounts
 from core.events import RunPhase
 from core.store.runs_model import RunRecord
-from tests.gitrepos import TeamRepo, git
+from tests.gitrepos import TeamRepo, git, refusing_git_server
 
 RUN_A = "aaaaaaaa-1111-4111-8111-111111111111"
 RUN_B = "bbbbbbbb-2222-4222-8222-222222222222"
@@ -133,17 +132,7 @@ async def test_remote_branch_moved_says_so_and_keeps_everything(team_repo: TeamR
 async def test_auth_failure_is_plain_and_credentials_never_reach_the_log(
     team_repo: TeamRepo, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def refuse(request: web.Request) -> web.Response:
-        return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="git"'})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", refuse)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
+    async with refusing_git_server() as port:
         secret_url = f"http://bot:hunter2secret@127.0.0.1:{port}/team/app.git"
         git(team_repo.clone, "remote", "set-url", "origin", secret_url)
         caplog.set_level(logging.DEBUG)
@@ -153,8 +142,6 @@ async def test_auth_failure_is_plain_and_credentials_never_reach_the_log(
         (Path(new.worktree.path) / "artifacts/a.md").write_text("x\n", encoding="utf-8")
         result = await co.deliver(record(RUN_A, team_repo.clone, new), workflow_name="x", author=AUTHOR,
                                   requested_by=None)
-    finally:
-        await runner.cleanup()
     assert result.outcome == "auth", result.message
     assert "access" in result.message and "nothing was lost" in result.message
     logged = "\n".join(f"{r.getMessage()} {vars(r)}" for r in caplog.records)

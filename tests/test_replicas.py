@@ -151,6 +151,24 @@ class Cluster:
         return row[0] if row else None
 
 
+def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
+    """A competent hello-branch model whose second call waits: set when it is reached, and the release."""
+    held, release = asyncio.Event(), asyncio.Event()
+    competent = hello_branch_responder(preset_branch="greenfield")
+    calls = 0
+
+    async def respond(body: dict[str, Any]) -> Reply:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            held.set()
+            await release.wait()
+        return competent(body)
+
+    llm.responder = respond
+    return held, release
+
+
 @asynccontextmanager
 async def cluster(
     database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch"
@@ -198,20 +216,7 @@ async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_dupli
     database_url: str, project: Path, tmp_path: Path, mode: Mode
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode=mode) as c:
-        held = asyncio.Event()
-        release = asyncio.Event()
-        competent = hello_branch_responder(preset_branch="greenfield")
-        calls = 0
-
-        async def respond(body: dict[str, Any]) -> Reply:
-            nonlocal calls
-            calls += 1
-            if calls == 2:  # the run's second model call: hold it until its replica is dead
-                held.set()
-                await release.wait()
-            return competent(body)
-
-        c.llm.responder = respond
+        held, release = hold_second_call(c.llm)  # held until its replica is dead
         top = await c.mention("hello-branch", via=0)
         await asyncio.wait_for(held.wait(), WAIT)
         holder = await c.holder(top)
@@ -289,20 +294,7 @@ async def test_sigterm_mid_run_exits_in_time_and_another_replica_resumes_the_run
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http") as c:
-        held = asyncio.Event()
-        release = asyncio.Event()
-        competent = hello_branch_responder(preset_branch="greenfield")
-        calls = 0
-
-        async def respond(body: dict[str, Any]) -> Reply:
-            nonlocal calls
-            calls += 1
-            if calls == 2:
-                held.set()
-                await release.wait()
-            return competent(body)
-
-        c.llm.responder = respond
+        held, release = hold_second_call(c.llm)
         top = await c.mention("hello-branch", via=0)
         await asyncio.wait_for(held.wait(), WAIT)
         holder = await c.holder(top)

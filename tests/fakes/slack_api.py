@@ -729,27 +729,30 @@ class FakeSlack(LoopbackServer):
             return None, {"ok": False, "error": "message_not_in_streaming_state"}
         return message, None
 
-    def _append_stream(self, api: _Api) -> ApiResult:
-        message, error = self._streaming(api.params)
+    def _stream_piece(self, params: dict[str, Any]) -> tuple[dict[str, Any], str] | ApiResult:
+        """The message being streamed and the text this call adds, or Slack's refusal."""
+        message, error = self._streaming(params)
         if error is not None:
             return error
         assert message is not None
-        text = self._stream_text(api.params)
-        if isinstance(text, dict):
-            return text
+        text = self._stream_text(params)
+        return text if isinstance(text, dict) else (message, text)
+
+    def _append_stream(self, api: _Api) -> ApiResult:
+        piece = self._stream_piece(api.params)
+        if isinstance(piece, dict):
+            return piece
+        message, text = piece
         if not text and not api.params.get("chunks"):
             return {"ok": False, "error": "invalid_arguments", "detail": "markdown_text or chunks required"}
         message["text"] = str(message.get("text") or "") + text
         return {"ok": True, "channel": api.params["channel"], "ts": api.params["ts"]}
 
     def _stop_stream(self, api: _Api) -> ApiResult:
-        message, error = self._streaming(api.params)
-        if error is not None:
-            return error
-        assert message is not None
-        text = self._stream_text(api.params)
-        if isinstance(text, dict):
-            return text
+        piece = self._stream_piece(api.params)
+        if isinstance(piece, dict):
+            return piece
+        message, text = piece
         blocks = api.params.get("blocks")
         if blocks is not None and (not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS):
             return {"ok": False, "error": "invalid_blocks"}
