@@ -114,21 +114,10 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
     if record.parent_run_id:
         write(f"Called by: run {record.parent_run_id} (node {record.parent_node_id})")
     if record.phase is RunPhase.WAITING_USER:
-        question = History.peek(runs.store.conversation_log(_asking(runs, record))).pending_question()
+        question = History.peek(runs.store.conversation_log(runs.asking(record))).pending_question()
         if question:
             write("Question:  " + question.strip().replace("\n", "\n           "))
     if record.phase is not RunPhase.COMPLETED:
         write(f"Continue:  crewagent run --resume {runs.root_of(record).run_id}")
     return 0
 
-
-def _asking(runs: RunManager, record: RunRecord) -> RunRecord:
-    """The run whose question a waiting run waits on: itself, or the sub-workflow it called."""
-    seen = {record.run_id}
-    while record.child_run_id and record.child_run_id not in seen:
-        child = runs.store.read_record(record.child_run_id)
-        if child is None:
-            break
-        seen.add(child.run_id)
-        record = child
-    return record

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from .atomic import AppendLog, atomic_write_text
 from ..errors import CrewError
-from .runs_model import RunRecord, utc_now
+from .runs_model import RunRecord, utc_now, valid_records
 
 INDEX_FILE = "runs-index.json"
 _AUDIT_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # built once: json.dumps(**options) builds one per call
@@ -183,13 +183,7 @@ class RuntimeStore:
     def read_index(self) -> dict[str, RunRecord]:
         with self._locked_index() as lock_fd:
             raw = dict(self._raw_index(lock_fd))
-        records: dict[str, RunRecord] = {}
-        for run_id, item in raw.items():
-            try:
-                records[run_id] = RunRecord.model_validate(item)
-            except ValidationError:
-                continue  # one bad entry must not hide every other run
-        return records
+        return valid_records(raw)
 
     def read_record(self, run_id: str) -> RunRecord | None:
         """One run by id, validating only that entry (the index may hold thousands of runs)."""

@@ -26,7 +26,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from .atomic import add_mirror, remove_mirror
-from .runs_model import RunRecord
+from .runs_model import RunRecord, valid_records
 from .files import RuntimeStore
 
 log = logging.getLogger(__name__)
@@ -140,13 +140,7 @@ class PostgresRuntimeStore(RuntimeStore):
             rows = conn.execute("SELECT run_id, data FROM crew_runs").fetchall()
         with self._changed:
             items = {**{run_id: data for run_id, data in rows}, **self._unsaved}
-        records: dict[str, RunRecord] = {}
-        for run_id, data in items.items():
-            try:
-                records[run_id] = RunRecord.model_validate(data)
-            except ValidationError:
-                continue  # one bad entry must not hide every other run
-        return records
+        return valid_records(items)
 
     def read_record(self, run_id: str) -> RunRecord | None:
         with self._changed:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,13 +197,20 @@ class RunManager:
 
     def root_of(self, record: RunRecord) -> RunRecord:
         """The run a user started, for a sub-workflow's run: resuming it resumes the whole chain."""
+        return self._chain_end(record, lambda r: r.parent_run_id)
+
+    def asking(self, record: RunRecord) -> RunRecord:
+        """The run whose question a waiting run waits on: itself, or the sub-workflow it called."""
+        return self._chain_end(record, lambda r: r.child_run_id)
+
+    def _chain_end(self, record: RunRecord, link: Callable[[RunRecord], str | None]) -> RunRecord:
         seen = {record.run_id}
-        while record.parent_run_id and record.parent_run_id not in seen:
-            parent = self.store.read_record(record.parent_run_id)
-            if parent is None:
+        while (next_id := link(record)) and next_id not in seen:
+            found = self.store.read_record(next_id)
+            if found is None:
                 break
-            seen.add(parent.run_id)
-            record = parent
+            seen.add(found.run_id)
+            record = found
         return record
 
     def update(self, record: RunRecord) -> None:

@@ -6,7 +6,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from ..events import RunPhase
 
@@ -150,3 +150,14 @@ class RunSnapshot(BaseModel):
         while out[-1].child is not None:
             out.append(out[-1].child)  # type: ignore[arg-type]
         return out
+
+
+def valid_records(items: dict[str, Any]) -> dict[str, RunRecord]:
+    """Index entries as records; one bad entry must not hide every other run."""
+    records: dict[str, RunRecord] = {}
+    for run_id, item in items.items():
+        try:
+            records[run_id] = RunRecord.model_validate(item)
+        except ValidationError:
+            continue
+    return records
