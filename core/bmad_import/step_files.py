@@ -46,6 +46,8 @@ def _node_file(node: Node, plan: WorkflowPlan, builder: WorkflowBuilder, values:
                 f"package as a sub-workflow (own state, same project). When it completes, the run returns to "
                 f"`{back}`, which offers its options again.\n")
         return render_frontmatter(head, body)
+    if node.rel.startswith("gen:"):  # a node synthesized by the importer (classic workflows): body is final
+        return render_frontmatter(head, node.body)
     resolver = builder.resolver(node.rel, node.frontmatter, plan.entry)
     kept: dict[str, Any] = {}
     for key, value in node.frontmatter.items():
@@ -103,7 +105,7 @@ def _template(plan: WorkflowPlan, config: ConfigMap) -> str:
         "updatedAt": "",
         "currentNodeId": plan.nodes[0].id,
         "stepsCompleted": [],
-        "variables": {},
+        "variables": dict(plan.variables),
         "decisionLog": [],
         "artifacts": [],
         "bmadSource": plan.entry,

@@ -77,6 +77,8 @@ class WorkflowPlan:
     assets: set[str]  # `_bmad/`-relative files its nodes reference
     refused: dict[str, str]  # classic target -> first node naming it
     missing: dict[str, str]  # missing target -> node
+    variables: dict[str, str] = field(default_factory=dict)  # classic workflows: resolved workflow.yaml variables
+    sources: set[str] = field(default_factory=set)  # classic workflows: BMAD files turned into its nodes
 
     @property
     def template_path(self) -> str:
@@ -307,13 +309,13 @@ class _Walk:
             if ref.rel in (rel, self.entry):
                 continue
             target_wf = self.builder.entries.get(ref.rel) or self.builder.first_steps.get(ref.rel)
-            if ref.kind == "classic":
+            if target_wf is not None and target_wf != self.wid:
+                if target_wf not in node.calls:
+                    node.calls.append(target_wf)
+            elif ref.kind == "classic":
                 self.refused.setdefault(ref.rel, node.id)
                 if ref.rel not in node.refused:
                     node.refused.append(ref.rel)
-            elif target_wf is not None and target_wf != self.wid:
-                if target_wf not in node.calls:
-                    node.calls.append(target_wf)
             elif ref.kind == "file" and _is_step_name(ref.rel):
                 self.step_dir = self.step_dir or posixpath.dirname(ref.rel)
                 if ref.rel not in node.mentions:
