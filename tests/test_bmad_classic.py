@@ -27,6 +27,7 @@ from tests.bmad_trees import BMAD_V6_SRC
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.scripts import Body, calls, current_node, is_post_completion, write
+from tests.test_bot_support import bot_harness
 
 BMAD_V62_SRC = BMAD_V6_SRC.parent.parent / "bmad-method-v6.2.0" / "src"
 needs_v6 = pytest.mark.skipif(not BMAD_V6_SRC.is_dir(), reason=f"BMAD v6.0.0 fixture not found at {BMAD_V6_SRC}")
@@ -290,3 +291,20 @@ async def test_implementation_workflows_run_in_the_terminal(workflow: str, v6_pa
     steps = [n.id for n in graph.nodes if n.id.startswith("step-")]
     assert visited[0] == "start" and visited[-1] == "end" and steps[0] in visited
     assert (project / SCRIPTS[workflow][2]).is_file()  # the template-output / save wrote the document
+
+
+@needs_v6
+async def test_create_story_runs_in_a_slack_thread(v6_package: Path, project: Path) -> None:
+    visited: list[str] = []
+    async with bot_harness(project, packages=(str(v6_package),)) as h:
+        h.llm.responder = classic_responder("create-story", visited)
+        top = await h.mention("create-story")
+        question = await h.posted_text("Which story should I work on?")
+        assert question["thread_ts"] == top
+        await h.wait_status(top, "Waiting for your reply")
+        mark = h.mark()
+        await h.reply(top, "1-1-login")
+        await h.posted_text("completed.", since=mark)
+        await h.settle()
+    assert visited[0] == "start" and visited[-1] == "end"
+    assert (project / STORY).is_file()
