@@ -27,7 +27,7 @@ from .classic_xml import ClassicXmlError, Instructions, has_workflow_block, pars
 from .config_map import ConfigMap, substitute
 from .references import Resolver
 from .report import ImportReport, WorkflowReport
-from .source import BmadSource
+from .source import BmadSource, SourceError
 from .step_workflows import Edge, Node, WorkflowBuilder, WorkflowPlan, read_markdown
 
 _HALT_TEXT = re.compile(r"^\s*(?:HALT\b|Exit workflow\b)|\bHALT\s*[-:—]")
@@ -80,7 +80,7 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
     folder = posixpath.dirname(rel)
     try:
         text = source.read(rel)
-    except Exception as exc:  # SourceError: not UTF-8, unreadable
+    except SourceError as exc:  # not UTF-8, unreadable
         report.leave_out(rel, str(exc))
         return None
     sources = {rel}
@@ -241,7 +241,7 @@ class _Builder:
         if target is None:
             return None
         wid = self.plan.id
-        if target == wid or self.builder._reaches(target, wid):
+        if target == wid or self.builder.reaches(target, wid):
             self.plan.report.notes.append(f"`{step.node.id}` invokes `{target}`, which leads back to `{wid}`; not nested")
             return None
         self.builder.call_graph.setdefault(wid, set()).add(target)

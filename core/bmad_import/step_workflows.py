@@ -141,7 +141,8 @@ class WorkflowBuilder:
         self.first_steps = first_steps  # first step file -> workflow id
         self.call_graph: dict[str, set[str]] = {}  # workflow id -> workflows it nests, across all plans
 
-    def _reaches(self, start: str, goal: str) -> bool:
+    def reaches(self, start: str, goal: str) -> bool:
+        """Whether workflow `start` nests `goal`, directly or through others (nesting both ways never ends)."""
         seen, stack = set(), [start]
         while stack:
             current = stack.pop()
@@ -252,7 +253,7 @@ class WorkflowBuilder:
         calls: list[Node] = []
         for node in nodes:
             for target in list(node.calls):
-                if self._reaches(target, wid):  # nesting it would let the two call each other forever
+                if self.reaches(target, wid):  # nesting it would let the two call each other forever
                     node.calls.remove(target)
                     node.handoffs.append(target)
                     report.notes.append(f"`{node.id}` offers `{target}`, which leads back to `{wid}`; it is not "
