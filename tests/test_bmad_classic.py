@@ -149,10 +149,10 @@ def test_steps_become_nodes_with_gotos_checks_halts_and_calls(tmp_path: Path) ->
     assert "Speak like a pirate" in step1 and "Save after every template-output" in step1  # rules in every node
     step3 = str(result.files["workflows/new-note/steps/step-3.md"])
     assert "**Save section** (template-output): write the content for `note_body` into the output document " \
-           "`@project/notes/{{item}}.md`" in step3 and "[c] Continue, [e] Edit" in step3
+           "`@project/notes/{{item}}.md`, show the user what you wrote" in step3 and "[c] Continue, [e] Edit" in step3
     step2 = str(result.files["workflows/new-note/steps/step-2.md"])
     assert "move to node `step-2.helper`" in step2
-    assert "**Run the `discover_inputs` protocol**" in step2 and "`ideas` (whole: `@project/notes/*idea*.md`" in step2
+    assert "**Run the `discover_inputs` protocol**:\n  " in step2 and "`ideas` (whole: `@project/notes/*idea*.md`" in step2
     start = str(result.files["workflows/new-note/steps/start.md"])
     assert "| `notes_folder` | @project/notes |" in start and "| `user_name` | Ada |" in start
     assert "`@pkg/_bmad/notes/workflows/note/template.md`" in start and "checklist.md" in start
@@ -308,3 +308,19 @@ async def test_create_story_runs_in_a_slack_thread(v6_package: Path, project: Pa
         await h.settle()
     assert visited[0] == "start" and visited[-1] == "end"
     assert (project / STORY).is_file()
+
+
+@needs_v6
+def test_v6_classic_graphs_follow_their_instructions(v6_package: Path, tmp_path: Path) -> None:
+    package = load_package(v6_package, cache_dir=tmp_path)
+    status = package.workflow("sprint-status").graph
+    assert {e.to for e in status.outgoing("step-0")} == {"step-1", "step-20", "step-30"}  # modes by goto
+    assert [e.to for e in status.outgoing("step-5")] == ["end"]  # never runs into the data mode
+    dev = package.workflow("dev-story")
+    assert any(e.to == "step-5" and e.conditionText == "more tasks remain" for e in dev.graph.outgoing("step-8"))
+    create = package.workflow("create-story")
+    assert [n.id for n in create.graph.nodes][:3] == ["start", "step-1", "step-2"]
+    assert "**Save section** (template-output): write the content for `story_header`" in create.step("step-5").body
+    planning = package.workflow("sprint-planning")
+    assert [n.id for n in planning.graph.nodes][:3] == ["start", "step-0.5", "step-1"]  # numerical order
+    assert "Try Sharded Documents First" in planning.step("step-0.5").body  # the engine's protocol, inlined

@@ -170,8 +170,9 @@ class _Builder:
         start.body = self._start_body(preamble, criticals, steps[0].node.id if steps else end.id)
         start.edges.append(Edge(steps[0].node.id if steps else end.id, "begin", default=True))
         calls: list[Node] = []
+        entries = self._mode_entries(steps)
         for i, step in enumerate(steps):
-            following = steps[i + 1].node.id if i + 1 < len(steps) else end.id
+            following = steps[i + 1].node.id if i + 1 < len(steps) and steps[i + 1] not in entries else end.id
             self._connect(step, steps, following, end.id, calls)
         for step in steps:
             if step.elem is not None:
@@ -199,14 +200,28 @@ class _Builder:
             steps.append(step)
         return sorted(steps, key=lambda s: _order(s.n))
 
-    def _find(self, kind: str, value: str, steps: list[_Step]) -> _Step | None:
+    def _mode_entries(self, steps: list[_Step]) -> list[_Step]:
+        """Steps only a goto reaches, after a gap in the numbering (sprint-status: 1-5, then 20 and 30 for
+        its data and validate modes): the step before one finishes the workflow instead of running into it."""
+        targets = {id(t) for s in steps for kind, value, _ in s.gotos if (t := self._find(kind, value, steps, quiet=True))}
+        out = []
+        for before, step in zip(steps, steps[1:]):
+            gap = _order(step.n)[0] - _order(before.n)[0]
+            if id(step) in targets and gap > 1 and gap != float("inf"):
+                out.append(step)
+                self.plan.report.notes.append(f"`{step.node.id}` is reached only by a goto after a gap in the "
+                                              f"numbering; `{before.node.id}` finishes instead of running into it")
+        return out
+
+    def _find(self, kind: str, value: str, steps: list[_Step], quiet: bool = False) -> _Step | None:
         if kind == "anchor":
             return next((s for s in steps if value in s.anchors), None)
         exact = next((s for s in steps if s.n == value), None)
         if exact is None and (m := _STEP_N.match(value)) and m.group(2):  # "step 2a" where only step 2 exists
             exact = next((s for s in steps if s.n == m.group(1)), None)
-            if exact is not None:
-                self.plan.report.notes.append(f"`goto step {value}` has no step {value}; it goes to step {m.group(1)}")
+            note = f"`goto step {value}` has no step {value}; it goes to step {m.group(1)}"
+            if exact is not None and not quiet and note not in self.plan.report.notes:
+                self.plan.report.notes.append(note)
         return exact
 
     def _connect(self, step: _Step, steps: list[_Step], following: str, end_id: str, calls: list[Node]) -> None:

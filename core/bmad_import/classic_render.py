@@ -64,8 +64,7 @@ def _indent(text: str, depth: int) -> list[str]:
 
 
 def _item(label: str, text: str, depth: int) -> list[str]:
-    body = text.replace("\n", "\n  ")
-    return _indent(f"- {label}{body}", depth)
+    return _indent("- " + (label + text).replace("\n", "\n  "), depth)
 
 
 def render_step(step: ET.Element, ctx: RenderContext) -> str:
@@ -162,8 +161,6 @@ def _goto(elem: ET.Element, depth: int, ctx: RenderContext, prefix: str) -> list
 
 
 def _template_output(name: str, depth: int, ctx: RenderContext, prefix: str) -> list[str]:
-    text = (f"write the content for `{name}` into the output document `{ctx.output_file}` (create it from "
-            "the template the first time, edit it afterwards), show the user what you wrote, and ask "
-            "\"[c] Continue, [e] Edit, [y] YOLO the rest\"; wait for the answer (in YOLO mode go on at once). "
-            "On [e], apply the user's changes, save again and ask again.")
+    text = (f"write the content for `{name}` into the output document `{ctx.output_file}`, show the user what "
+            "you wrote, ask \"[c] Continue, [e] Edit, [y] YOLO the rest\" and wait (see the engine rules).")
     return _item(f"{prefix}**Save section** (template-output): ", text, depth)
