@@ -221,6 +221,10 @@ def test_a_v62_workflow_md_converts_directly(tmp_path: Path) -> None:
     files = workflow_files(plan, builder, config, source)
     start = files["workflows/create-story/steps/start.md"]
     assert "## From the instructions" in start and "@project/_bmad-output/implementation-artifacts" in start
+    # its "- `name` = `value`" lines are its variables, and the folder's template.md its template
+    assert "| `default_output_file` | @project/_bmad-output/implementation-artifacts/{{story_key}}.md |" in start
+    assert "create it from the template `@pkg/_bmad/bmm/workflows/4-implementation/bmad-create-story/template.md`" \
+        in start
     step1 = files["workflows/create-story/steps/step-1.md"]
     assert "**Ask the user**" in step1 and "(move to node `step-2`)" in step1
 

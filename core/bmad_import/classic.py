@@ -32,6 +32,7 @@ from .step_workflows import Edge, Node, WorkflowBuilder, WorkflowPlan, read_mark
 
 _HALT_TEXT = re.compile(r"^\s*(?:HALT\b|Exit workflow\b)|\bHALT\s*[-:—]")
 _STEP_N = re.compile(r"^(\d+(?:\.\d+)?)([a-z]*)$")
+_MD_VARIABLE = re.compile(r"^\s*[-*]\s+`([A-Za-z_][\w-]*)`\s*=\s*`([^`]*)`", re.M)
 
 __all__ = ["classic_identity", "is_classic_workflow_md", "plan_classic_workflow"]
 
@@ -57,6 +58,18 @@ def classic_identity(source: BmadSource, rel: str) -> tuple[str, str, str]:
     wid = re.sub(r"[^A-Za-z0-9._:-]+", "-", str(spec.get("name") or fallback)).strip("-") or fallback
     display = heading or wid.replace("-", " ").title()
     return wid, display, " ".join(str(spec.get("description") or "").split())
+
+
+def markdown_variables(fm: dict, body: str, source: BmadSource, folder: str) -> dict[str, object]:
+    """A v6.1+ `workflow.md` states its variables as frontmatter and "- `name` = `value`" lines before
+    the `<workflow>` block; its template is the folder's `template.md` unless one is named."""
+    preamble = body.split("<workflow", 1)[0]
+    spec: dict[str, object] = {k: v for k, v in fm.items() if k not in ("name", "description")}
+    for key, value in _MD_VARIABLE.findall(preamble):
+        spec.setdefault(key, value)
+    if "template" not in spec and source.exists(f"{folder}/template.md"):
+        spec["template"] = "{installed_path}/template.md"
+    return spec
 
 
 @dataclass
@@ -108,7 +121,7 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
         body_rel, body_text, preamble = instructions_rel, source.read(instructions_rel), ""
     else:
         fm, body_text, _ = read_markdown(text)
-        variables = resolve_variables(source, {k: v for k, v in fm.items() if k != "name"}, folder, config,
+        variables = resolve_variables(source, markdown_variables(fm, body_text, source, folder), folder, config,
                                       builder.generated)
         body_rel, preamble = rel, ""
     wreport = WorkflowReport(id=wid, source=rel, nodes=0, steps=0)

@@ -110,7 +110,7 @@ def render(elem: ET.Element, depth: int, ctx: RenderContext) -> list[str]:
         return _item("", f"⚓ Anchor `{elem.get('id', '')}`: a \"go to anchor {elem.get('id', '')}\" "
                      "continues from here.", depth)
     if tag == "template-output":
-        return _template_output(text, depth, ctx, prefix)
+        return _template_output(text, elem.get("file") or ctx.output_file, depth, prefix)
     if tag == "invoke-workflow":
         node = ctx.call(elem)
         what = text or elem.get("path", "") or elem.get("workflow", "")
@@ -160,7 +160,7 @@ def _goto(elem: ET.Element, depth: int, ctx: RenderContext, prefix: str) -> list
     return _item(f"{prefix}**Go to {where}**: ", f"move to node `{node}` (set `currentNodeId`){more}.", depth)
 
 
-def _template_output(name: str, depth: int, ctx: RenderContext, prefix: str) -> list[str]:
-    text = (f"write the content for `{name}` into the output document `{ctx.output_file}`, show the user what "
+def _template_output(name: str, output_file: str, depth: int, prefix: str) -> list[str]:
+    text = (f"write the content for `{name}` into the output document `{output_file}`, show the user what "
             "you wrote, ask \"[c] Continue, [e] Edit, [y] YOLO the rest\" and wait (see the engine rules).")
     return _item(f"{prefix}**Save section** (template-output): ", text, depth)

@@ -67,6 +67,8 @@ def resolve_variables(source: BmadSource, spec: dict[str, Any], folder: str, con
         elif key == "date" and value == "system-generated":
             raw[key] = DATE_TEXT
     lookup = {**cfg, **raw}
+    if raw.get("date") == DATE_TEXT:
+        lookup["date"] = "{{date}}"  # inside a path (`proposal-{date}.md`) the run fills it in
     expanded = {key: _expand(value, lookup) for key, value in raw.items()}
     result = WorkflowVariables(display={}, for_resolver=expanded)
     for key, value in expanded.items():
