@@ -328,3 +328,27 @@ def test_v6_classic_graphs_follow_their_instructions(v6_package: Path, tmp_path:
     planning = package.workflow("sprint-planning")
     assert [n.id for n in planning.graph.nodes][:3] == ["start", "step-0.5", "step-1"]  # numerical order
     assert "Try Sharded Documents First" in planning.step("step-0.5").body  # the engine's protocol, inlined
+
+
+def test_a_step_file_workflow_runs_a_classic_one_as_a_sub_workflow(tmp_path: Path) -> None:
+    src = classic_tree(tmp_path)
+    _write(src, "notes/workflows/review/workflow.md", """
+        ---
+        name: review-notes
+        ---
+        # Review notes
+
+        Load `./steps/step-01-review.md` and follow it.
+    """)
+    _write(src, "notes/workflows/review/steps/step-01-review.md", """
+        # Review
+
+        Read the notes. If one needs help, run `{project-root}/_bmad/notes/workflows/helper/workflow.yaml`.
+    """)
+    result = import_bmad(src)
+    graph = json.loads(str(result.files["workflows/review-notes/workflow.graph.json"]))
+    calls = [n for n in graph["nodes"] if n["type"] == "subworkflow"]
+    assert [n["id"] for n in calls] == ["step-01-review.helper"]
+    assert "subworkflowRef: helper" in str(result.files[calls[0]["file"]])
+    assert not any("helper/workflow.yaml" in x.item for x in result.report.left_out)
+    assert main(["validate", str(write_package(result, tmp_path / "pkg"))]) == 0

@@ -124,7 +124,7 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
         variables = resolve_variables(source, markdown_variables(fm, body_text, source, folder), folder, config,
                                       builder.generated)
         body_rel, preamble = rel, ""
-    wreport = WorkflowReport(id=wid, source=rel, nodes=0, steps=0)
+    wreport = WorkflowReport(id=wid, source=rel, nodes=0, steps=0, classic_from=body_rel)
     plan = WorkflowPlan(wid, rel, display, description, [], wreport, set(variables.assets), {}, {},
                         variables=variables.display, sources=sources)
     resolver = Resolver(source, builder.generated, body_rel, variables.for_resolver)

@@ -52,21 +52,21 @@ def _node_file(node: Node, plan: WorkflowPlan, builder: WorkflowBuilder, values:
     kept: dict[str, Any] = {}
     for key, value in node.frontmatter.items():
         name = f"bmad.{key}" if key in V11_KEYS else key
-        kept[name] = _rewrite_value(value, resolver, values)
+        kept[name] = _rewrite_value(value, resolver, values, set(builder.entries))
     text = substitute(resolver.rewrite(node.body), values)
     return render_frontmatter({**head, **kept}, _note(node, plan, source) + text.lstrip("\n"))
 
 
-def _rewrite_value(value: Any, resolver: Resolver, values: dict[str, str]) -> Any:
+def _rewrite_value(value: Any, resolver: Resolver, values: dict[str, str], imported: set[str]) -> Any:
     if isinstance(value, str):
         ref = resolver.resolve(value)
-        if ref is not None and ref.kind == "classic":
+        if ref is not None and ref.kind == "classic" and ref.rel not in imported:
             return f"unavailable: {ref.rel} is a classic BMAD workflow, not imported"
         return substitute(resolver.rewrite(value), values)
     if isinstance(value, list):
-        return [_rewrite_value(v, resolver, values) for v in value]
+        return [_rewrite_value(v, resolver, values, imported) for v in value]
     if isinstance(value, dict):
-        return {k: _rewrite_value(v, resolver, values) for k, v in value.items()}
+        return {k: _rewrite_value(v, resolver, values, imported) for k, v in value.items()}
     return value
 
 
