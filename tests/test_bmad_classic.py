@@ -26,7 +26,7 @@ from core.package.loader import load_package
 from tests.bmad_trees import BMAD_V6_SRC
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import Reply, ScriptedLLM
-from tests.scripts import Body, calls, current_node, is_post_completion, write
+from tests.scripts import Body, calls, current_node, is_post_completion, node_brief, write
 from tests.test_bot_support import bot_harness
 
 BMAD_V62_SRC = BMAD_V6_SRC.parent.parent / "bmad-method-v6.2.0" / "src"
@@ -250,14 +250,18 @@ SCRIPTS = {
 }
 
 
-def classic_responder(workflow: str, visited: list[str]) -> Callable[[Body], Reply]:
-    """Walks the graph's default moves; asks once at the asking node and writes once at the saving node."""
+def classic_responder(workflow: str, visited: list[str], briefs: dict[str, str] | None = None
+                      ) -> Callable[[Body], Reply]:
+    """Walks the graph's default moves; asks once at the asking node and writes once at the saving node.
+    `briefs` (optional) collects the first NODE_BRIEF the model got at each node."""
     ask_node, save_node, output = SCRIPTS[workflow]
     walk = walker(visited=visited)
     done: set[str] = set()
 
     def respond(body: Body) -> Reply:
         node = None if is_post_completion(body) else current_node(body)
+        if node is not None and briefs is not None:
+            briefs.setdefault(node, node_brief(body) or "")
         if node == ask_node and "ask" not in done:
             done.add("ask")
             return Reply(content="Which story should I work on? (e.g. 1-1-login)")
@@ -281,10 +285,11 @@ async def test_implementation_workflows_run_in_the_terminal(workflow: str, v6_pa
                                                            monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     visited: list[str] = []
+    briefs: dict[str, str] = {}
     async with ScriptedLLM() as llm:
         monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
         monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
-        llm.responder = classic_responder(workflow, visited)
+        llm.responder = classic_responder(workflow, visited, briefs)
         code = await _cli(["run", str(v6_package), "--project", str(project), "--workflow", workflow],
                           "1-1-login\n", monkeypatch)
     out, err = capsys.readouterr()
@@ -295,6 +300,11 @@ async def test_implementation_workflows_run_in_the_terminal(workflow: str, v6_pa
     steps = [n.id for n in graph.nodes if n.id.startswith("step-")]
     assert visited[0] == "start" and visited[-1] == "end" and steps[0] in visited
     assert (project / SCRIPTS[workflow][2]).is_file()  # the template-output / save wrote the document
+    # what the model was given: the engine's rules and resolved variables first, then each step's own text
+    assert "Save after every template-output" in briefs["start"]
+    assert "| `implementation_artifacts` | @project/_bmad-output/implementation-artifacts |" in briefs["start"]
+    assert all("## Engine rules" in briefs[s] for s in steps if s in briefs)
+    assert "{config_source}" not in briefs[steps[0]] and "{project-root}" not in briefs[steps[0]]
 
 
 @needs_v6
@@ -352,3 +362,11 @@ def test_a_step_file_workflow_runs_a_classic_one_as_a_sub_workflow(tmp_path: Pat
     assert "subworkflowRef: helper" in str(result.files[calls[0]["file"]])
     assert not any("helper/workflow.yaml" in x.item for x in result.report.left_out)
     assert main(["validate", str(write_package(result, tmp_path / "pkg"))]) == 0
+
+
+def test_absurd_nesting_is_imported_as_text_without_crashing(tmp_path: Path) -> None:
+    deep = "<check if='x'>" * 3000 + "<action>GOTO step 1</action>" + "</check>" * 3000
+    instructions = f'<workflow>\n<step n="1" goal="Deep">{deep}</step>\n</workflow>\n'
+    result = import_bmad(classic_tree(tmp_path, instructions))
+    step = str(result.files["workflows/new-note/steps/step-1.md"])
+    assert "**If** x:" in step and "GOTO step 1" in step

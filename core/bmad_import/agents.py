@@ -162,7 +162,8 @@ def _menu_item(
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value
-                reason = "a classic BMAD workflow that could not be imported (the report's Left out section says why)"
+                reason = ("a classic BMAD workflow that could not be imported (the report's Left out section says why)"
+                          if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree")
             elif ref is not None and ref.kind in ("file", "generated"):
                 out[key] = package_alias(ref.rel)
                 assets.add(ref.rel)

@@ -20,7 +20,7 @@ import yaml
 
 from core.document import safe_yaml
 
-from .classic_render import ENGINE_RULES, GOTO_TEXT, RenderContext, clean, render_step
+from .classic_render import ENGINE_RULES, GOTO_TEXT, MAX_DEPTH, RenderContext, clean, render_step
 from .classic_tasks import ENGINE_FILE, TaskInliner
 from .classic_vars import WorkflowVariables, resolve_variables
 from .classic_xml import ClassicXmlError, Instructions, has_workflow_block, parse_instructions
@@ -354,7 +354,9 @@ class _Builder:
         return "\n".join(p for p in parts if p)
 
 
-def _scan(elem: ET.Element, conds: list[str], step: _Step, top: bool = False) -> None:
+def _scan(elem: ET.Element, conds: list[str], step: _Step, top: bool = False, depth: int = 0) -> None:
+    if depth >= MAX_DEPTH:
+        return
     for child in elem:
         if not isinstance(child.tag, str):
             continue
@@ -376,7 +378,7 @@ def _scan(elem: ET.Element, conds: list[str], step: _Step, top: bool = False) ->
             if child.tag == "action" and _HALT_TEXT.search(text):
                 step.halts.append(condition)
                 step.jumps_always |= top and condition is None
-        _scan(child, mine, step)
+        _scan(child, mine, step, depth=depth + 1)
 
 
 def _order(n: str) -> tuple[float, str]:

@@ -38,6 +38,9 @@ graph node. The engine's rules still hold:
 - Optional steps (marked optional): ask whether to include them, unless YOLO mode is on."""
 
 
+MAX_DEPTH = 40
+
+
 @dataclass
 class RenderContext:
     """What the renderer needs from the graph: node ids for gotos and calls, inlined task texts."""
@@ -83,6 +86,8 @@ def render_step(step: ET.Element, ctx: RenderContext) -> str:
 def render(elem: ET.Element, depth: int, ctx: RenderContext) -> list[str]:
     if not isinstance(elem.tag, str):  # comments and processing instructions
         return []
+    if depth >= MAX_DEPTH:  # absurdly deep nesting: the rest is plain text, not a recursion without end
+        return _item("", " ".join(" ".join(elem.itertext()).split()), depth)
     tag, text = elem.tag, clean(elem.text)
     if tag in ("action", "output", "critical"):
         text = GOTO_TEXT.sub(lambda m: _goto_note(m, ctx), text)
