@@ -22,11 +22,12 @@ from core.bmad_import.report import ImportReport
 from core.bmad_import.source import open_source
 from core.bmad_import.step_files import workflow_files
 from core.bmad_import.step_workflows import WorkflowBuilder
+from core.events import RunPhase
 from core.package.loader import load_package
 from tests.bmad_trees import BMAD_V6_SRC
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import Reply, ScriptedLLM
-from tests.scripts import Body, calls, current_node, is_post_completion, node_brief, write
+from tests.scripts import Body, calls, current_node, drive, engine_harness, is_post_completion, node_brief, write
 from tests.test_bot_support import bot_harness
 
 BMAD_V62_SRC = BMAD_V6_SRC.parent.parent / "bmad-method-v6.2.0" / "src"
@@ -167,10 +168,21 @@ def test_steps_become_nodes_with_gotos_checks_halts_and_calls(tmp_path: Path) ->
     assert "_bmad/notes/workflows/note/instructions.xml" not in result.files  # it became the nodes
 
 
-def test_the_imported_package_validates_and_runs_to_completion(tmp_path: Path) -> None:
-    result = import_bmad(classic_tree(tmp_path))
-    out = write_package(result, tmp_path / "pkg")
+async def test_invoke_workflow_runs_the_other_classic_workflow_nested(tmp_path: Path, project: Path) -> None:
+    out = write_package(import_bmad(classic_tree(tmp_path)), tmp_path / "pkg")
     assert main(["validate", str(out)]) == 0
+    async with engine_harness(project) as h:
+        package = load_package(out, cache_dir=h.store.packages_dir)
+        visited: list[str] = []
+        h.llm.responder = walker(  # step 2 takes its <invoke-workflow> once, then goes on
+            lambda node, moves: next((m for m in moves if m.type == "subworkflow"), None)
+            if node == "step-2" and visited.count(node) == 1 else None,
+            visited=visited)
+        results = await drive(h.engine, h.create(package, "new-note"), package)
+    assert results[-1].phase is RunPhase.COMPLETED, results[-1].error
+    helper = visited.index("step-1", visited.index("step-2"))  # the helper's own step 1, run nested
+    assert visited[:3] == ["start", "step-1", "step-2"] and helper < visited.index("step-3")
+    assert visited.count("step-2") == 2 and visited[-1] == "end"
 
 
 def test_malformed_xml_is_reported_with_its_line_and_the_rest_imports(tmp_path: Path) -> None:
