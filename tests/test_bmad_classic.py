@@ -382,3 +382,23 @@ def test_absurd_nesting_is_imported_as_text_without_crashing(tmp_path: Path) -> 
     result = import_bmad(classic_tree(tmp_path, instructions))
     step = str(result.files["workflows/new-note/steps/step-1.md"])
     assert "**If** x:" in step and "GOTO step 1" in step
+
+
+def test_a_workflow_md_error_line_counts_its_frontmatter(tmp_path: Path) -> None:
+    src = classic_tree(tmp_path)
+    _write(src, "notes/workflows/tidy/workflow.md", """
+        ---
+        name: tidy
+        description: Tidy the notes
+        ---
+        # Tidy
+
+        <workflow>
+        <step n="1" goal="Tidy">
+        <action>Sort the notes</action>
+        </stepp>
+        </workflow>
+    """)
+    result = import_bmad(src)
+    assert any("notes/workflows/tidy/workflow.md, line 10: malformed XML" in w for w in result.report.warnings)
+    assert "workflows/tidy/workflow.graph.json" in result.files

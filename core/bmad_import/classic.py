@@ -118,27 +118,34 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
         sources.add(instructions_rel)
         variables.display["instructions"] = "(converted into this workflow's nodes)"
         variables.assets.discard(instructions_rel)
-        body_rel, body_text, preamble = instructions_rel, source.read(instructions_rel), ""
+        try:
+            body_text = source.read(instructions_rel)
+        except SourceError as exc:
+            report.leave_out(rel, str(exc))
+            return None
+        body_rel, full_text = instructions_rel, body_text
     else:
         fm, body_text, _ = read_markdown(text)
         variables = resolve_variables(source, markdown_variables(fm, body_text, source, folder), folder, config,
                                       builder.generated)
-        body_rel, preamble = rel, ""
+        body_rel, full_text = rel, text  # parsed whole, so that error lines count the frontmatter too
     wreport = WorkflowReport(id=wid, source=rel, nodes=0, steps=0, classic_from=body_rel)
     plan = WorkflowPlan(wid, rel, display, description, [], wreport, set(variables.assets), {}, {},
                         variables=variables.display, sources=sources)
     resolver = Resolver(source, builder.generated, body_rel, variables.for_resolver)
     try:
-        parsed = parse_instructions(body_text, body_rel, markdown=not body_rel.endswith(".xml")) \
-            if has_workflow_block(body_text) or body_rel.endswith(".xml") else None
+        parsed = parse_instructions(full_text, body_rel, markdown=not body_rel.endswith(".xml")) \
+            if has_workflow_block(full_text) or body_rel.endswith(".xml") else None
         if parsed is None:
             wreport.notes.append(f"`{body_rel}` has no <workflow> block: imported as one step that follows it")
     except ClassicXmlError as exc:
         report.warnings.append(f"{exc} — `{wid}` is imported as one step that follows the whole instructions file")
         wreport.notes.append(f"malformed XML ({exc.rel}, line {exc.line}): imported as one step")
         parsed = None
+    preamble = ""
     if parsed is not None:
-        preamble = parsed.before
+        preamble = read_markdown(parsed.before)[1] if parsed.before.startswith("---") else parsed.before
+        preamble = "\n\n".join(p for p in (preamble.strip(), parsed.after.strip()) if p)
     _Builder(source, builder, config, plan, variables, resolver, TaskInliner(source, resolver, variables, report)
              ).build(parsed, body_text, preamble)
     return plan
