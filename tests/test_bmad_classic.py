@@ -28,7 +28,7 @@ from tests.bmad_trees import BMAD_V6_SRC
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.scripts import Body, calls, current_node, drive, engine_harness, is_post_completion, node_brief, write
-from tests.test_bot_support import bot_harness
+from tests.test_bot_support import bot_harness, plan_tasks
 
 BMAD_V62_SRC = BMAD_V6_SRC.parent.parent / "bmad-method-v6.2.0" / "src"
 needs_v6 = pytest.mark.skipif(not BMAD_V6_SRC.is_dir(), reason=f"BMAD v6.0.0 fixture not found at {BMAD_V6_SRC}")
@@ -327,7 +327,10 @@ async def test_create_story_runs_in_a_slack_thread(v6_package: Path, project: Pa
         top = await h.mention("create-story")
         question = await h.posted_text("Which story should I work on?")
         assert question["thread_ts"] == top
-        await h.wait_status(top, "Waiting for your reply")
+        status = await h.wait_status(top, "Waiting for your reply")
+        tasks = plan_tasks(status)  # the plan shows the classic steps as its tasks
+        assert tasks["start"]["status"] == "complete" and tasks["step-1"]["status"] == "in_progress"
+        assert tasks["step-6"]["status"] == "pending"
         mark = h.mark()
         await h.reply(top, "1-1-login")
         await h.posted_text("completed.", since=mark)
