@@ -347,6 +347,8 @@ def test_v6_classic_graphs_follow_their_instructions(v6_package: Path, tmp_path:
     assert [e.to for e in status.outgoing("step-5")] == ["end"]  # never runs into the data mode
     dev = package.workflow("dev-story")
     assert any(e.to == "step-5" and e.conditionText == "more tasks remain" for e in dev.graph.outgoing("step-8"))
+    assert "**Go to anchor `task_check`** in this same step (no move)" in dev.step("step-1").body
+    assert "**Go to step 6**: move to node `step-6`" in dev.step("step-1").body
     create = package.workflow("create-story")
     assert [n.id for n in create.graph.nodes][:3] == ["start", "step-1", "step-2"]
     assert "**Save section** (template-output): write the content for `story_header`" in create.step("step-5").body

@@ -310,7 +310,8 @@ class _Builder:
             cid = f"{step.node.id}.{target}"
             return cid if target is not None and any(c.id == cid for c in calls) else None
 
-        ctx = RenderContext(goto, call, self.tasks.task, self.tasks.protocol, self.variables.output_file)
+        ctx = RenderContext(goto, call, self.tasks.task, self.tasks.protocol, self.variables.output_file,
+                            current=step.node.id)
         body = render_step(step.elem, ctx)
         self.plan.report.notes.extend(f"`{step.node.id}`: {n}" for n in ctx.notes)
         attrs = []

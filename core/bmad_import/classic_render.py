@@ -50,6 +50,7 @@ class RenderContext:
     task: Callable[[ET.Element], str]  # invoke-task element -> instructions to inline
     protocol: Callable[[str], str]  # protocol name -> instructions to inline
     output_file: str
+    current: str = ""  # the node being rendered: a goto to it stays inside this step
     notes: list[str] = field(default_factory=list)
 
 
@@ -151,6 +152,8 @@ def _children(elem: ET.Element, depth: int, ctx: RenderContext, head: str = "") 
 
 def _goto_note(match: re.Match[str], ctx: RenderContext) -> str:
     node = ctx.goto("step", match.group(1).rstrip("."))
+    if node and node == ctx.current:
+        return f"{match.group(0)} (repeat this step from its start, in this same node)"
     return f"{match.group(0)} (move to node `{node}`)" if node else match.group(0)
 
 
@@ -161,6 +164,8 @@ def _goto(elem: ET.Element, depth: int, ctx: RenderContext, prefix: str) -> list
     if node is None:
         ctx.notes.append(f"`goto {kind}=\"{value}\"` names no step of this workflow; left as text")
         return _item(prefix, f"Go to {where} (not found in this workflow).", depth)
+    if node == ctx.current:
+        return _item(f"{prefix}**Go to {where}** ", "in this same step (no move) and continue from there.", depth)
     more = " and continue from that anchor" if kind == "anchor" else ""
     return _item(f"{prefix}**Go to {where}**: ", f"move to node `{node}` (set `currentNodeId`){more}.", depth)
 
