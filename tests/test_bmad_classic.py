@@ -407,3 +407,21 @@ def test_a_workflow_md_error_line_counts_its_frontmatter(tmp_path: Path) -> None
     result = import_bmad(src)
     assert any("notes/workflows/tidy/workflow.md, line 10: malformed XML" in w for w in result.report.warnings)
     assert "workflows/tidy/workflow.graph.json" in result.files
+
+
+@pytest.mark.parametrize("instructions", ["{project-root}/_bmad/../../secret.xml", "/etc/passwd", "../../../../secret.xml"])
+def test_instructions_outside_the_tree_are_never_read(tmp_path: Path, instructions: str) -> None:
+    (tmp_path / "secret.xml").write_text("<workflow><step n='1'>SECRET</step></workflow>", encoding="utf-8")
+    result = import_bmad(classic_tree(tmp_path, yaml_text=f"name: new-note\ninstructions: \"{instructions}\"\n"))
+    left = next(x for x in result.report.left_out if x.item == "notes/workflows/note/workflow.yaml")
+    assert "is not in the BMAD tree" in left.reason
+    assert not any("SECRET" in str(v) for v in result.files.values())
+
+
+def test_instructions_named_beside_the_workflow_are_found(tmp_path: Path) -> None:
+    src = classic_tree(tmp_path)
+    yaml_file = src / "notes/workflows/note/workflow.yaml"
+    yaml_file.write_text(yaml_file.read_text(encoding="utf-8").replace('"{installed_path}/instructions.xml"',
+                                                                       '"instructions.xml"'), encoding="utf-8")
+    result = import_bmad(src)
+    assert "workflows/new-note/steps/step-3.md" in result.files

@@ -9,6 +9,7 @@ itself. `{{var}}` placeholders are filled at run time and left as written.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,9 +32,19 @@ class WorkflowVariables:
     assets: set[str] = field(default_factory=set)  # `_bmad/`-relative files the variables name
     patterns: dict[str, dict[str, str]] = field(default_factory=dict)  # input_file_patterns, resolved
 
+    folder: str = ""  # the workflow's folder, `_bmad/`-relative
+
     def file_rel(self, key: str) -> str | None:
+        """The `_bmad/`-relative file a path variable names (`{installed_path}/x` or `x` beside the workflow)."""
         value = self.for_resolver.get(key, "")
-        return value[len(_BMAD):] if value.startswith(_BMAD) and "{" not in value[len(_BMAD):] else None
+        if value.startswith(_BMAD):
+            value = value[len(_BMAD):]
+        elif value and not value.startswith(("{", "/", "@", "\\")):
+            value = posixpath.join(self.folder, value)
+        else:
+            return None
+        rel = posixpath.normpath(value)
+        return None if "{" in rel or rel.startswith("..") or rel.startswith("/") else rel
 
     @property
     def template(self) -> str | None:
@@ -70,7 +81,7 @@ def resolve_variables(source: BmadSource, spec: dict[str, Any], folder: str, con
     if raw.get("date") == DATE_TEXT:
         lookup["date"] = "{{date}}"  # inside a path (`proposal-{date}.md`) the run fills it in
     expanded = {key: _expand(value, lookup) for key, value in raw.items()}
-    result = WorkflowVariables(display={}, for_resolver=expanded)
+    result = WorkflowVariables(display={}, for_resolver=expanded, folder=folder)
     for key, value in expanded.items():
         result.display[key] = _to_mounts(value, source, generated, result.assets)
     patterns = spec.get("input_file_patterns")
