@@ -425,3 +425,16 @@ def test_instructions_named_beside_the_workflow_are_found(tmp_path: Path) -> Non
                                                                        '"instructions.xml"'), encoding="utf-8")
     result = import_bmad(src)
     assert "workflows/new-note/steps/step-3.md" in result.files
+
+
+def test_a_call_to_a_workflow_that_cannot_be_imported_is_not_a_node(tmp_path: Path) -> None:
+    src = classic_tree(tmp_path)
+    (src / "notes/workflows/helper/instructions.md").write_text("<workflow></workflow>\n", encoding="utf-8")
+    result = import_bmad(src)
+    left = next(x for x in result.report.left_out if x.item == "notes/workflows/helper/workflow.yaml")
+    assert "has no <step n=…>" in left.reason
+    assert sum(1 for x in result.report.left_out if x.item == "notes/workflows/helper/workflow.yaml") == 1
+    graph = json.loads(str(result.files["workflows/new-note/workflow.graph.json"]))
+    assert not [n for n in graph["nodes"] if n["type"] == "subworkflow"]
+    assert "is not available in this package" in str(result.files["workflows/new-note/steps/step-2.md"])
+    assert main(["validate", str(write_package(result, tmp_path / "pkg"))]) == 0

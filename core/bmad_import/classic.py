@@ -142,6 +142,9 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
         report.warnings.append(f"{exc} — `{wid}` is imported as one step that follows the whole instructions file")
         wreport.notes.append(f"malformed XML ({exc.rel}, line {exc.line}): imported as one step")
         parsed = None
+    if parsed is not None and not any(c.tag == "step" for c in parsed.root):
+        report.leave_out(rel, f"`{body_rel}` has no <step n=…> in its <workflow>: there is nothing to run")
+        return None
     preamble = ""
     if parsed is not None:
         preamble = read_markdown(parsed.before)[1] if parsed.before.startswith("---") else parsed.before

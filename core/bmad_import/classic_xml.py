@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-_WORKFLOW_BLOCK = re.compile(r"<workflow(?:\s[^>]*)?>.*</workflow\s*>", re.S)
+_WORKFLOW_BLOCK = re.compile(r"<workflow(?:\s[^>]*)?(?:/>|>.*</workflow\s*>)", re.S)
 _DECLARATION = re.compile(r"<!(?:DOCTYPE|ENTITY)", re.I)
 _BARE_AMP = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|#\d+|#x[0-9a-fA-F]+);)")
 _BARE_LT = re.compile(r"<(?![A-Za-z_/!?])")

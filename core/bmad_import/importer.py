@@ -107,6 +107,10 @@ def _plan_workflows(source: BmadSource, generated: set[str], config: ConfigMap,
         _add_entry(entries, rel, workflow_identity(source, rel)[0], report)
     for rel in classic:
         _add_entry(entries, rel, classic_identity(source, rel)[0], report)
+    trial = ImportReport(source="", layout="", package="", version="")  # which ones import at all, quietly
+    trial_builder = WorkflowBuilder(source, generated, dict(entries), {})
+    for rel in [r for r in classic if plan_classic_workflow(source, r, trial_builder, config, trial) is None]:
+        del entries[rel]  # so that nothing else calls it; the real pass below reports why
     builder = WorkflowBuilder(source, generated, entries, {})
     builder.first_steps = {step: wid for rel, wid in entries.items()
                            if rel not in classic and (step := builder.first_step(rel))}
@@ -115,7 +119,7 @@ def _plan_workflows(source: BmadSource, generated: set[str], config: ConfigMap,
     for rel in classic:
         classic_plan = plan_classic_workflow(source, rel, builder, config, report)
         if classic_plan is None:
-            del entries[rel]
+            entries.pop(rel, None)
         else:
             plans.append(classic_plan)
     for rel in [r for r in entries if r not in classic]:
@@ -253,7 +257,8 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
         for rel, node in sorted(plan.missing.items()):
             report.warnings.append(f"{plan.id}: `{node}` names `{rel}`, which is not in the BMAD tree; left as written")
     imported = {p.entry for p in plans}
-    classic = [c for c in source.classic_workflows() if c not in imported]
+    reported = {x.item for x in report.left_out}
+    classic = [c for c in source.classic_workflows() if c not in imported and c not in reported]
     for rel in classic:
         offered = callers.pop(rel, [])
         also = f"; offered by steps of {', '.join(offered)}, which say it is not available" if offered else ""
