@@ -355,6 +355,8 @@ def test_v6_classic_graphs_follow_their_instructions(v6_package: Path, tmp_path:
     planning = package.workflow("sprint-planning")
     assert [n.id for n in planning.graph.nodes][:3] == ["start", "step-0.5", "step-1"]  # numerical order
     assert "Try Sharded Documents First" in planning.step("step-0.5").body  # the engine's protocol, inlined
+    course = package.workflow("correct-course")  # `{date}` in a path stays for the run to fill in
+    assert "sprint-change-proposal-{{date}}.md" in course.step("step-4").body
 
 
 def test_a_step_file_workflow_runs_a_classic_one_as_a_sub_workflow(tmp_path: Path) -> None:

@@ -172,7 +172,7 @@ class _Builder:
                 self.plan.assets.add(ref.rel)
         out = substitute(self.resolver.rewrite(raw), self.values)
         for key, value in self.variables.display.items():
-            if "{{" not in value:
+            if "{{" not in value and key != "date":  # {{date}} is the run's, even inside a path
                 out = out.replace("{{" + key + "}}", value)
         return out.replace("{project-root}", "@project")
 
