@@ -440,3 +440,17 @@ def test_a_call_to_a_workflow_that_cannot_be_imported_is_not_a_node(tmp_path: Pa
     assert not [n for n in graph["nodes"] if n["type"] == "subworkflow"]
     assert "is not available in this package" in str(result.files["workflows/new-note/steps/step-2.md"])
     assert main(["validate", str(write_package(result, tmp_path / "pkg"))]) == 0
+
+
+def test_invoke_task_inlines_the_task_file(tmp_path: Path) -> None:
+    src = classic_tree(tmp_path, INSTRUCTIONS.replace(
+        "<template-output>note_body</template-output>",
+        "<template-output>note_body</template-output>\n"
+        "    <invoke-task>Check the note with {project-root}/_bmad/core/tasks/check-note.xml</invoke-task>\n"
+        "    <invoke-task>Then run {project-root}/_bmad/core/tasks/missing.xml</invoke-task>"))
+    _write(src, "core/tasks/check-note.xml", "<task id='check-note'><action>Count the words</action></task>\n")
+    result = import_bmad(src)
+    step3 = str(result.files["workflows/new-note/steps/step-3.md"])
+    assert "**Run a task**: Check the note with" in step3 and "<action>Count the words</action>" in step3
+    assert "The task file is not available here: do what this line says yourself." in step3
+    assert any("core/tasks/missing.xml" in w for w in result.report.warnings)
