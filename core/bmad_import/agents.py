@@ -1,8 +1,8 @@
 """BMAD `*.agent.yaml` files turned into `agents.json` entries, menus resolved to imported workflows.
 
-A menu item that names a step-file workflow runs exactly that workflow (its id, or the package path
-of its `workflow.md`); an item that names a classic `workflow.yaml` / XML workflow stays in the menu,
-marked unavailable, and the runtime refuses it with the reason.
+A menu item that names an imported workflow (step-file or classic) runs exactly that workflow (its id,
+or the package path of its `workflow.md`); an item whose classic workflow could not be imported stays
+in the menu, marked unavailable, and the runtime refuses it with the reason.
 """
 
 from __future__ import annotations
@@ -162,7 +162,8 @@ def _menu_item(
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value
-                reason = "classic BMAD workflow (workflow.yaml / XML); only step-file workflows are imported"
+                reason = ("a classic BMAD workflow that could not be imported (the report's Left out section says why)"
+                          if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree")
             elif ref is not None and ref.kind in ("file", "generated"):
                 out[key] = package_alias(ref.rel)
                 assets.add(ref.rel)

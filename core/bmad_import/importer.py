@@ -19,6 +19,7 @@ import yaml
 from core.document import safe_yaml
 
 from .agents import ImportedAgent, convert_agent
+from .classic import classic_identity, is_classic_workflow_md, plan_classic_workflow
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
@@ -62,9 +63,10 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     if _module_help(source):
         generated.add(HELP_CATALOG)
 
-    plans, builder = _plan_workflows(source, generated, report)
+    plans, builder = _plan_workflows(source, generated, config, report)
     if not plans:
-        raise BmadImportError(f"{report.source}: no step-file workflows (workflow.md + step files) found")
+        raise BmadImportError(f"{report.source}: no workflows found (workflow.md + step files, or a classic "
+                              "workflow.yaml + instructions)")
     templates = {p.entry: (p.id, p.template_path) for p in plans}
     agents: list[ImportedAgent] = []
     for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
@@ -89,25 +91,38 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
-    _report_unused(source, _used_files(source, plans, generated, report), report)
+    _report_unused(source, plans, _used_files(source, plans, generated, report), report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
 
 
-def _plan_workflows(source: BmadSource, generated: set[str], report: ImportReport) -> tuple[list[WorkflowPlan], WorkflowBuilder]:
+def _plan_workflows(source: BmadSource, generated: set[str], config: ConfigMap,
+                    report: ImportReport) -> tuple[list[WorkflowPlan], WorkflowBuilder]:
     entries: dict[str, str] = {}
+    classic: list[str] = [c for c in source.classic_workflows() if c.endswith((".yaml", ".yml"))]
     for rel in source.workflow_files():
-        wid = workflow_identity(source, rel)[0]
-        if wid in entries.values():
-            module = rel.split("/", 1)[0]
-            report.warnings.append(f"workflow id '{wid}' is used twice; `{rel}` becomes '{module}-{wid}'")
-            wid = f"{module}-{wid}"
-        entries[rel] = wid
+        if is_classic_workflow_md(source.read(rel)):
+            classic.append(rel)
+            continue
+        _add_entry(entries, rel, workflow_identity(source, rel)[0], report)
+    for rel in classic:
+        _add_entry(entries, rel, classic_identity(source, rel)[0], report)
+    trial = ImportReport(source="", layout="", package="", version="")  # which ones import at all, quietly
+    trial_builder = WorkflowBuilder(source, generated, dict(entries), {})
+    for rel in [r for r in classic if plan_classic_workflow(source, r, trial_builder, config, trial) is None]:
+        del entries[rel]  # so that nothing else calls it; the real pass below reports why
     builder = WorkflowBuilder(source, generated, entries, {})
-    builder.first_steps = {step: wid for rel, wid in entries.items() if (step := builder.first_step(rel))}
+    builder.first_steps = {step: wid for rel, wid in entries.items()
+                           if rel not in classic and (step := builder.first_step(rel))}
     claimed: set[str] = set()
     plans = []
-    for rel in entries:
+    for rel in classic:
+        classic_plan = plan_classic_workflow(source, rel, builder, config, report)
+        if classic_plan is None:
+            entries.pop(rel, None)
+        else:
+            plans.append(classic_plan)
+    for rel in [r for r in entries if r not in classic]:
         plan = builder.build(rel)
         shared = [n.rel for n in plan.nodes[1:] if n.rel in claimed]
         if shared:
@@ -115,7 +130,15 @@ def _plan_workflows(source: BmadSource, generated: set[str], report: ImportRepor
             continue
         claimed.update(n.rel for n in plan.nodes)
         plans.append(plan)
-    return plans, builder
+    return sorted(plans, key=lambda p: p.entry), builder
+
+
+def _add_entry(entries: dict[str, str], rel: str, wid: str, report: ImportReport) -> None:
+    if wid in entries.values():
+        module = rel.split("/", 1)[0]
+        report.warnings.append(f"workflow id '{wid}' is used twice; `{rel}` becomes '{module}-{wid}'")
+        wid = f"{module}-{wid}"
+    entries[rel] = wid
 
 
 def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedAgent], generated: set[str],
@@ -131,7 +154,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
                    and not posixpath.basename(f).startswith("step")}
     for agent in agents:
         wanted |= agent.assets
-    wanted -= nodes | entries | generated
+    wanted -= nodes | entries | generated | {rel for p in plans for rel in p.sources}
     queue, done = sorted(wanted), set()
     files: dict[str, str | bytes] = {}
     values = config.substitutions()
@@ -151,7 +174,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
             for ref in resolver.refs(text):
                 if ref.kind == "file" and ref.rel not in done and not is_classic(ref.rel):
                     queue.append(ref.rel)
-                elif ref.kind == "classic" and not rel.endswith(".csv"):
+                elif ref.kind == "classic" and ref.rel not in entries and not rel.endswith(".csv"):
                     report.leave_out(f"{ref.rel} (named by {rel})", "classic BMAD workflow; not imported")
                 elif ref.kind == "missing":
                     report.warnings.append(f"`{rel}` names `{ref.rel}`, which is not in the BMAD tree; left as written")
@@ -233,12 +256,14 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
             callers.setdefault(rel, []).append(plan.id)
         for rel, node in sorted(plan.missing.items()):
             report.warnings.append(f"{plan.id}: `{node}` names `{rel}`, which is not in the BMAD tree; left as written")
-    classic = source.classic_workflows()
+    imported = {p.entry for p in plans}
+    reported = {x.item for x in report.left_out}
+    classic = [c for c in source.classic_workflows() if c not in imported and c not in reported]
     for rel in classic:
         offered = callers.pop(rel, [])
         also = f"; offered by steps of {', '.join(offered)}, which say it is not available" if offered else ""
-        report.leave_out(rel, "classic BMAD workflow (workflow.yaml / XML runner) with its folder; only step-file "
-                         f"workflows (workflow.md + step files) are imported{also}")
+        report.leave_out(rel, "classic BMAD task-style XML workflow with its folder; only step-file workflows and "
+                         f"classic workflow.yaml / <workflow> instructions are imported{also}")
     for rel, offered in callers.items():
         report.leave_out(rel, f"classic BMAD workflow named by steps of {', '.join(offered)}; not imported")
 
@@ -246,7 +271,7 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
 def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[str], report: ImportReport) -> set[str]:
     """BMAD files the package holds, replaces or was built from (reported files are not listed again)."""
     return (
-        {n.rel for p in plans for n in p.nodes}
+        {n.rel for p in plans for n in p.nodes} | {rel for p in plans for rel in p.sources}
         | {source.aliases.get(c, c) for c in report.carried}
         | set(source.agent_files()) | set(source.compiled_agents())
         | {source.module_config(m)[0] for m in source.modules} | set(_module_help(source))
@@ -254,9 +279,10 @@ def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[st
     )
 
 
-def _report_unused(source: BmadSource, used: set[str], report: ImportReport) -> None:
+def _report_unused(source: BmadSource, plans: list[WorkflowPlan], used: set[str], report: ImportReport) -> None:
     """Every BMAD file that went nowhere, grouped by folder, so nothing disappears without a line."""
-    classic_dirs = [posixpath.dirname(c) + "/" for c in source.classic_workflows()]
+    imported = {p.entry for p in plans}
+    classic_dirs = [posixpath.dirname(c) + "/" for c in source.classic_workflows() if c not in imported]
     groups: dict[str, list[str]] = {}
     for rel in sorted(source.files - used):
         if any(rel.startswith(d) for d in classic_dirs):
