@@ -32,6 +32,7 @@ from core.session.model import Session
 from core.session.service import SessionService
 from core.store.files import RuntimeStore
 
+from .package_errors import print_invalid
 from .line_feed import LineFeed, Prompt, stdout_prompt
 from .render import (
     EventPrinter,
@@ -59,10 +60,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(chat(args, stdin_read_line, stdout_write))
     except PackageInvalid as exc:
-        print("error: the package is invalid:", file=sys.stderr)
-        for problem in exc.problems:
-            if getattr(problem, "level", "error") == "error":
-                print(f"  {problem}", file=sys.stderr)
+        print_invalid(Path(args.path) if args.path else default_package() or Path("."), exc.problems)
         return EXIT_SETUP
     except CrewError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

@@ -24,6 +24,7 @@ from core.store.runs import RunManager, new_run_id, resolve_workflow
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore
 
+from .package_errors import print_invalid
 from .render import (
     EventPrinter,
     InputClosed,
@@ -45,10 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_main(args, stdin_read_line, stdout_write))
     except PackageInvalid as exc:
-        _error("the package is invalid:")
-        for problem in exc.problems:
-            if problem.level == "error":
-                print(f"  {problem}", file=sys.stderr)
+        print_invalid(Path(args.path or ""), exc.problems)
         return EXIT_SETUP
     except CrewError as exc:
         _error(exc.message)

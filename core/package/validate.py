@@ -23,6 +23,7 @@ from core.document.frontmatter import FrontmatterError
 from core.document.frontmatter import parse as parse_frontmatter
 from core.run.nesting import MAX_DEPTH, too_deep
 
+from .foreign import BMAD_TREE_CODE, bmad_tree_kind
 from .problems import (
     CLASSIC_CODE,
     ClassicWorkflowNotSupported,
@@ -248,6 +249,9 @@ class _Inspection:
                            "this is a classic BMAD workflow (workflow.yaml / instructions.xml); only .bmad v1.1 "
                            "micro-file packages (bmad.json + workflow.graph.json + steps/*.md) run here",
                            "convert the workflow to a v1.1 micro-file package", CLASSIC_CODE)
+            elif (kind := bmad_tree_kind(self.root)) is not None:
+                self.error("bmad.json", "", f"this folder is {kind}, not a .bmad package",
+                           "turn it into a package with `crewagent import bmad PATH -o OUT.bmad`", BMAD_TREE_CODE)
             else:
                 self.error("bmad.json", "", "the package has no bmad.json manifest at its root",
                            "add bmad.json (schemaVersion, name, version, entry) at the package root", "FILE_MISSING")

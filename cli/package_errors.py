@@ -1,0 +1,36 @@
+"""How the terminal commands report a package that cannot be used, with the next command to type."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from core.package.foreign import BMAD_TREE_CODE, bmad_tree_kind, import_output_name
+from core.package.problems import Problem
+
+
+def bmad_tree_advice(path: Path) -> str | None:
+    """For a BMAD-METHOD tree: what it is and the import command for exactly the path the user typed."""
+    kind = bmad_tree_kind(path)
+    if kind is None:
+        return None
+    out = import_output_name(path)
+    return (
+        f"{path} is {kind}, not a .bmad package. Import it first, then use the package:\n"
+        f"  crewagent import bmad {shlex.quote(str(path))} -o {shlex.quote(out)}\n"
+        f"  crewagent validate {shlex.quote(out)}"
+    )
+
+
+def print_invalid(path: Path, problems: list[Problem], stream: TextIO = sys.stderr) -> None:
+    """`error: the package is invalid:` with its errors; a BMAD tree gets the import command instead."""
+    errors = [p for p in problems if p.level == "error"]
+    advice = bmad_tree_advice(path) if any(p.code == BMAD_TREE_CODE for p in errors) else None
+    if advice is not None:
+        print(f"error: {advice}", file=stream)
+        return
+    print("error: the package is invalid:", file=stream)
+    for problem in errors:
+        print(f"  {problem}", file=stream)
