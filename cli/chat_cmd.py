@@ -157,7 +157,8 @@ class Terminal:
         session, show = self.session, self.screen.show
         package = self.screen.package
         self.write(
-            f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave; Ctrl-C stops a working run."
+            f"CrewAgent chat: {package.name} {package.version}. Type *help for the commands, *quit to leave; "
+            "Ctrl-C stops a working run."
         )
         await self._work(self.service.open(session, "", show))
         while not self.interrupted.is_set():
@@ -329,8 +330,9 @@ class Screen:
             done = own and isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)
-                w("\n✔ Run complete. Artifacts:")
-                for rel in output.snapshot.artifacts:
+                artifacts = output.snapshot.artifacts
+                w("\n✔ Run complete. " + ("Artifacts:" if artifacts else "No files were written."))
+                for rel in artifacts:
                     w(f"  - {rel}")
                 if output.snapshot.usage.llm_calls:
                     w(f"  ({output.snapshot.usage.line()})")

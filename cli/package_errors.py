@@ -24,8 +24,9 @@ def bmad_tree_advice(path: Path) -> str | None:
     )
 
 
-def print_invalid(path: Path, problems: list[Problem], stream: TextIO = sys.stderr) -> None:
+def print_invalid(path: Path, problems: list[Problem], stream: TextIO | None = None) -> None:
     """`error: the package is invalid:` with its errors; a BMAD tree gets the import command instead."""
+    stream = stream or sys.stderr
     errors = [p for p in problems if p.level == "error"]
     advice = bmad_tree_advice(path) if any(p.code == BMAD_TREE_CODE for p in errors) else None
     if advice is not None:

@@ -221,7 +221,7 @@ def _print_stopped(write: Write, record: RunRecord, result: PumpResult | None) -
 
 def _print_artifacts(write: Write, artifacts: list[str]) -> None:
     if not artifacts:
-        write("No artifacts were written.")
+        write("No files were written.")
         return
     write("Artifacts:")
     for path in artifacts:
