@@ -84,7 +84,7 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     if not path.exists():
         raise CrewError("PACKAGE_NOT_FOUND", f"there is no package at {path}.")
     store = RuntimeStore()
-    llm = LLMClient(LLMSettings.from_env())  # fails early when no model is configured
+    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early when no model is configured
     try:
         if args.project:
             project = store.check_project(Path(args.project))

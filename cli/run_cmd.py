@@ -64,7 +64,7 @@ def resume_hint(run_id: str) -> str:
 async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> int:
     store = RuntimeStore()
     runs = RunManager(store)
-    llm = LLMClient(LLMSettings.from_env())  # fails early, before a run is created, if no model is set
+    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early, before a run is created, if no model is set
     try:
         if args.resume:
             record = runs.get(args.resume)
@@ -92,7 +92,8 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             record.token_budget = args.token_budget
             runs.update(record)
         engine = Engine(store, runs, llm, engine_settings())
-        return await _drive(engine, record, package, intent, read_line, write)
+        where = where_files_go(record, chosen=bool(args.project) or bool(args.resume))
+        return await _drive(engine, record, package, intent, read_line, write, where=where)
     finally:
         await llm.aclose()
 
@@ -105,6 +106,17 @@ def engine_settings() -> EngineSettings:
     if not raw.isdigit() or int(raw) < 1:
         raise CrewError("USAGE", f"CREWAGENT_RUN_TOKEN_BUDGET must be a positive whole number of tokens, not {raw!r}.")
     return EngineSettings(run_token_budget=int(raw))
+
+
+def where_files_go(record: RunRecord, *, chosen: bool) -> str:
+    """Said before a run starts: the folder it writes in (and, with no --project, that it is the current one)."""
+    if record.worktree is not None:
+        return (f"Files are written in {record.worktree.root}, a worktree of {record.project_root} "
+                f"on branch {record.worktree.branch}.")
+    if chosen:
+        return f"Files are written in {record.project_root}."
+    return (f"Files are written in {record.project_root} (the current directory; "
+            "pass --project DIR to work in another folder).")
 
 
 def run_checkout(record: RunRecord, store: RuntimeStore) -> Checkout:
@@ -131,7 +143,8 @@ def _load_saved_package(record: RunRecord, store: RuntimeStore) -> Package:
 
 
 async def _drive(
-    engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write
+    engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write,
+    *, where: str | None = None,
 ) -> int:
     snapshot = engine.runs.snapshot(record, package)
     if intent == "resume" and record.phase is RunPhase.COMPLETED:
@@ -139,6 +152,8 @@ async def _drive(
         _print_artifacts(write, snapshot.artifacts)
         _print_delivery(write, record)
         return 0
+    if where:
+        write(where)
     verb = "Resuming" if intent == "resume" else "Starting"
     write(
         f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
