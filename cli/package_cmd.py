@@ -9,8 +9,8 @@ from pathlib import Path
 
 from core.errors import CrewError
 from core.package.archive import pack_package
-from core.package.foreign import BMAD_TREE_CODE
 from core.package.loader import PackageInvalid, Problem, validate_path
+from core.package.validate import BMAD_TREE_CODE
 from core.package.models import Package
 
 from .package_errors import bmad_tree_advice

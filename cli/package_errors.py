@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.package.foreign import BMAD_TREE_CODE, bmad_tree_kind, import_output_name
 from core.package.problems import Problem
+from core.package.validate import BMAD_TREE_CODE, bmad_tree_kind
 
 
 def bmad_tree_advice(path: Path) -> str | None:
@@ -22,6 +22,15 @@ def bmad_tree_advice(path: Path) -> str | None:
         f"  crewagent import bmad {shlex.quote(str(path))} -o {shlex.quote(out)}\n"
         f"  crewagent validate {shlex.quote(out)}"
     )
+
+
+def import_output_name(path: Path) -> str:
+    """A sensible OUT for `crewagent import bmad PATH -o OUT`: named after the tree, not `src` or `_bmad`."""
+    resolved = path.resolve()
+    name = resolved.name
+    if name in ("src", "_bmad") and resolved.parent.name:
+        name = resolved.parent.name
+    return f"{name or 'team'}.bmad"
 
 
 def print_invalid(path: Path, problems: list[Problem], stream: TextIO | None = None) -> None:
