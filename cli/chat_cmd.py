@@ -1,8 +1,9 @@
 """`crewagent chat [PACKAGE] [--project DIR]`: the Agent-First session in a terminal.
 
 The same SessionService as the Slack bot, on the "ide" surface: agents and menus are numbered
-lists, questions from the workflow are answered by typing, `*quit` or end of input leaves.
-`*stop`, `*pause` and `*status` typed while a run works act between its turns, as in Slack; Ctrl-C
+lists, questions from the workflow are answered by typing, `*help` lists the commands, `*quit` or end
+of input leaves. `*stop`, `*pause` and `*status` typed while a run works act between its turns, as in
+Slack (`*help` is answered at once too); Ctrl-C
 stops the run the same way and ends the chat with the command that resumes it. Without --project
 the chat works in a scratch folder under the runtime home, never in the current directory.
 """
@@ -53,7 +54,7 @@ EXIT_INTERRUPTED = 130
 DEFAULT_PACKAGE = Path("examples") / "create-story-micro"
 SCRATCH_PROJECT = "scratch"
 QUIT_WORDS = {"*quit", "*exit", "/quit", "/exit"}
-RUN_CONTROLS = ("stop", "pause", "status")  # typed while a run works, these act at once
+RUN_CONTROLS = ("stop", "pause", "status", "help")  # typed while a run works, these act at once
 
 
 def run(args: argparse.Namespace) -> int:
