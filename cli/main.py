@@ -22,7 +22,8 @@ EXIT_CODES = """\
 exit codes:
   0    done (or left on purpose)
   1    the run failed, or the package has problems (validate, pack, import)
-  2    usage or bad input: a wrong option, a path that is not there, a missing setting
+  2    usage or bad input: a wrong option, a path that is not there, a package that
+       run or chat cannot use, a missing setting (no model configured)
   3    input ended, or the token budget was reached, while the run is not done
   130  stopped with Ctrl-C (the run is saved and can be resumed)"""
 
