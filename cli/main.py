@@ -25,7 +25,8 @@ exit codes:
   2    usage or bad input: a wrong option, a path that is not there, a package that
        run or chat cannot use, a missing setting (no model configured)
   3    input ended, or the token budget was reached, while the run is not done
-  130  stopped with Ctrl-C (the run is saved and can be resumed)"""
+  130  stopped with Ctrl-C (the run is saved and can be resumed)
+  141  the reader of the output went away (crewagent ... | head)"""
 
 
 def _command(sub: argparse._SubParsersAction, name: str, summary: str, description: str) -> argparse.ArgumentParser:
