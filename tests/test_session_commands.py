@@ -4,6 +4,8 @@ service the Slack bot uses."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,15 @@ import pytest
 
 from tests.fakes.llm_server import Reply, ScriptedLLM
 from tests.linear_package import make_linear_package, node_id
-from tests.scripts import _post_completion_reply, calls, complete_node, current_node, is_post_completion
+from tests.scripts import (
+    EXAMPLES,
+    _post_completion_reply,
+    calls,
+    complete_node,
+    create_story_responder,
+    current_node,
+    is_post_completion,
+)
 from tests.test_cli_terminal import chat
 from tests.test_session_support import of_kind, session_harness
 
@@ -59,13 +69,22 @@ async def test_another_agents_name_in_agent_mode_switches_to_that_agent(
     assert [line[2:5] for line in greetings] == ["Bob", "Sam", "Bob"]  # by persona name, then by id
 
 
-async def test_a_name_that_is_also_a_menu_trigger_stays_with_the_current_agent(project: Path) -> None:
-    async with session_harness(project, "create-story-micro") as s:
+async def test_a_name_that_is_also_a_menu_trigger_stays_with_the_current_agent(project: Path, tmp_path: Path) -> None:
+    """Bob's menu item is triggered by "sam": typing it starts Bob's workflow instead of switching to Sam."""
+    package = tmp_path / "pkg"
+    shutil.copytree(EXAMPLES / "create-story-micro", package)
+    agents = json.loads((package / "agents.json").read_text(encoding="utf-8"))
+    agents["agents"][0]["menu"][0]["trigger"] = "sam"
+    (package / "agents.json").write_text(json.dumps(agents), encoding="utf-8")
+    async with session_harness(project, package) as s:
+        s.h.llm.responder = create_story_responder()
         await s.pick("sm")
-        package, bob = s.service.deps.bound(s.session)
-        trigger = next(item.trigger for item in bob.menu if item.trigger)
-        assert s.service._other_agent_named(s.session, trigger) is None
-        assert s.service._other_agent_named(s.session, "Sam") is not None
+        outputs = await s.text("sam")
+        assert of_kind(outputs, "run_started") and s.session.mode == "run" and s.session.agent_id == "sm"
+        await s.control("dismiss")
+        await s.pick("sm")
+        switched = await s.text("summarizer")  # Sam's id is no trigger of Bob's: that one switches
+        assert s.session.agent_id == "summarizer" and of_kind(switched, "show_menu")
 
 
 def _no_files_responder(nodes: int) -> Any:
