@@ -87,6 +87,7 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     store = RuntimeStore()
     llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early when no model is configured
     try:
+        package = load_package(path, cache_dir=store.packages_dir)  # a bad package is said before anything else
         if args.project:
             project = store.check_project(Path(args.project))
         else:
@@ -95,7 +96,6 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
                 f"No --project given: working in the scratch project {project} (artifacts are written there). "
                 "Pass --project DIR to work on a checkout."
             )
-        package = load_package(path, cache_dir=store.packages_dir)
         runs = RunManager(store)
         engine = Engine(store, runs, llm, engine_settings())
         checkout = Checkout(CheckoutSpec(project=project), store.home)  # git projects: a worktree per run
