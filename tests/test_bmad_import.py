@@ -15,19 +15,14 @@ from core.events import RunPhase
 from core.document.frontmatter import parse as parse_frontmatter
 from core.package.loader import load_package, validate_path
 from core.router import resolve
-from tests.bmad_trees import BMAD_V6_SRC, installed_bmad
+from tests.bmad_trees import BMAD_V6_SRC, installed_bmad, needs_bmad_v6
 from tests.bmad_walker import walker
+from tests.shared_files import require
 from tests.scripts import drive, engine_harness
-
-needs_bmad_v6 = pytest.mark.skipif(
-    not BMAD_V6_SRC.is_dir(), reason=f"BMAD v6.0.0 fixture not found at {BMAD_V6_SRC} (../shared/fixtures)"
-)
-
 
 @pytest.fixture(scope="module")
 def bmm_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not BMAD_V6_SRC.is_dir():
-        pytest.skip(f"BMAD v6.0.0 fixture not found at {BMAD_V6_SRC} (../shared/fixtures)")
+    require(BMAD_V6_SRC)
     out = tmp_path_factory.mktemp("import") / "bmm.bmad"
     assert main(["import", "bmad", str(BMAD_V6_SRC), "-o", str(out)]) == 0
     return out
