@@ -8,6 +8,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "crewagent-slack"
+VERBOSE_HELP = "also show the log (model calls, retries, tracebacks) on stderr"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--host", help="address the HTTP port listens on (default: `host:` in --config, else 0.0.0.0: every interface)"
+    )
+    s.add_argument(
+        "--log-format", choices=("text", "json"),
+        help="log lines: readable text (default) or one JSON object per line (also: CREWAGENT_LOG_FORMAT)",
     )
     s.set_defaults(module="cli.serve_cmd")
 
@@ -60,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause the run before it uses more model tokens than this (default: CREWAGENT_RUN_TOKEN_BUDGET, "
         "else no limit)",
     )
+    r.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     r.set_defaults(module="cli.run_cmd")
 
     d = sub.add_parser("deliver", help="commit a completed run's changes on its branch and push it (git projects)")
@@ -78,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("chat", help="talk to a package's agents in the terminal (Agent-First)")
     c.add_argument("path", nargs="?", help="package dir or .bmad")
     c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
+    c.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     c.set_defaults(module="cli.chat_cmd")
 
     imp = sub.add_parser("import", help="turn other formats into a .bmad package")
@@ -102,6 +109,10 @@ def installed_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module = import_module(args.module)
+    if args.command in ("run", "chat"):
+        from bot.logging import setup_terminal_logging
+
+        setup_terminal_logging(args.verbose)
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
