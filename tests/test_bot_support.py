@@ -97,12 +97,13 @@ class Harness:
         bot = build(self.config, llm_settings=settings)
         self.bots.append(bot)
         self.bot = bot
-        if self.mode == "socket":
-            await bot.start_socket()
-            await self.slack.socket_mode.wait_connected()
-        else:
-            port = await bot.start_http("127.0.0.1", 0)
-            self.url = f"http://127.0.0.1:{port}/slack/events"
+        async with asyncio.timeout(WAIT):  # start-up retries an unreachable Slack forever
+            if self.mode == "socket":
+                await bot.start_socket()
+                await self.slack.socket_mode.wait_connected()
+            else:
+                port = await bot.start_http("127.0.0.1", 0)
+                self.url = f"http://127.0.0.1:{port}/slack/events"
         return bot
 
     async def restart(self, *, grace: float = 0.0) -> CrewBot:
