@@ -94,8 +94,11 @@ class JsonFormatter(logging.Formatter):
 
 
 def _field_value(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return json.dumps(text, ensure_ascii=False) if (not text or any(c.isspace() or c == '"' for c in text)) else text
+    """A word as it is; text with spaces or quotes in quotes; anything else as compact JSON."""
+    if isinstance(value, str):
+        plain = value and not any(c.isspace() or c in '"=' for c in value)
+        return value if plain else json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
 class TextFormatter(logging.Formatter):
