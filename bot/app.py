@@ -65,6 +65,7 @@ from .replicas.threads import PostgresThreadStore
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -278,9 +279,13 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
-        await self.board.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
+        try:  # the last status edits; a slow Slack must not hold up saving the thread store
+            async with asyncio.timeout(FINAL_EDITS_SECONDS):
+                await self.board.close()
+        except TimeoutError:
+            log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
         if self._prepared:
             if self.dispatcher.handover is not None:
                 await self.dispatcher.handover.stop()
