@@ -99,6 +99,15 @@ def _slack_error(exc: SlackApiError) -> str:
     return f"HTTP {getattr(response, 'status_code', '?')}"
 
 
+def _retry_after(exc: SlackApiError) -> float:
+    """Seconds Slack asked us to wait (429 Retry-After), 0 when it did not say."""
+    headers = getattr(exc.response, "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("Retry-After", 0)))
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def _network_reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return f"no answer within {ATTEMPT_TIMEOUT:.0f} s"
@@ -123,6 +132,7 @@ async def until_reached(
             reason = _slack_error(exc)
             if reason in REFUSED:
                 raise TokenRefused(variable, reason) from None
+            delay = max(delay, _retry_after(exc))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             reason = _network_reason(exc)
         if on_retry is not None:

@@ -186,6 +186,22 @@ async def test_unreachable_slack_is_retried_with_growing_back_off_until_it_answe
         assert status == 0 and took < STOP_LIMIT, f"{took:.1f} s"
 
 
+async def test_a_slack_outage_answer_is_retried_not_taken_for_a_refused_token(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    async with FakeSlack() as slack:
+        slack.fail_next("auth.test", "service_unavailable", status=503)
+        slack.fail_next("apps.connections.open", "ratelimited")
+        async with serve(spawn, project, tmp_path, slack.api_url) as crew:
+            health = await wait_healthy(crew.http, f"http://127.0.0.1:{crew.port}/healthz", timeout=WAIT)
+            assert health["slack"] == "connected"
+            await crew.wait_lines(r"auth\.test\) failed \(service_unavailable\); retrying in 1 s")
+            await crew.wait_lines(r"apps\.connections\.open\) failed \(ratelimited\); retrying in 1 s")
+            assert len(slack.calls_to("auth.test")) == 2 and len(slack.calls_to("apps.connections.open")) == 2
+            status, _ = await crew.stop(signal.SIGTERM)
+        assert status == 0
+
+
 # ---- SIGTERM / SIGINT in every state ----------------------------------------------------------
 
 
