@@ -266,7 +266,7 @@ class CrewBot:
         await self.prepare()  # resumes interrupted runs: only once both tokens are known to work
         if time.monotonic() - issued > FRESH_URL_SECONDS:
             url = await issue_socket_url(handler, backoff or Backoff())
-        await connect_socket(handler, url)
+        await connect_socket(handler, url, backoff or Backoff())
         log.info("connected to Slack", extra={"mode": "socket"})
         return bound
 

@@ -121,7 +121,6 @@ async def until_reached(
     variable: TokenName,
     what: str,
     backoff: Backoff,
-    on_retry: Callable[[], None] | None = None,
 ) -> T:
     """`attempt()` until it succeeds; TokenRefused if Slack refuses `variable`; network failures retried."""
     for number, delay in enumerate(backoff.delays(), 1):
@@ -135,8 +134,6 @@ async def until_reached(
             delay = max(delay, _retry_after(exc))
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             reason = _network_reason(exc)
-        if on_retry is not None:
-            on_retry()
         log.warning(
             "%s failed (%s); retrying in %.0f s", what, reason, delay, extra={"attempt": number, "retry_in": delay}
         )
@@ -144,17 +141,15 @@ async def until_reached(
     raise AssertionError("unreachable: Backoff.delays() never ends")
 
 
-async def check_bot_token(client: AsyncWebClient, backoff: Backoff, on_retry: Callable[[], None] | None = None) -> None:
+async def check_bot_token(client: AsyncWebClient, backoff: Backoff) -> None:
     """auth.test with SLACK_BOT_TOKEN (every Web API call the bot makes uses it)."""
     await until_reached(
         client.auth_test, variable="SLACK_BOT_TOKEN", what="checking SLACK_BOT_TOKEN with Slack (auth.test)",
-        backoff=backoff, on_retry=on_retry,
+        backoff=backoff,
     )
 
 
-async def issue_socket_url(
-    handler: AsyncSocketModeHandler, backoff: Backoff, on_retry: Callable[[], None] | None = None
-) -> str:
+async def issue_socket_url(handler: AsyncSocketModeHandler, backoff: Backoff) -> str:
     """Ask Slack for a websocket URL with SLACK_APP_TOKEN (apps.connections.open): checks that token."""
     client = handler.client
 
@@ -164,11 +159,22 @@ async def issue_socket_url(
 
     return await until_reached(
         issue_url, variable="SLACK_APP_TOKEN", what="opening the Socket Mode connection (apps.connections.open)",
-        backoff=backoff, on_retry=on_retry,
+        backoff=backoff,
     )
 
 
-async def connect_socket(handler: AsyncSocketModeHandler, url: str) -> None:
-    """Let the SDK's client connect to `url`; from then on it answers pings and reconnects by itself."""
-    handler.client.wss_uri = url
-    await handler.connect_async()
+async def connect_socket(handler: AsyncSocketModeHandler, url: str, backoff: Backoff) -> None:
+    """Let the SDK's client connect to `url`; from then on it answers pings and reconnects by itself.
+
+    The SDK retries a failed websocket connect with the same URL for ever, but the URL expires:
+    when the socket has not opened within ATTEMPT_TIMEOUT, ask Slack for a new one.
+    """
+    while True:
+        handler.client.wss_uri = url
+        try:
+            async with asyncio.timeout(ATTEMPT_TIMEOUT):
+                await handler.connect_async()
+            return
+        except TimeoutError:
+            log.warning("the Socket Mode connection did not open within %.0f s; asking for a new URL", ATTEMPT_TIMEOUT)
+        url = await issue_socket_url(handler, backoff)

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from bot.connection import ATTEMPT_TIMEOUT
 from tests.conftest import EXAMPLES, REPO
 from tests.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.fakes.slack_events import app_mention_event
@@ -200,6 +201,27 @@ async def test_a_slack_outage_answer_is_retried_not_taken_for_a_refused_token(
             assert len(slack.calls_to("auth.test")) == 2 and len(slack.calls_to("apps.connections.open")) == 2
             status, _ = await crew.stop(signal.SIGTERM)
         assert status == 0
+
+
+async def test_a_socket_url_that_never_connects_is_replaced_by_a_new_one(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    async with FakeSlack() as slack:
+        dead = f"ws://127.0.0.1:{free_port()}/link/?ticket=expired"
+        issued: list[str] = []
+
+        def connections_open(params: dict[str, Any]) -> dict[str, Any]:
+            issued.append(dead if not issued else slack.socket_mode.issue_url())
+            return {"ok": True, "url": issued[-1]}
+
+        slack.set_response("apps.connections.open", connections_open)
+        async with serve(spawn, project, tmp_path, slack.api_url) as crew:
+            await slack.socket_mode.wait_connected(timeout=WAIT + ATTEMPT_TIMEOUT)
+            health = await wait_healthy(crew.http, f"http://127.0.0.1:{crew.port}/healthz", timeout=WAIT)
+            assert health["slack"] == "connected" and issued[0] == dead and len(issued) == 2
+            await crew.wait_lines("did not open within .* asking for a new URL")
+            status, _ = await crew.stop(signal.SIGTERM)
+        assert status == 0 and "Traceback" not in crew.stderr
 
 
 # ---- SIGTERM / SIGINT in every state ----------------------------------------------------------
