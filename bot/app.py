@@ -155,6 +155,7 @@ class CrewBot:
         self._health_runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
+        self._store_open = False
 
     @property
     def replica_id(self) -> str | None:
@@ -171,6 +172,7 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.open()
         await self.store.open()
+        self._store_open = True  # closed even if a stop cuts the rest of start-up short
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
             if self.slots is not None:
@@ -286,10 +288,11 @@ class CrewBot:
                 await self.board.close()
         except TimeoutError:
             log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
-        if self._prepared:
-            if self.dispatcher.handover is not None:
-                await self.dispatcher.handover.stop()
+        if self._prepared and self.dispatcher.handover is not None:
+            await self.dispatcher.handover.stop()
+        if self._store_open:
             await self.store.close()
+            self._store_open = False
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:
