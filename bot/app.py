@@ -7,7 +7,9 @@ taking events; `close()` stops taking events, gives in-flight turns a grace peri
 stop point (anything still running stays `running` and is resumed by the next start, or at once
 by another replica), then releases everything.
 
-Both connection modes serve GET /healthz over HTTP (for container health checks).
+Both connection modes serve GET /healthz over HTTP (for container health checks) from the start:
+503 "not connected" until the bot token is checked (and, in Socket Mode, the socket is open). A
+refused token ends start-up with `TokenRefused`; an unreachable Slack is retried with back-off.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -43,6 +46,7 @@ from core.tools.registry import ToolHost
 from .access import AccessPolicy
 from .bolt_app import CrewBoltApp
 from .config import BotConfig
+from .connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from .threads.dedupe import Deduper
 from .threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
@@ -61,6 +65,7 @@ from .replicas.threads import PostgresThreadStore
 log = logging.getLogger(__name__)
 
 EVENTS_PATH = "/slack/events"
+FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -149,6 +154,8 @@ class CrewBot:
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
+        self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
+        self._store_open = False
 
     @property
     def replica_id(self) -> str | None:
@@ -165,6 +172,7 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.open()
         await self.store.open()
+        self._store_open = True  # closed even if a stop cuts the rest of start-up short
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
             if self.slots is not None:
@@ -190,64 +198,101 @@ class CrewBot:
         return events_app(self._handle_http, self._health)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
+        if not self._prepared:  # still reaching Slack: Slack retries the delivery later
+            return web.Response(status=503, text="starting")
         if not _numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
             return web.Response(status=401, text="invalid request")
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(bolt_response)
 
+    async def slack_connected(self) -> bool:
+        """Slack accepted the bot token, and in Socket Mode the websocket is open right now."""
+        if self._socket is not None:
+            return self._token_checked and await self._socket.client.is_connected()
+        return self._token_checked
+
     async def _health(self, request: web.Request) -> web.Response:
-        body: dict[str, object] = {"ok": self._prepared, "busy_threads": len(self.lanes)}
+        connected = await self.slack_connected()
+        ok = self._prepared and connected
+        body: dict[str, object] = {"ok": ok, "slack": "connected" if connected else "not connected"}
+        body["busy_threads"] = len(self.lanes)
         if self.shared is not None:
             body["replica"] = self.shared.replicas.id
             body["database"] = await self.shared.reachable()
-            body["ok"] = self._prepared and body["database"]
-        if self._socket is not None:
-            body["socket_mode"] = "connected"
+            body["ok"] = ok and body["database"]
+        if self.config.slack.mode == "socket":
+            body["socket_mode"] = body["slack"]
         return web.json_response(body, status=200 if body["ok"] else 503)
 
-    async def start_http(self, host: str = "0.0.0.0", port: int = 3000) -> int:
-        """Serve HTTP mode; returns the bound port (pass port=0 for an ephemeral one)."""
-        await self.prepare()
+    async def _check_bot_token(self, backoff: Backoff | None) -> None:
+        await check_bot_token(self.client, backoff or Backoff())
+        self._token_checked = True
+
+    async def start_http(self, host: str = "0.0.0.0", port: int = 3000, *, backoff: Backoff | None = None) -> int:
+        """Serve HTTP mode; returns the bound port (pass port=0 for an ephemeral one) once events are taken.
+
+        The port answers at once (/healthz: 503 "not connected", events: 503) while the bot token is checked.
+        """
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
+        await self._check_bot_token(backoff)
+        await self.prepare()
         return bound
 
-    async def start_socket(self, *, health_host: str = "0.0.0.0", health_port: int | None = None) -> int | None:
+    async def start_socket(
+        self, *, health_host: str = "0.0.0.0", health_port: int | None = None, backoff: Backoff | None = None
+    ) -> int | None:
         """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too).
 
-        With `health_port`, also serve GET /healthz there; returns its bound port.
+        With `health_port`, first serve GET /healthz there (503 "not connected" until connected);
+        returns its bound port.
         """
-        await self.prepare()
         app_token = self.config.slack.app_token
         if app_token is None:
             raise RuntimeError("Socket Mode needs SLACK_APP_TOKEN")
-        self._socket = AsyncSocketModeHandler(self.bolt_app, app_token.get_secret_value(), web_client=self.client)
-        await self._socket.connect_async()
+        bound = None
+        if health_port is not None:
+            health = web.Application()
+            health.router.add_get("/healthz", self._health)
+            self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
+            bound = int(runner.addresses[0][1])
+        await self._check_bot_token(backoff)
+        # The SDK's own logger name: its reconnect notes are told apart from the bot's (no tracebacks).
+        socket_log = logging.getLogger("crewagent.socket_mode")
+        self._socket = handler = AsyncSocketModeHandler(
+            self.bolt_app, app_token.get_secret_value(), web_client=self.client, logger=socket_log
+        )
+        url = await issue_socket_url(handler, backoff or Backoff())  # a refused app token stops us here
+        issued = time.monotonic()
+        await self.prepare()  # resumes interrupted runs: only once both tokens are known to work
+        if time.monotonic() - issued > FRESH_URL_SECONDS:
+            url = await issue_socket_url(handler, backoff or Backoff())
+        await connect_socket(handler, url, backoff or Backoff())
         log.info("connected to Slack", extra={"mode": "socket"})
-        if health_port is None:
-            return None
-        health = web.Application()
-        health.router.add_get("/healthz", self._health)
-        self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
-        return int(runner.addresses[0][1])
+        return bound
 
     async def close(self, grace: float | None = None) -> None:
         """Stop taking events, let in-flight turns finish within `grace` seconds, release everything."""
         self.lanes.accepting = False
-        if self._socket is not None:
+        if self._socket is not None and await self._socket.client.is_connected():
             await self._socket.disconnect_async()
         if self._runner is not None:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
-        await self.board.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
-        if self._prepared:
-            if self.dispatcher.handover is not None:
-                await self.dispatcher.handover.stop()
+        try:  # the last status edits; a slow Slack must not hold up saving the thread store
+            async with asyncio.timeout(FINAL_EDITS_SECONDS):
+                await self.board.close()
+        except TimeoutError:
+            log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
+        if self._prepared and self.dispatcher.handover is not None:
+            await self.dispatcher.handover.stop()
+        if self._store_open:
             await self.store.close()
+            self._store_open = False
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:

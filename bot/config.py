@@ -89,9 +89,9 @@ class Limits(_Strict):
     stream_flush_interval: float = Field(default=1.0, ge=0)  # seconds between appends to one streamed reply
     status_line_interval: float = Field(default=2.0, ge=0)  # seconds between status-line changes of one thread
     status_lines_per_second: float = Field(default=1.5, gt=0)  # all status-line calls together
-    # Seconds in-flight turns get on SIGTERM; with the rest of shutdown this stays within a container
-    # runtime's default 10 s grace. What is cut off stays resumable.
-    shutdown_grace: float = Field(default=6.0, ge=0)
+    # Seconds in-flight turns get on SIGTERM/SIGINT; with the rest of shutdown the process ends within
+    # 5 s (well inside a container runtime's default 10 s grace). What is cut off stays resumable.
+    shutdown_grace: float = Field(default=3.0, ge=0)
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from .render.blocks import SlackMessage
 from .slack_io import SlackIO
+from .waits import wait_set
 
 Render = Callable[[], SlackMessage]
 MAX_TRACKED = 2000  # status messages remembered for coalescing; older idle ones are forgotten
@@ -105,10 +106,7 @@ class StatusBoard:
             slot, wait = self._next(time.monotonic())
             if slot is None:
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except TimeoutError:
-                    pass
+                await wait_set(self._wake, wait)
                 continue
             await self._send(slot)
             if self.rate > 0:

@@ -10,6 +10,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "crewagent-slack"
+VERBOSE_HELP = "also show the log (model calls, retries, tracebacks) on stderr"
 
 
 DESCRIPTION = """\
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--host", help="address the HTTP port listens on (default: `host:` in --config, else 0.0.0.0: every interface)"
     )
+    s.add_argument(
+        "--log-format", choices=("text", "json"),
+        help="log lines: readable text (default) or one JSON object per line (also: CREWAGENT_LOG_FORMAT)",
+    )
     s.set_defaults(module="cli.serve_cmd")
 
     m = _command(sub, "migrate", "copy the embedded store (CREWAGENT_HOME) into a Postgres database",
@@ -104,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause the run before it uses more model tokens than this (default: CREWAGENT_RUN_TOKEN_BUDGET, "
         "else no limit)",
     )
+    r.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     r.set_defaults(module="cli.run_cmd")
 
     d = _command(sub, "deliver", "commit a completed run's changes on its branch and push it (git projects)",
@@ -132,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--project", metavar="DIR",
                    help="the folder runs read and write (default: a scratch folder under CREWAGENT_HOME; "
                    "it says where)")
+    c.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     c.set_defaults(module="cli.chat_cmd")
 
     imp = _command(sub, "import", "turn other formats into a .bmad package",
@@ -163,6 +170,10 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for any tool whose
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module = import_module(args.module)
+    if args.command in ("run", "chat"):
+        from bot.logging import setup_terminal_logging
+
+        setup_terminal_logging(args.verbose)
     try:
         code = int(module.run(args) or 0)
         sys.stdout.flush()  # a reader that went away is found here, not in the interpreter's exit

@@ -12,9 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.app import PackageLoadFailed, build, freeze_startup_heap
+from bot.app import CrewBot, PackageLoadFailed, build, freeze_startup_heap
+from bot.connection import TokenRefused
 from bot.config import BotConfig, ConfigError, describe, load_config
-from bot.logging import setup_logging
+from bot.logging import resolve_format, setup_logging
 from core.errors import CrewError
 
 EXIT_USAGE = 2
@@ -79,7 +80,11 @@ def _unwritable_message(folders: list[Path]) -> str:
     )
 
 
+CLOSE_MARGIN = 1.5  # seconds past the turns' grace for everything else a shutdown releases
+
+
 async def serve(config: BotConfig, port: int) -> int:
+    """0 after a requested stop (SIGTERM/SIGINT, in any state), 2 for a refused token or bad set-up."""
     try:
         bot = build(config)
     except PackageLoadFailed as exc:
@@ -94,24 +99,54 @@ async def serve(config: BotConfig, port: int) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        try:
-            if config.slack.mode == "socket":
-                # GET /healthz for container health checks
-                await bot.start_socket(health_host=config.host, health_port=port)
-            else:
-                await bot.start_http(config.host, port)
-        except (CrewError, OSError) as exc:
-            print(f"crewagent could not start: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
-            return 1
-        freeze_startup_heap()
-        log.info("crewagent is up", extra=describe(config))
-        await stop.wait()
-        log.info("shutting down: finishing in-flight turns")
+        status = await _run_until_stopped(bot, config, port, stop)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        await bot.close()
+        await _close(bot, config.limits.shutdown_grace)
+    return status
+
+
+async def _run_until_stopped(bot: CrewBot, config: BotConfig, port: int, stop: asyncio.Event) -> int:
+    """Reach Slack (retrying while it is unreachable), then serve until `stop`; a stop ends any step."""
+    if config.slack.mode == "socket":
+        # GET /healthz for container health checks
+        starting = asyncio.ensure_future(bot.start_socket(health_host=config.host, health_port=port))
+    else:
+        starting = asyncio.ensure_future(bot.start_http(config.host, port))
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({starting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not starting.done():
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+    if stop.is_set():
+        log.info("stopped before Slack was reached")
+        return 0
+    try:
+        starting.result()
+    except TokenRefused as exc:
+        print(exc.message, file=sys.stderr)
+        return EXIT_USAGE
+    except (CrewError, OSError) as exc:
+        print(f"crewagent could not start: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        return 1
+    freeze_startup_heap()
+    log.info("crewagent is up", extra=describe(config))
+    await stop.wait()
+    log.info("shutting down: finishing in-flight turns")
     return 0
+
+
+async def _close(bot: CrewBot, grace: float) -> None:
+    """Stop taking events and release everything; a shutdown never takes much longer than `grace`."""
+    try:
+        async with asyncio.timeout(grace + CLOSE_MARGIN):
+            await bot.close(grace)
+    except TimeoutError:
+        log.warning("shutdown took longer than %.1f s; exiting anyway", grace + CLOSE_MARGIN)
 
 
 def raise_open_file_limit() -> None:
@@ -136,7 +171,12 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
-    setup_logging(config.log_level)
+    try:
+        log_format = resolve_format(getattr(args, "log_format", None))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    setup_logging(config.log_level, log_format=log_format)
     if config.slack.mode is None:
         print(HOWTO, file=sys.stderr)
         return EXIT_USAGE

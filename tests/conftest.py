@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import faulthandler
 import logging
+import os
 import shutil
+import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
+from types import FrameType
 from pathlib import Path
 
 import pytest
@@ -15,6 +21,9 @@ from tests.processes import Spawner
 pytest_plugins = ("tests.gitrepos",)  # git_config / team_repo: real repositories with a bare remote
 
 REPO = Path(__file__).resolve().parent.parent
+TEST_TIME_LIMIT = float(os.environ.get("CREWAGENT_TEST_TIME_LIMIT", "240"))
+"""Seconds one test (set-up and teardown included) may take before it fails. Every wait in the
+tests is bounded on its own (30 s or less); this guard catches a wait someone forgot to bound."""
 EXAMPLES = REPO / "examples"
 
 _LEAKY_ENV = (
@@ -88,3 +97,43 @@ async def spawn() -> AsyncIterator[Spawner]:
         yield spawner
     finally:
         await spawner.close()
+
+
+def _dump_asyncio_tasks() -> None:
+    """Where every task of the running loop is waiting (a hung test waits on one of them)."""
+    loop = asyncio._get_running_loop()
+    if loop is None:
+        return
+    for task in asyncio.all_tasks(loop):
+        print(f"--- {task!r}", file=sys.stderr)
+        task.print_stack(limit=8, file=sys.stderr)
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that runs past TEST_TIME_LIMIT with its name, its asyncio tasks and thread stacks.
+
+    SIGALRM runs the handler in the main thread, where the test's event loop runs, so the failure is
+    raised into the test (its teardown still runs). If the teardown hangs too, faulthandler ends the
+    process a minute later with every thread's stack, so CI never stalls.
+    """
+    if TEST_TIME_LIMIT <= 0 or not hasattr(signal, "SIGALRM"):
+        yield
+        return
+    name = request.node.nodeid
+
+    def expired(signum: int, frame: FrameType | None) -> None:
+        print(f"\n{name} ran longer than {TEST_TIME_LIMIT:.0f} s; its asyncio tasks and threads:", file=sys.stderr)
+        _dump_asyncio_tasks()
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        faulthandler.dump_traceback_later(60, exit=True)
+        pytest.fail(f"{name} did not finish within {TEST_TIME_LIMIT:.0f} s (stacks on stderr)", pytrace=False)
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIME_LIMIT)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        faulthandler.cancel_dump_traceback_later()

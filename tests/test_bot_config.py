@@ -161,6 +161,7 @@ async def test_serve_process_connects_over_socket_mode_serves_health_and_stops_o
             "CREWAGENT_MODEL": "scripted",
             "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
             "CREWAGENT_HOME": str(tmp_path / "home"),
+            "CREWAGENT_LOG_FORMAT": "json",
         }
         proc = await spawn(
             sys.executable, "-m", "cli", "serve", "--project", str(project),

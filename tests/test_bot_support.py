@@ -97,18 +97,19 @@ class Harness:
         bot = build(self.config, llm_settings=settings)
         self.bots.append(bot)
         self.bot = bot
-        if self.mode == "socket":
-            await bot.start_socket()
-            await self.slack.socket_mode.wait_connected()
-        else:
-            port = await bot.start_http("127.0.0.1", 0)
-            self.url = f"http://127.0.0.1:{port}/slack/events"
+        async with asyncio.timeout(WAIT):  # start-up retries an unreachable Slack forever
+            if self.mode == "socket":
+                await bot.start_socket()
+                await self.slack.socket_mode.wait_connected()
+            else:
+                port = await bot.start_http("127.0.0.1", 0)
+                self.url = f"http://127.0.0.1:{port}/slack/events"
         return bot
 
     async def restart(self, *, grace: float = 0.0) -> CrewBot:
         """Stop the bot like a crash at a turn boundary (grace 0 cancels in-flight work), start a fresh one."""
         assert self.bot is not None
-        await self.bot.close(grace=grace)
+        await close_bot(self.bot, grace)
         return await self.start()
 
     # ---- delivering Slack traffic ---------------------------------------------------
@@ -327,6 +328,15 @@ def element_text(element: dict[str, Any]) -> str:
     return str(text.get("text", "")) if isinstance(text, dict) else str(text)
 
 
+async def close_bot(bot: CrewBot, grace: float = 2.0) -> None:
+    """Stop a bot (in-flight turns get `grace` seconds); fails the test if shutting down hangs."""
+    try:
+        async with asyncio.timeout(grace + WAIT):
+            await bot.close(grace=grace)
+    except TimeoutError:
+        raise AssertionError(f"the bot did not shut down within {grace + WAIT:.0f} s") from None
+
+
 @asynccontextmanager
 async def bot_harness(
     project: Path,
@@ -348,7 +358,7 @@ async def bot_harness(
         config = make_config(slack, project, packages, mode=mode, max_runs=max_runs, access=access)
         if configure is not None:
             configure(config)
-        async with aiohttp.ClientSession() as http:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT)) as http:
             h = Harness(
                 slack=slack, llm=llm, project=project, config=config, mode=mode, http=http, llm_retries=llm_retries,
                 llm_settings=dict(llm_settings or {}),
@@ -358,7 +368,7 @@ async def bot_harness(
                 yield h
             finally:
                 for bot in h.bots:
-                    await bot.close(grace=2.0)
+                    await close_bot(bot)
                 if own_llm:
                     await llm.stop()
 

@@ -16,7 +16,8 @@ import pytest
 from bot.config import load_config
 from cli.main import build_parser
 from tests.conftest import EXAMPLES, REPO
-from tests.fakes import BOT_TOKEN
+from tests.fakes import BOT_TOKEN, FakeSlack
+from tests.processes import wait_healthy
 from tests.fakes.slack_events import app_mention_event, block_actions_payload, deliver_event, deliver_interaction
 from tests.test_bot_support import SECRET, bot_harness
 
@@ -51,39 +52,40 @@ def test_host_comes_from_the_flag_then_the_config_file_and_defaults_to_every_int
 
 
 async def test_serve_listens_only_on_the_host_it_is_given(project: Path, tmp_path: Path) -> None:
-    env = {
-        **os.environ,
-        "SLACK_BOT_TOKEN": BOT_TOKEN,
-        "SLACK_SIGNING_SECRET": SECRET,
-        "SLACK_API_URL": "http://127.0.0.1:9/api/",
-        "CREWAGENT_MODEL": "scripted",
-        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
-        "CREWAGENT_HOME": str(tmp_path / "home"),
-    }
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli", "serve", "--project", str(project), "--package", str(EXAMPLES / "hello-branch"),
-        "--host", "127.0.0.2", "--port", "0",
-        cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-    )
-    try:
-        assert proc.stderr is not None
-        listening = None
-        while listening is None:
-            line = await asyncio.wait_for(proc.stderr.readline(), 15)
-            assert line, "serve exited before listening"
-            if line.startswith(b"{") and json.loads(line).get("msg") == "listening for Slack events":
-                listening = json.loads(line)
-        assert listening["host"] == "127.0.0.2"
-        port = listening["port"]
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.2:{port}/healthz") as response:
-                assert response.status == 200
-            with pytest.raises(aiohttp.ClientConnectionError):
-                async with http.get(f"http://127.0.0.1:{port}/healthz"):
-                    pass
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 15) == 0
-    finally:
-        if proc.returncode is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
+    async with FakeSlack() as slack:
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_SIGNING_SECRET": SECRET,
+            "SLACK_API_URL": slack.api_url,
+            "CREWAGENT_LOG_FORMAT": "json",
+            "CREWAGENT_MODEL": "scripted",
+            "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+            "CREWAGENT_HOME": str(tmp_path / "home"),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "cli", "serve", "--project", str(project), "--package", str(EXAMPLES / "hello-branch"),
+            "--host", "127.0.0.2", "--port", "0",
+            cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        )
+        try:
+            assert proc.stderr is not None
+            listening = None
+            while listening is None:
+                line = await asyncio.wait_for(proc.stderr.readline(), 15)
+                assert line, "serve exited before listening"
+                if line.startswith(b"{") and json.loads(line).get("msg") == "listening for Slack events":
+                    listening = json.loads(line)
+            assert listening["host"] == "127.0.0.2"
+            port = listening["port"]
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+                await wait_healthy(http, f"http://127.0.0.2:{port}/healthz", timeout=30)
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    async with http.get(f"http://127.0.0.1:{port}/healthz"):
+                        pass
+            proc.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(proc.wait(), 15) == 0
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()

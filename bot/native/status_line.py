@@ -21,6 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .fallbacks import SLACK_FAILURES, STATUS, Fallbacks
 from ..slack_io import SlackIO
 from ..threads.store import ThreadKey
+from ..waits import wait_set
 
 log = logging.getLogger(__name__)
 
@@ -125,18 +126,13 @@ class StatusLines:
             if not self._dirty:
                 self._settled.set()
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self._refresh_in(time.monotonic()))
-                except TimeoutError:
+                if not await wait_set(self._wake, self._refresh_in(time.monotonic())):
                     self._refresh(time.monotonic())
                 continue
             line, wait = self._next(time.monotonic())
             if line is None:
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except TimeoutError:
-                    pass
+                await wait_set(self._wake, wait)
                 continue
             self._dirty.pop(line.key, None)
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
+from ..waits import wait_set
 from .membership import LIVE_SQL, SLOTS_CHANNEL, Replicas
 
 RETRY_SECONDS = 1.0
@@ -55,10 +56,7 @@ class GlobalSlots:
                 if slot is not None:
                     self._held[task] = slot
                     return
-                try:
-                    await asyncio.wait_for(self.replicas.slot_freed.wait(), RETRY_SECONDS)
-                except TimeoutError:
-                    pass
+                await wait_set(self.replicas.slot_freed, RETRY_SECONDS)
         finally:
             self._waiting -= 1
 

@@ -17,9 +17,11 @@ class LoopbackServer:
     async context manager and never collides with another test's port.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, port: int = 0) -> None:
+        """`port`: 0 for an ephemeral one; a fixed one to come back where a client was pointed earlier."""
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+        self._bind_port = port
 
     def _build_app(self) -> web.Application:
         """Return the aiohttp application serving this fake's routes."""
@@ -34,7 +36,7 @@ class LoopbackServer:
             return self
         runner = web.AppRunner(self._build_app(), access_log=None, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, LOOPBACK_HOST, 0)
+        site = web.TCPSite(runner, LOOPBACK_HOST, self._bind_port)
         await site.start()
         self._runner = runner
         self._port = int(runner.addresses[0][1])

@@ -147,10 +147,13 @@ class FakeSlack(LoopbackServer):
         bot_id: str = "BBOT",
         app_id: str = "A1",
         scopes: Iterable[str] | None = None,
+        port: int = 0,
     ) -> None:
         """`scopes` granted to the bot token; by default what manifest.yml asks for, so a method the
         code calls without the manifest granting it fails with `missing_scope`, as it would in Slack."""
-        super().__init__()
+        super().__init__(port=port)
+        self.refused_tokens: dict[str, str] = {}
+        """Tokens Slack refuses, with its error (`invalid_auth`, `token_revoked`, …), for every method."""
         self.scopes = frozenset(manifest_scopes() if scopes is None else scopes)
         self.team_id = team_id
         self.team = team
@@ -373,10 +376,11 @@ class FakeSlack(LoopbackServer):
             queue.pop(0)
         return failure
 
-    @staticmethod
-    def _check_token(method: str, token: str | None) -> str | None:
+    def _check_token(self, method: str, token: str | None) -> str | None:
         if not token:
             return "not_authed"
+        if token in self.refused_tokens:
+            return self.refused_tokens[token]
         if method == "apps.connections.open":
             return None if token.startswith("xapp-") else "not_allowed_token_type"
         if token.startswith("xapp-"):
