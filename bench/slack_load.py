@@ -723,7 +723,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--database", metavar="URL|auto", help="run the replicas over Postgres: a postgresql:// URL (its tables are "
         "shared by every scenario), or `auto` for a throwaway server with a fresh database per scenario",
     )
-    p.add_argument("--lease", type=float, default=15.0, help="lease_seconds for the failover scenario")
+    p.add_argument("--lease", type=float, default=3.0, help="lease_seconds for the failover scenario (the default)")
     p.add_argument(
         "--storage",
         choices=("disk", "shm", "both"),

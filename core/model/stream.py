@@ -25,7 +25,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import Enum
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import httpx2
 import openai
@@ -36,20 +36,13 @@ from openai.lib.streaming._deltas import accumulate_delta
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
+from .api import DeltaListener, RetryListener
+
 log = logging.getLogger(__name__)
 
 SSE_TYPE = "text/event-stream"
 REFUSED = (400, 422)  # what servers answer to a request field or mode they do not support
 CONNECTION_LOST = "connection lost while the answer streamed"
-
-
-class DeltaListener(Protocol):
-    """Hears each piece of assistant text; `restart=True` (with empty text) voids the pieces heard so far."""
-
-    def __call__(self, text: str, *, restart: bool = False) -> Awaitable[None] | None: ...
-
-
-RetryListener = Callable[[int, str], Awaitable[None] | None]
 
 
 class StreamMode(Enum):
