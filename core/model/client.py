@@ -7,6 +7,8 @@ is imported with the first call, so a bot that has not talked to the model yet d
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CrewError
@@ -31,11 +33,13 @@ class LLMClient:
         self.model: str = settings.model
         self._sdk: SdkCalls | None = None
 
-    def _calls(self) -> SdkCalls:
+    async def _calls(self) -> SdkCalls:
         if self._sdk is None:
-            from .sdk import SdkCalls  # the openai SDK, loaded with the first model call
-
-            self._sdk = SdkCalls(self.settings)
+            # The openai SDK is imported with the first model call, in a worker thread: importing it
+            # takes a few hundred ms of CPU, and the event loop keeps answering Slack meanwhile.
+            sdk = await asyncio.to_thread(importlib.import_module, "core.model.sdk")
+            if self._sdk is None:  # another first call may have finished first
+                self._sdk = sdk.SdkCalls(self.settings)
         return self._sdk
 
     async def aclose(self) -> None:
@@ -58,6 +62,7 @@ class LLMClient:
         When the same specs or messages go out with many calls, `tools` may be a ToolSet and
         `message_json` the conversation's MessageJSON (core.model.wire), so they are encoded once.
         """
-        return await self._calls().complete(
+        calls = await self._calls()
+        return await calls.complete(
             messages, tools, on_retry=on_retry, message_json=message_json, on_delta=on_delta
         )
