@@ -231,7 +231,7 @@ class BotProcess:
         packages: list[str],
         max_runs: int,
         database_url: str | None = None,
-        lease: float = 15.0,
+        lease: float = 3.0,
     ) -> None:
         env = {
             "SLACK_BOT_TOKEN": BOT_TOKEN,
@@ -320,7 +320,7 @@ class Bots:
         *,
         replicas: int = 1,
         database_url: str | None = None,
-        lease: float = 15.0,
+        lease: float = 3.0,
     ) -> None:
         self.processes = [
             BotProcess(slack, llm, home.with_name(f"{home.name}-{i}"), project, packages, max_runs, database_url, lease)
@@ -469,8 +469,12 @@ async def run_throughput(
     sample: bool = False,
     replicas: int = 1,
     database_url: Callable[[], str] | None = None,
+    lease: float = 3.0,
 ) -> dict[str, Any]:
-    """Wall time for one hello-branch run, then for `runs` at once: the same workload, 7 model calls each."""
+    """Wall time for one hello-branch run, then for `runs` at once: the same workload, 7 model calls each.
+
+    With replicas, a resume notice in any thread means a replica took over a run whose replica was
+    alive (busy, not dead): `false_takeovers` counts them."""
     results: dict[str, Any] = {}
     workdir = Path(tempfile.mkdtemp(prefix="runs-", dir=workdir))  # a fresh home and project per pass
     for label, count in (("one", 1), ("many", runs)):
@@ -480,7 +484,7 @@ async def run_throughput(
             home = workdir / f"home-runs-{count}"
             async with Bots(
                 slack, llm, home, project, ["hello-branch"], count + 8, replicas=replicas,
-                database_url=database_url() if database_url else None,
+                database_url=database_url() if database_url else None, lease=lease,
             ) as bots:
                 bot = bots.processes[0]
                 tops = [new_ts() for _ in range(count)]
@@ -507,6 +511,9 @@ async def run_throughput(
                 }
                 results[f"{label}_fakes_cpu_s"] = time.process_time() - own_cpu
                 results[f"{label}_llm_calls"] = len(llm.requests)
+                results[f"{label}_false_takeovers"] = sum(
+                    "resuming this run" in str(p.get("text")) for p in slack.calls_to("chat.postMessage")
+                )
                 results["home_fs"], results["project_fs"] = filesystem_of(home.parent), filesystem_of(project)
     results["ratio"] = results["many_s"] / results["one_s"]
     return results
@@ -606,6 +613,8 @@ def _report_runs(runs: dict[str, Any], args: argparse.Namespace, where: str) -> 
         f"project on {runs['project_fs']}]: one run {runs['one_s']:.2f} s, "
         f"{count} concurrent runs {runs['many_s']:.2f} s → {runs['ratio']:.2f}× (target ≤ 1.2×); "
         f"model calls {runs['one_llm_calls']} / {calls}"
+        + (f"; runs taken over from a live replica: {runs['many_false_takeovers']} (lease {args.lease:g} s)"
+           if args.database else "")
     )
     print(
         f"  CPU: one run {runs['one_bot_cpu_s']:.2f} s in the bot; {count} runs {runs['many_bot_cpu_s']:.1f} s "
@@ -677,7 +686,8 @@ async def _main(args: argparse.Namespace, server: Any) -> int:
             if "runs" in args.only:
                 for place in places:
                     runs = await run_throughput(
-                        http, workdirs[place], args.runs, args.latency, replicas=args.replicas, database_url=database
+                        http, workdirs[place], args.runs, args.latency, replicas=args.replicas, database_url=database,
+                        lease=args.lease,
                     )
                     _report_runs(runs, args, place)
                     ok = ok and runs["ratio"] <= 1.2
@@ -723,7 +733,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--database", metavar="URL|auto", help="run the replicas over Postgres: a postgresql:// URL (its tables are "
         "shared by every scenario), or `auto` for a throwaway server with a fresh database per scenario",
     )
-    p.add_argument("--lease", type=float, default=15.0, help="lease_seconds for the failover scenario")
+    p.add_argument("--lease", type=float, default=3.0, help="lease_seconds of the replicas (default 3, as serve's)")
     p.add_argument(
         "--storage",
         choices=("disk", "shm", "both"),

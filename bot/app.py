@@ -14,22 +14,20 @@ refused token ends start-up with `TokenRefused`; an unreachable Slack is retried
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.checkout.binding import Checkout
-from core.store.database import check_url, open_pool
 from core.run.engine import Engine, EngineSettings
 from core.model.client import LLMClient, LLMSettings
 from core.errors import CrewError
@@ -40,7 +38,6 @@ from core.store.runs_model import RunSnapshot
 from core.store.runs import RunManager
 from core.session.service import SessionService
 from core.store.files import RuntimeStore
-from core.store.postgres import PostgresRuntimeStore
 from core.tools.registry import ToolHost
 
 from .access import AccessPolicy
@@ -50,17 +47,19 @@ from .connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_soc
 from .threads.dedupe import Deduper
 from .threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
-from .replicas.handover import Handover
 from .threads.lanes import ThreadLanes
 from .native.fallbacks import Fallbacks
-from .replicas.slots import GlobalSlots
-from .replicas.membership import Replicas
 from .slack_io import SlackIO
 from .status import StatusBoard
 from .native.status_line import StatusLines
 from .native.surface import AgentSurface
 from .threads.store import ThreadRecord, ThreadStore
-from .replicas.threads import PostgresThreadStore
+
+if TYPE_CHECKING:
+    from .replicas.handover import Handover
+    from .replicas.shared import SharedStore
+    from .replicas.slots import GlobalSlots
+    from .replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -84,38 +83,6 @@ async def serve_web(app: web.Application, site: Callable[[web.AppRunner], web.Ba
     await runner.setup()
     await site(runner).start()
     return runner
-
-
-class SharedStore:
-    """The Postgres side of a replicated deployment: connections, the run store, lease coordination."""
-
-    def __init__(self, url: str, runtime: PostgresRuntimeStore, sync_pool: ConnectionPool, lease_seconds: float) -> None:
-        self.url = url
-        self.runtime = runtime
-        self.sync_pool = sync_pool
-        self.pool = AsyncConnectionPool(url, min_size=1, max_size=12, kwargs={"autocommit": True}, open=False)
-        self.replicas = Replicas(self.pool, url, lease_seconds=lease_seconds)
-
-    async def open(self) -> None:
-        await self.pool.open(wait=True, timeout=10)
-
-    async def flush(self) -> None:
-        """Every run write so far is in Postgres (a thread hop only when some are still queued)."""
-        if self.runtime.pending():
-            await asyncio.to_thread(self.runtime.flush)
-
-    async def reachable(self) -> bool:
-        try:
-            async with self.pool.connection(timeout=2) as conn:
-                await conn.execute("SELECT 1")
-            return True
-        except Exception:
-            return False
-
-    async def close(self) -> None:
-        await self.pool.close()
-        await asyncio.to_thread(self.runtime.close)
-        self.sync_pool.close()
 
 
 class CrewBot:
@@ -324,6 +291,20 @@ def freeze_startup_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+    _give_back_free_heap()
+
+
+def _give_back_free_heap() -> None:
+    """Return the heap start-up freed (package validation, schema compilation) to the OS, where glibc
+    keeps it otherwise: a few MiB of a small process's resident memory. Elsewhere nothing happens."""
+    import ctypes  # only for this one call
+
+    try:
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own symbols: libc's with glibc
+    except OSError:
+        return
+    if trim is not None:
+        trim(0)
 
 
 class PackageLoadFailed(CrewError):
@@ -353,14 +334,14 @@ def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> Crew
     or an unreachable database."""
     if not config.database_url:
         return _build(config, RuntimeStore(config.home), None, llm_settings)
-    url = check_url(config.database_url)
-    sync_pool = open_pool(url, max_size=12)
-    runtime = PostgresRuntimeStore(sync_pool, config.home)
+    from .replicas.shared import SharedStore  # psycopg and the lease layer: loaded by replicas only
+
+    shared = SharedStore.connect(config.database_url, config.home, config.lease_seconds)
     try:
-        return _build(config, runtime, SharedStore(url, runtime, sync_pool, config.lease_seconds), llm_settings)
+        return _build(config, shared.runtime, shared, llm_settings)
     except BaseException:
-        runtime.close()
-        sync_pool.close()
+        shared.runtime.close()
+        shared.sync_pool.close()
         raise
 
 
@@ -426,9 +407,7 @@ def _build(
     handover: Handover | None = None
     slots: GlobalSlots | None = None
     if shared is not None:
-        thread_store = PostgresThreadStore(shared.pool)
-        handover = Handover(shared.replicas, shared.runtime, lanes)
-        slots = GlobalSlots(shared.replicas, config.limits.max_concurrent_runs)
+        thread_store, handover, slots = _replica_parts(shared, lanes, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
     board = StatusBoard(io, interval=config.limits.status_update_interval, rate=config.limits.status_edits_per_second)
@@ -500,4 +479,17 @@ def _build(
         llm=llm,
         shared=shared,
         slots=slots,
+    )
+
+
+def _replica_parts(
+    shared: SharedStore, lanes: ThreadLanes, max_runs: int
+) -> tuple[PostgresThreadStore, Handover, GlobalSlots]:
+    """The thread store, hand-over and model cap that replicas share through Postgres."""
+    from .replicas.handover import Handover  # replicas only, like psycopg under them
+    from .replicas.slots import GlobalSlots
+    from .replicas.threads import PostgresThreadStore
+
+    return PostgresThreadStore(shared.pool), Handover(shared.replicas, shared.runtime, lanes), GlobalSlots(
+        shared.replicas, max_runs
     )

@@ -160,7 +160,7 @@ class FileConfig(_Strict):
     resume_on_start: bool = True
     log_level: str = "INFO"
     database_url: str | None = None  # postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL)
-    lease_seconds: float = Field(default=15.0, gt=0)  # a dead replica's threads are taken over after this
+    lease_seconds: float = Field(default=3.0, gt=0)  # a dead replica's threads are taken over after this
     host: str = Field(default=DEFAULT_HOST, min_length=1)  # HTTP mode's listening address
 
 
@@ -180,7 +180,7 @@ class BotConfig(BaseModel):
     resume_on_start: bool = True
     log_level: str = "INFO"
     database_url: str | None = None  # None: the embedded store under `home`, one process
-    lease_seconds: float = Field(default=15.0, gt=0)
+    lease_seconds: float = Field(default=3.0, gt=0)
     host: str = DEFAULT_HOST  # the address HTTP mode listens on
 
     def binding_name(self, channel: str) -> str:

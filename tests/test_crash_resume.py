@@ -18,6 +18,7 @@ import pytest
 from core.document.frontmatter import parse
 from core.schemas import validator
 from tests.fakes.llm_server import ScriptedLLM
+from tests.pipelining import pipelining
 from tests.processes import Spawner
 from tests.scripts import (
     CREATE_STORY_ARTIFACTS as ARTIFACTS,
@@ -117,13 +118,17 @@ async def test_kill_9_then_resume_finishes_without_redoing_nodes(
     assert re.fullmatch(r"[0-9a-f-]{36}", run_id)
 
 
-@pytest.mark.parametrize("hang_at_call", [3, 6])
+@pytest.mark.parametrize(("hang_at_call", "pipelined"), [(3, False), (6, False), (4, True), (6, True)])
 async def test_resume_after_kill_9_sends_the_prompt_an_uninterrupted_run_would(
-    tmp_path: Path, project: Path, hang_at_call: int, spawn: Spawner
+    tmp_path: Path, project: Path, hang_at_call: int, pipelined: bool, spawn: Spawner
 ) -> None:
-    """The model call in flight when the process dies is asked again with the same messages."""
+    """The model call in flight when the process dies is asked again with the same messages.
+
+    With the pipelining model, calls 4 and 6 start a node with the reads the previous reply made for
+    it: those are kept in the resumed prompt too.
+    """
     home = tmp_path / "home"
-    script = create_story_responder()
+    script = pipelining(create_story_responder()) if pipelined else create_story_responder()
     hanging = asyncio.Event()
     release = asyncio.Event()
 
@@ -159,4 +164,6 @@ async def test_resume_after_kill_9_sends_the_prompt_an_uninterrupted_run_would(
 
     assert normal(resumed) == normal(interrupted)
     assert resumed["tools"] == interrupted["tools"]
+    if pipelined:
+        assert sum(1 for m in resumed["messages"] if m["role"] == "tool") >= 2  # the carried reads
     assert "Run complete" in out.decode()

@@ -12,9 +12,12 @@ from core.run.history import History, HistoryCache, estimate_tokens, fit_message
 from core.package.loader import load_package
 from core.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import PromptComposer, render_tool_policy
+from core.events import RunPhase
+from tests.pipelining import pipelining
 from tests.scripts import (
     EXAMPLES,
     STORY_KEY,
+    create_story_responder,
     current_node,
     drive,
     engine_harness,
@@ -66,7 +69,8 @@ async def test_normal_run_profile_layers(project: Path) -> None:
                      "STEP_FILE @pkg/steps/step-01-select-story.md",
                      "## Instructions"):
             assert line in brief
-        assert "schemaVersion" not in brief.split("STEP_FILE", 1)[1].split("STATE_SUMMARY")[0]  # body only
+        inlined = brief.split("STEP_FILE", 1)[1].split("STATE_SUMMARY")[0]
+        assert '\n---\nschemaVersion: "1.1"' in inlined and 'nodeId: "step-01-select-story"' in inlined  # frontmatter too
         assert state_summary(first)["currentNodeId"] == "step-01-select-story"
 
         answered = h.llm.requests[2]
@@ -322,3 +326,68 @@ async def test_history_budget_applies_to_real_runs(project: Path) -> None:
             _check_protocol([m for m in body["messages"] if m["role"] in ("assistant", "tool")])
         assert any("shortened" in str(m.get("content")) for m in h.llm.requests[-2]["messages"])
         assert node_brief(h.llm.requests[-2]) is not None
+
+
+# ---- reads made for the next node in the reply that finishes a node ----------------------------------
+
+
+def _finishing_reply(history: History) -> None:
+    """Node A's last reply: write, move the state to B, then read for B (results tagged as the pump does)."""
+    history.append({"role": "user", "content": "USER_INPUT\nstart"}, part="user_input", scope="A")
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        for n, name in enumerate(["fs_write", "fs_apply_patch", "fs_read", "fs_read"])
+    ]
+    history.append({"role": "assistant", "content": "Done with A.", "tool_calls": calls}, part="assistant", scope="A")
+    for n, scope in enumerate(["A", "A", "B", "B"]):
+        history.append({"role": "tool", "tool_call_id": f"c{n}", "content": f"result {n}"},
+                       part="tool_result", scope=scope)
+
+
+def test_reads_issued_after_the_move_stay_with_the_next_node(tmp_path: Path) -> None:
+    history = History.load(tmp_path / "conversation.jsonl")
+    _finishing_reply(history)
+
+    wire = history.scoped_wire("B", 100_000)
+    assert wire == [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "fs_read", "arguments": "{}"}},
+            {"id": "c3", "type": "function", "function": {"name": "fs_read", "arguments": "{}"}},
+        ]},
+        {"role": "tool", "tool_call_id": "c2", "content": "result 2"},
+        {"role": "tool", "tool_call_id": "c3", "content": "result 3"},
+    ]
+    history.append({"role": "assistant", "content": "B needs nothing else."}, part="assistant", scope="B")
+    assert history.scoped_wire("B", 100_000)[3:] == [{"role": "assistant", "content": "B needs nothing else."}]
+    assert History.load(history.path).scoped_wire("B", 100_000) == history.scoped_wire("B", 100_000)  # resumable
+    assert history.scoped_wire("C", 100_000) == []  # a later node keeps nothing of A's reply
+
+
+def test_results_before_the_move_or_without_a_scope_leave_with_their_node(tmp_path: Path) -> None:
+    history = History(None)
+    history.append({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c0", "type": "function", "function": {"name": "fs_read", "arguments": "{}"}},
+        {"id": "c1", "type": "function", "function": {"name": "fs_apply_patch", "arguments": "{}"}},
+    ]}, part="assistant", scope="A")
+    history.append({"role": "tool", "tool_call_id": "c0", "content": "read in A"}, part="tool_result", scope="A")
+    history.append({"role": "tool", "tool_call_id": "c1", "content": "moved"}, part="tool_result")  # an older log
+    assert history.scoped_wire("B", 100_000) == []
+
+
+async def test_a_pipelining_model_needs_one_call_per_node(project: Path) -> None:
+    async with engine_harness(project) as h:
+        h.llm.responder = pipelining(create_story_responder())
+        package = h.load("create-story-micro")
+        record = h.create(package, agent="sm")
+        results = await drive(h.engine, record, package, [STORY_KEY])
+
+        assert results[-1].phase is RunPhase.COMPLETED
+        assert len(h.llm.requests) == 9  # as many as with the whole history re-sent
+        second = next(b for b in h.llm.requests if current_node(b) == "step-02-discover-inputs")
+        turns = [m for m in second["messages"] if m["role"] in ("assistant", "tool")]
+        assert [c["function"]["name"] for c in turns[0]["tool_calls"]] == ["fs_read", "fs_read"]  # state, graph
+        assert turns[0]["content"] is None  # the finishing reply's words and writes stayed with step 1
+        state_read = json.loads(turns[1]["content"])
+        assert state_read["path"] == "@state/workflow.md"
+        assert "\ncurrentNodeId: step-02-discover-inputs\n" in state_read["content"]
+        assert len(turns) == 3  # step 1's own look around (fs_list) left with its node

@@ -62,12 +62,13 @@ class Cluster:
     mode: Mode
     packages: tuple[str, ...]
     replicas: list[Replica] = field(default_factory=list)
+    lease_seconds: float | None = LEASE_SECONDS  # None: the default
 
     async def start(self, count: int) -> None:
         config = self.workdir / "crewagent.yml"
         config.write_text(
-            f"lease_seconds: {LEASE_SECONDS}\n"
-            "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
+            (f"lease_seconds: {self.lease_seconds}\n" if self.lease_seconds is not None else "")
+            + "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
         )
         for index in range(count):
             home = self.workdir / f"home-{index}"
@@ -171,10 +172,11 @@ def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
 
 @asynccontextmanager
 async def cluster(
-    database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch"
+    database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch",
+    lease_seconds: float | None = LEASE_SECONDS,
 ) -> AsyncIterator[Cluster]:
     async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
-        c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,))
+        c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,), lease_seconds=lease_seconds)
         try:
             await c.start(count)
             yield c
@@ -211,11 +213,12 @@ async def test_events_of_one_thread_spread_over_replicas_are_handled_once_each_i
         assert [q.splitlines()[-1] for q in asked] == [f"in order {n}" for n in range(1, 7)]
 
 
-@pytest.mark.parametrize("mode", ["http", "socket"])
+@pytest.mark.parametrize(("mode", "lease_seconds"), [("http", LEASE_SECONDS), ("socket", LEASE_SECONDS), ("http", None)])
 async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_duplicate_posts(
-    database_url: str, project: Path, tmp_path: Path, mode: Mode
+    database_url: str, project: Path, tmp_path: Path, mode: Mode, lease_seconds: float | None
 ) -> None:
-    async with cluster(database_url, project, tmp_path, mode=mode) as c:
+    """With the default lease too (3 s: a dead replica's runs resume within about that)."""
+    async with cluster(database_url, project, tmp_path, mode=mode, lease_seconds=lease_seconds) as c:
         held, release = hold_second_call(c.llm)  # held until its replica is dead
         top = await c.mention("hello-branch", via=0)
         await asyncio.wait_for(held.wait(), WAIT)

@@ -1,8 +1,9 @@
 """What replicas sharing one Postgres agree on, with nothing but Postgres: who drives which thread,
 the queued events of each thread, how many model calls run at once, and signals between them.
 
-- A replica is live while its row's heartbeat is younger than the lease time; it renews it every
-  quarter of that. Nothing else expires: a lease held by a replica that stopped beating is free.
+- A replica is live while its row's heartbeat is younger than the lease time; a thread of its own
+  renews it every quarter of that (bot.replicas.heartbeat), however busy the event loop is. Nothing
+  else expires: a lease held by a replica that stopped beating is free.
 - A thread lease is a row naming its holder, taken and checked under the row lock (one statement
   sequence in a transaction), so two replicas can never both hold a live lease on a thread.
 - Events wait in `crew_inbox` in arrival order; only the lease holder takes them out.
@@ -25,6 +26,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from .event import ThreadEvent
+from .heartbeat import HeartbeatThread
 from ..threads.store import ThreadKey
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,13 @@ class Replicas:
         self._tasks: list[asyncio.Task[None]] = []
         self._listener: AsyncConnection[Any] | None = None
         self.slot_freed = asyncio.Event()
+        self._heartbeat: HeartbeatThread | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+
+    @property
+    def beat_interval(self) -> float:
+        """A quarter of the lease: three beats may be lost before the others take over."""
+        return max(0.05, self.lease_seconds / 4)
 
     def sql_args(self, **more: Any) -> dict[str, Any]:
         return {"me": self.id, "ttl": self.lease_seconds, **more}
@@ -68,11 +77,17 @@ class Replicas:
         self._listener = await self._connect_listener()
         self._tasks = [
             asyncio.create_task(self._listen(on_inbox, on_control), name="replica-listen"),
-            asyncio.create_task(self._beat(on_tick, on_lost), name="replica-beat"),
         ]
+        self._start_heartbeat(on_tick, on_lost)
 
     async def stop(self) -> None:
         """Stop beating and give up every lease and slot at once, so other replicas take over now."""
+        if self._heartbeat is not None:
+            await asyncio.to_thread(self._heartbeat.stop)
+            self._heartbeat = None
+        if self._scan_task is not None:
+            self._tasks.append(self._scan_task)
+            self._scan_task = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -123,42 +138,27 @@ class Replicas:
                     self._listener = None
                 await asyncio.sleep(1.0)
 
-    async def _beat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
-        """Renew the heartbeat on a connection of its own: under load every pooled connection may be
-        busy with thread work, and a late heartbeat would hand live threads to other replicas."""
-        interval = max(0.05, self.lease_seconds / 4)
-        conn: AsyncConnection[Any] | None = None
-        scan: asyncio.Task[None] | None = None
-        try:
-            while True:
-                await asyncio.sleep(interval)
-                try:
-                    if conn is None or conn.closed:
-                        conn = await AsyncConnection.connect(
-                            self.url, autocommit=True, connect_timeout=max(1, int(interval * 2))
-                        )
-                    async with asyncio.timeout(interval * 2):
-                        cur = await conn.execute(
-                            "UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.id,)
-                        )
-                        if cur.rowcount == 0:
-                            await conn.execute("INSERT INTO crew_replicas (id) VALUES (%s)", (self.id,))
-                    self.last_beat = time.monotonic()
-                except Exception:
-                    log.warning("heartbeat failed", exc_info=True)
-                    if conn is not None:
-                        await conn.close()
-                        conn = None
-                    if time.monotonic() - self.last_beat > self.lease_seconds:
-                        on_lost()  # others may already drive our threads: stop pumping them
-                    continue
-                if scan is None or scan.done():
-                    scan = asyncio.create_task(self._scan(on_tick), name="replica-scan")  # never delays a beat
-        finally:
-            if scan is not None:
-                scan.cancel()
-            if conn is not None:
-                await conn.close()
+    def _start_heartbeat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
+        """Beat from a thread (see bot.replicas.heartbeat); after each beat the loop scans for orphaned
+        threads, one scan at a time, so a slow scan never delays a beat."""
+
+        def after_beat() -> None:
+            if self._heartbeat is None:
+                return  # stopping
+            self.last_beat = self._heartbeat.last_beat
+            if self._scan_task is None or self._scan_task.done():
+                self._scan_task = asyncio.create_task(self._scan(on_tick), name="replica-scan")
+
+        self._heartbeat = HeartbeatThread(
+            self.url,
+            self.id,
+            interval=self.beat_interval,
+            lease_seconds=self.lease_seconds,
+            loop=asyncio.get_running_loop(),
+            on_beat=after_beat,
+            on_lost=on_lost,
+        )
+        self._heartbeat.start()
 
     @staticmethod
     async def _scan(on_tick: Callable[[], Any]) -> None:

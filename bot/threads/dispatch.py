@@ -46,11 +46,11 @@ from ..status import StatusBoard
 from ..native.surface import AgentSurface
 from ..replicas.event import ThreadEvent
 from .store import ThreadKey, ThreadRecord, ThreadStore
-from ..replicas.threads import PostgresThreadStore
 from ..render.widgets import answered_text, answer_for, form_answered, form_mode
 
 if TYPE_CHECKING:
     from ..replicas.handover import Handover
+    from ..replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 

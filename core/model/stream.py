@@ -1,7 +1,7 @@
 """Streamed chat completions that survive endpoints which stream badly or not at all.
 
-Text deltas go to a listener as they arrive; the whole answer is assembled by the SDK's own
-accumulator (`ChatCompletionStreamState`), tool-call fragments included. An endpoint that ignores
+Text deltas go to a listener as they arrive; the whole answer is assembled from the plain chunks
+with the SDK's own `accumulate_delta`, tool-call fragments included, and validated once. An endpoint that ignores
 `stream: true` and answers with one JSON body is read as before.
 
 Some OpenAI-compatible servers refuse `stream_options` or streaming altogether with an HTTP 400/422
@@ -22,32 +22,27 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from enum import Enum
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import httpx2
 import openai
-from openai import AsyncOpenAI, AsyncStream
+from openai import AsyncOpenAI
+from openai._httpx2 import request_exceptions, timeout_exceptions
 from openai._models import FinalRequestOptions
-from openai.lib.streaming.chat import ChatCompletionStreamState
-from openai.types.chat import ChatCompletionChunk
+from openai.lib.streaming._deltas import accumulate_delta
+from openai.types.chat import ChatCompletion
+from pydantic import ValidationError
+
+from .api import DeltaListener, RetryListener
 
 log = logging.getLogger(__name__)
 
 SSE_TYPE = "text/event-stream"
 REFUSED = (400, 422)  # what servers answer to a request field or mode they do not support
 CONNECTION_LOST = "connection lost while the answer streamed"
-
-
-class DeltaListener(Protocol):
-    """Hears each piece of assistant text; `restart=True` (with empty text) voids the pieces heard so far."""
-
-    def __call__(self, text: str, *, restart: bool = False) -> Awaitable[None] | None: ...
-
-
-RetryListener = Callable[[int, str], Awaitable[None] | None]
 
 
 class StreamMode(Enum):
@@ -195,19 +190,72 @@ def is_event_stream(response: httpx2.Response) -> bool:
 async def read_event_stream(
     client: AsyncOpenAI, response: httpx2.Response, on_delta: Callable[[str], Awaitable[None]] | None
 ) -> Any | None:
-    """The completion the chunks add up to (None if the stream held none); `on_delta` hears each text piece."""
-    state: ChatCompletionStreamState[Any] = ChatCompletionStreamState()
-    seen = False
-    stream: AsyncStream[ChatCompletionChunk] = AsyncStream(cast_to=ChatCompletionChunk, response=response, client=client)
-    async for chunk in stream:
-        if getattr(chunk, "object", "chat.completion.chunk") not in ("chat.completion.chunk", None):
+    """The completion the chunks add up to (None if the stream held none); `on_delta` hears each text piece.
+
+    The SDK's own pieces read the stream: its SSE decoder, its error check, and its `accumulate_delta`
+    merging each chunk into the answer (tool-call fragments by index). The chunks stay plain JSON
+    until the end, and the whole answer is validated once: building a typed chunk and re-copying the
+    answer for every chunk (what `AsyncStream` + `ChatCompletionStreamState` do) cost ~0.17 ms per
+    chunk, most of a streamed call's CPU.
+    """
+    snapshot: dict[str, Any] | None = None
+    async for data in _chunks(client, response):
+        if data.get("object", "chat.completion.chunk") not in ("chat.completion.chunk", None):
             continue  # e.g. a provider's filter notice between chunks
-        state.handle_chunk(chunk)
-        seen = True
-        if on_delta is None:
-            continue
-        for choice in chunk.choices or ():
-            text = choice.delta.content if choice.index == 0 and choice.delta is not None else None
-            if text:
-                await on_delta(text)
-    return state.current_completion_snapshot if seen else None
+        choices = data.pop("choices", None) or []
+        if snapshot is None:
+            snapshot = {"system_fingerprint": None, **data, "object": "chat.completion", "choices": []}
+            snapshot.pop("obfuscation", None)
+        elif data.get("usage") is not None:
+            snapshot["usage"] = data["usage"]
+        text = None
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            delta = choice.get("delta") or {}
+            have = snapshot["choices"]
+            while len(have) <= index:
+                have.append({"index": len(have), "finish_reason": None, "logprobs": None, "message": {}})
+            entry = have[index]
+            accumulate_delta(entry["message"], delta)
+            for key in ("finish_reason", "logprobs"):
+                if choice.get(key) is not None:
+                    entry[key] = choice[key]
+            if index == 0 and isinstance(delta.get("content"), str):
+                text = delta["content"]
+        if text and on_delta is not None:
+            await on_delta(text)
+    if snapshot is None:
+        return None
+    for entry in snapshot["choices"]:
+        entry["message"].setdefault("role", "assistant")
+    try:
+        return ChatCompletion.model_validate(snapshot)
+    except ValidationError:  # a server that leaves out fields: read leniently, as for a whole answer
+        return ChatCompletion.construct(**snapshot)
+
+
+async def _chunks(client: AsyncOpenAI, response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """Each event's JSON, until [DONE]; transport failures and error events raised as the SDK raises them."""
+    events = client._make_sse_decoder().aiter_bytes(response.aiter_bytes())
+    try:
+        async for sse in events:
+            if sse.data.startswith("[DONE]"):
+                break
+            data = sse.json()
+            if not isinstance(data, dict):
+                continue
+            if data.get("error"):
+                error = data["error"]
+                message = error.get("message") if isinstance(error, dict) else None
+                raise openai.APIError(
+                    message=message if isinstance(message, str) and message else "An error occurred during streaming",
+                    request=response.request,
+                    body=error,
+                )
+            yield data
+    except timeout_exceptions() as err:
+        raise openai.APITimeoutError(request=response.request) from err
+    except request_exceptions() as err:
+        raise openai.APIConnectionError(request=response.request) from err

@@ -243,19 +243,19 @@ class PromptComposer:
         if sets:
             lines.append("- setsVariables: " + ", ".join(sets))
         lines += _allowed_next(graph, node)
-        body = step.body.strip() if step else ""
         if step is None:
             lines.append(f"- stepContent: unavailable; fs_read {step_alias}")
             return "\n".join(lines)
-        size = len(body.encode("utf-8"))
+        text = step.text.strip()  # the whole file, frontmatter too: the model need not read it again
+        size = len(text.encode("utf-8"))
         if size > self.step_inline_max_bytes:
             lines.append(
                 f"- stepContent: not inlined ({size // 1024} KB); fs_search then fs_read {step_alias} "
                 "with startLine/endLine windows"
             )
             return "\n".join(lines)
-        lines.append("- stepContent: below (no need to fs_read the step file)")
-        return "\n".join(lines) + f"\n\nSTEP_FILE {step_alias}\n{body}"
+        lines.append("- stepContent: below, the whole file with its frontmatter (no need to fs_read it)")
+        return "\n".join(lines) + f"\n\nSTEP_FILE {step_alias}\n{text}"
 
     # ---- notes ------------------------------------------------------------
 

@@ -15,8 +15,7 @@ from typing import Any, Literal, Protocol
 
 from ..errors import CrewError
 from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
-from ..model.client import LLMClient
-from ..model.stream import DeltaListener
+from ..model.client import DeltaListener, LLMClient
 from ..model.wire import MessageJSON, ToolSet
 from ..package.models import Agent, Package
 from ..policy import SystemToolPolicy, effective_policy

@@ -272,13 +272,14 @@ class History:
         Messages without a scope (runtime notes, tool results) belong to the turn they follow.
         """
         start = len(self.entries)
-        head = start
+        head, boundary = start, -1
         for index in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[index]
             if entry.get("role") == "tool":
                 continue
             owner = _scope_of(entry)
             if owner is not None and owner != scope:
+                boundary = index
                 break
             head = index
         start = head
@@ -286,10 +287,38 @@ class History:
             start += 1  # results whose call was left out would be rejected
         if scope == POST_COMPLETION_SCOPE:
             budget_tokens = min(budget_tokens, POST_COMPLETION_WINDOW_TOKENS)
-        window, tokens = self._wire[start:], self._tokens[start:]
+        carried, carried_tokens = self._carried_reads(boundary, scope)
+        window, tokens = carried + self._wire[start:], carried_tokens + self._tokens[start:]
         if sum(tokens) <= budget_tokens and not self._orphans:
-            return list(window)
+            return window
         return fit_messages(window, budget_tokens, tokens)
+
+    def _carried_reads(self, boundary: int, scope: str) -> tuple[list[Message], list[int]]:
+        """The calls of the reply that finished the last node which it issued after moving to `scope`.
+
+        A model that pipelines reads the next node's state and step file in the same reply that
+        moves the state; those results belong to the new node, so they stay (with a copy of their
+        assistant message cut down to just those calls, as providers reject orphan results).
+        Decided from the log alone (each result's `scope`), so a resumed run sends the same prompt.
+        """
+        if boundary < 0:
+            return [], []
+        reply = self.entries[boundary]
+        if reply.get("role") != "assistant" or not reply.get("tool_calls"):
+            return [], []
+        results: list[int] = []
+        for index in range(boundary + 1, len(self.entries)):
+            entry = self.entries[index]
+            if entry.get("role") != "tool":
+                break
+            if entry.get("scope") == scope:
+                results.append(index)
+        if not results:
+            return [], []
+        ids = {self.entries[i].get("tool_call_id") for i in results}
+        calls = [c for c in reply["tool_calls"] if c.get("id") in ids]
+        head: Message = {"role": "assistant", "content": None, "tool_calls": calls}
+        return [head] + [self._wire[i] for i in results], [message_tokens(head)] + [self._tokens[i] for i in results]
 
     def __len__(self) -> int:
         return len(self.entries)

@@ -228,7 +228,7 @@ class Pump:
         widget: dict[str, Any] | None = None
         for call in reply.tool_calls:
             node_before, steps_before = self._node_id(), len(self.fm.get("stepsCompleted") or ())
-            outcome = await self.recorder.run(call, ctx)
+            outcome = await self.recorder.run(call, ctx, scope=self._scope())
             if outcome.widget is not None:
                 widget = outcome.widget
             if outcome.state_changed or outcome.artifacts_created:

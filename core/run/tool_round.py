@@ -43,12 +43,14 @@ class ToolRecorder:
         self.results_dir = results_dir
         self.large_result_bytes = large_result_bytes
 
-    async def run(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+    async def run(self, call: ToolCall, ctx: ToolContext, *, scope: str | None = None) -> ToolOutcome:
+        """`scope`: the node active when the call was issued; a result issued after the reply moved
+        the state to the next node belongs to that node and stays in its prompt (History.scoped_wire)."""
         outcome = await self.tools.execute(call.name, call.arguments, ctx, call_id=call.id)
-        await self._record(call, outcome)
+        await self._record(call, outcome, scope)
         return outcome
 
-    async def _record(self, call: ToolCall, outcome: ToolOutcome) -> None:
+    async def _record(self, call: ToolCall, outcome: ToolOutcome, scope: str | None) -> None:
         text = outcome.result_json
         if text is None:
             text = json.dumps(outcome.result, ensure_ascii=False, default=str)
@@ -61,8 +63,9 @@ class ToolRecorder:
             limit=self.large_result_bytes,
         )
         wire = wire_name(call.name)
+        meta = {"scope": scope} if scope is not None else {}
         self.history.append(
-            {"role": "tool", "tool_call_id": call.id, "content": text}, part="tool_result", toolName=wire
+            {"role": "tool", "tool_call_id": call.id, "content": text}, part="tool_result", toolName=wire, **meta
         )
         error = outcome.result.get("error") if not outcome.ok else None
         await self.emit(

@@ -27,7 +27,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2
 
 from ..errors import CrewError
 from ..mounts import Resolved, alias_of, resolve
@@ -107,6 +106,8 @@ def make_matcher(pattern: str) -> Matcher:
     if m is None or set(m.group(2)) - {"i"}:
         return Matcher(literal=pattern, regex=None)
     ignore_case = "i" in m.group(2)
+    import re2  # loaded with the first regex search, not by every process that offers the tool
+
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = not ignore_case

@@ -1,0 +1,106 @@
+"""This replica's heartbeat, renewed from a thread of its own over a Postgres connection of its own.
+
+Other replicas take a thread over once its holder's heartbeat is older than the lease time, so a
+beat that comes late hands live runs to someone else. Beating on the event loop made liveness depend
+on how busy the loop is: with hundreds of runs a turn's work could delay a beat past a short lease.
+A thread blocked in a socket call does not hold the GIL, and the loop thread gives the GIL up every
+few milliseconds, so this thread beats on time however busy the loop is; it dies with the process,
+so a killed replica stops beating at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+log = logging.getLogger(__name__)
+
+
+class HeartbeatThread:
+    """Renews `crew_replicas.heartbeat` every `interval` seconds; tells the loop after each beat
+    (`on_beat`) and when no beat got through for `lease_seconds` (`on_lost`)."""
+
+    def __init__(
+        self,
+        url: str,
+        replica_id: str,
+        *,
+        interval: float,
+        lease_seconds: float,
+        loop: asyncio.AbstractEventLoop,
+        on_beat: Callable[[], None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        self.url = url
+        self.replica_id = replica_id
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.loop = loop
+        self.on_beat = on_beat
+        self.on_lost = on_lost
+        self.last_beat = time.monotonic()
+        self.beats = 0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="replica-heartbeat", daemon=True)
+        self._conn: Any = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Blocking: call it from a worker thread (asyncio.to_thread) on the loop."""
+        self._stopping.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.wait(self.interval):
+                self._beat_once()
+        finally:
+            self._close()
+
+    def _beat_once(self) -> None:
+        try:
+            conn = self._connection()
+            cur = conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.replica_id,))
+            if cur.rowcount == 0:  # our row was dropped (forget_dead after a long outage): join again
+                conn.execute("INSERT INTO crew_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING", (self.replica_id,))
+            self.last_beat = time.monotonic()
+            self.beats += 1
+            self._tell(self.on_beat)
+        except Exception:
+            log.warning("heartbeat failed", exc_info=True)
+            self._close()
+            if time.monotonic() - self.last_beat > self.lease_seconds:
+                self._tell(self.on_lost)  # others may already drive our threads: stop pumping them
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._conn.closed:
+            timeout_ms = max(100, int(self.interval * 2 * 1000))  # a stuck statement must not hold beats back
+            self._conn = psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, int(self.interval * 2)),
+                options=f"-c statement_timeout={timeout_ms}",
+            )
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
+
+    def _tell(self, callback: Callable[[], None]) -> None:
+        try:
+            self.loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop closed under us: the process is ending
+            self._stopping.set()
