@@ -36,6 +36,7 @@ from .reporter import RunReporter
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
 from .tool_round import ToolRecorder
+from . import mcp_approval
 from ..tools.base import Confirmation, Mounts, ToolContext
 from ..tools.registry import wire_name
 
@@ -152,7 +153,7 @@ class Pump:
         if self.user_input is not None and self.user_input.strip():
             if self._pending_call() is not None:
                 self.child_input = self.user_input
-            else:
+            elif not await mcp_approval.settle_in_pump(self):  # an MCP approval answer is the call's outcome
                 node = None if self.complete else self._node_id()
                 self.history.append(
                     {"role": "user", "content": wrap_user_input(self.user_input, node)},
@@ -243,7 +244,7 @@ class Pump:
     # ---- one LLM call -------------------------------------------------------------
 
     async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
-        tools = self.engine.tool_set(ctx)
+        tools = await self.engine.prepared_tool_set(ctx)
         messages = self.prompt.messages(
             ctx,
             tools.names,
