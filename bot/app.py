@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.checkout.binding import Checkout
 from core.store.database import check_url, open_pool
 from core.run.engine import Engine, EngineSettings
+from core.tools.mcp import hub_for
 from core.model.client import LLMClient, LLMSettings
 from core.errors import CrewError
 from core.package.loader import load_package
@@ -173,6 +174,7 @@ class CrewBot:
         else:
             self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
+        self.engine.tools.warm_up()
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -241,6 +243,7 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
+        await self.engine.tools.close()
         await self.board.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
@@ -344,7 +347,7 @@ def _build(
             # Every run that may pump at once keeps its history in memory (~100 KB each) between turns.
             kept_histories=max(32, config.limits.max_concurrent_runs),
         ),
-        ToolHost(),
+        ToolHost(hub_for(config.mcp_servers, store.home)),
     )
     packages = load_packages(config, store.packages_dir)
     bindings: dict[str, BindingRuntime] = {}

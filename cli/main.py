@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
     m.set_defaults(module="cli.migrate_cmd")
 
-    v = sub.add_parser("validate", help="check a package directory or .bmad file")
+    v = sub.add_parser("validate", help="check a package directory or .bmad file, or a crewagent.yml")
     v.add_argument("path")
     v.set_defaults(module="cli.package_cmd", action="validate")
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause the run before it uses more model tokens than this (default: CREWAGENT_RUN_TOKEN_BUDGET, "
         "else no limit)",
     )
+    r.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     r.set_defaults(module="cli.run_cmd")
 
     d = sub.add_parser("deliver", help="commit a completed run's changes on its branch and push it (git projects)")
@@ -78,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("chat", help="talk to a package's agents in the terminal (Agent-First)")
     c.add_argument("path", nargs="?", help="package dir or .bmad")
     c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
+    c.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     c.set_defaults(module="cli.chat_cmd")
 
     imp = sub.add_parser("import", help="turn other formats into a .bmad package")

@@ -6,6 +6,7 @@ Names travel as `fs_read` on the wire (OpenAI function names cannot hold dots, S
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -95,6 +96,7 @@ class ToolHost:
 
     def __init__(self, mcp: McpHub | None = None) -> None:
         self.mcp = mcp
+        self._warm_up: asyncio.Task[None] | None = None
 
     @property
     def generation(self) -> int:
@@ -105,6 +107,18 @@ class ToolHost:
         """Start the MCP servers this context may use, if they are not up yet (before specs())."""
         if self.mcp is not None and ctx.policy.mcp_servers:
             await self.mcp.discover(ctx.policy.mcp_servers)
+
+    def warm_up(self) -> None:
+        """Start every configured MCP server in the background, so start-up logs which cannot start."""
+        if self.mcp is not None and self._warm_up is None:
+            self._warm_up = asyncio.create_task(self.mcp.discover(self.mcp.names))
+
+    async def close(self) -> None:
+        """End the MCP servers (stdio ones with their process group)."""
+        if self._warm_up is not None:
+            self._warm_up.cancel()
+        if self.mcp is not None:
+            await self.mcp.close()
 
     def mcp_tools(self, ctx: ToolContext) -> list[McpTool]:
         if self.mcp is None or not ctx.policy.mcp_servers:
