@@ -43,8 +43,7 @@ def tracker_config(tickets_file: Path, **extra: Any) -> McpServerConfig:
         command=sys.executable,
         args=[str(TRACKER_SERVER)],
         env={"TRACKER_FILE": str(tickets_file), "TRACKER_TOKEN": "${TRACKER_TOKEN}"},
-        timeout_seconds=30,
-        **extra,
+        **({"timeout_seconds": 30} | extra),
     )
 
 

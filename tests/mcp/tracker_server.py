@@ -9,6 +9,7 @@ mid-call and `slow` sleeps, for the failure tests. Run: `python tracker_server.p
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,6 +57,13 @@ def slow(seconds: float) -> str:
 def whoami() -> str:
     """The TRACKER_TOKEN this server was given and its process ids (for the tests)."""
     return f"token={os.environ.get('TRACKER_TOKEN', '')} pid={os.getpid()} pgid={os.getpgid(0)}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def start_helper() -> str:
+    """Start a long-running child process (like a server's own worker) and return its pid."""
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    return f"helper={helper.pid}"
 
 
 if __name__ == "__main__":

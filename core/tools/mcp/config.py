@@ -30,7 +30,7 @@ class McpServerConfig(BaseModel):
     cwd: str | None = None
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
-    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)  # start-up and each call
+    timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)  # each call; start-up gets at least 10 s
     auto_approve: list[str] = Field(default_factory=list)  # tools that change things but need no approval
     tools: list[str] | None = None  # only these tools are offered (default: all the server lists)
 

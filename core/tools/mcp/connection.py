@@ -28,6 +28,7 @@ from .config import McpServerConfig, scrub
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
 MAX_TOOL_PAGES = 20
+MIN_START_SECONDS = 10.0  # a short call timeout must not fail a server that is slow to import
 
 
 class ServerUnavailable(Exception):
@@ -52,6 +53,10 @@ class ServerConnection:
         self._secrets: tuple[str, ...] = ()
 
     @property
+    def start_seconds(self) -> float:
+        return max(self.config.timeout_seconds, MIN_START_SECONDS)
+
+    @property
     def alive(self) -> bool:
         return self.session is not None and self._task is not None and not self._task.done()
 
@@ -69,13 +74,12 @@ class ServerConnection:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self.starts += 1
         self._task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.name}")
+        limit = self.start_seconds
         try:
-            return await asyncio.wait_for(asyncio.shield(ready), self.config.timeout_seconds)
+            return await asyncio.wait_for(asyncio.shield(ready), limit)
         except asyncio.TimeoutError:
             await self._shutdown()
-            raise ServerUnavailable(
-                f"did not finish starting (initialize and tools/list) within {self.config.timeout_seconds:g} s"
-            ) from None
+            raise ServerUnavailable(f"did not finish starting (initialize and tools/list) within {limit:g} s") from None
         except ServerUnavailable:
             await self._shutdown()
             raise
@@ -87,7 +91,7 @@ class ServerConnection:
             async with AsyncExitStack() as stack:
                 streams = await self._open(stack, config, errlog)
                 session = await stack.enter_async_context(
-                    ClientSession(streams[0], streams[1], read_timeout_seconds=config.timeout_seconds)
+                    ClientSession(streams[0], streams[1], read_timeout_seconds=self.start_seconds)
                 )
                 await session.initialize()
                 self.listed = await self._list_tools(session)
@@ -193,7 +197,7 @@ class ServerConnection:
             return
         self._stop.set()
         try:
-            await asyncio.wait_for(asyncio.shield(task), self.config.timeout_seconds + 5)
+            await asyncio.wait_for(asyncio.shield(task), self.start_seconds)
         except (asyncio.TimeoutError, Exception):
             task.cancel()
             try:
