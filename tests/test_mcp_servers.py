@@ -78,13 +78,15 @@ async def test_stdio_server_lists_calls_and_is_ended_with_its_group(tickets: Pat
     assert await _gone(pid) and not group_alive(pgid)
 
 
-async def test_streamable_http_server_with_headers(tickets: Path, spawn) -> None:
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_http_servers_with_headers(tickets: Path, spawn, transport: str) -> None:
     port = free_port()
-    await spawn(sys.executable, str(TRACKER_SERVER), "--http", str(port),
+    await spawn(sys.executable, str(TRACKER_SERVER), f"--{transport}", str(port),
                 env={**os.environ, "TRACKER_FILE": str(tickets)}, stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL)
-    config = McpServerConfig(url=f"http://127.0.0.1:{port}/mcp", headers={"Authorization": "Bearer ${TRACKER_TOKEN}"},
-                             timeout_seconds=10)
+    path = "mcp" if transport == "http" else "sse"
+    config = McpServerConfig(url=f"http://127.0.0.1:{port}/{path}", headers={"Authorization": "Bearer ${TRACKER_TOKEN}"},
+                             timeout_seconds=10, type="sse" if transport == "sse" else None)
     hub = McpHub({"web": config}, retry_after=0)
     try:
         deadline = time.monotonic() + 30
