@@ -28,7 +28,6 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.checkout.binding import Checkout
 from core.store.database import check_url, open_pool
 from core.run.engine import Engine, EngineSettings
-from core.tools.mcp import hub_for
 from core.model.client import LLMClient, LLMSettings
 from core.errors import CrewError
 from core.package.loader import load_package
@@ -347,7 +346,7 @@ def _build(
             # Every run that may pump at once keeps its history in memory (~100 KB each) between turns.
             kept_histories=max(32, config.limits.max_concurrent_runs),
         ),
-        ToolHost(hub_for(config.mcp_servers, store.home)),
+        ToolHost.with_servers(config.mcp_servers, store.home),
     )
     packages = load_packages(config, store.packages_dir)
     bindings: dict[str, BindingRuntime] = {}

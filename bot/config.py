@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from core.checkout.binding import CheckoutSpec, GitSettings
 from core.checkout.urls import scrub
 from core.errors import CrewError
-from core.policy import SystemToolPolicy
-from core.tools.mcp.config import McpServerConfig, missing_variables, server_name_problem
+from core.policy import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise

@@ -6,9 +6,8 @@ import argparse
 
 from bot.config import FileConfig, terminal_config, tool_policy_of
 from core.model.client import LLMSettings
-from core.run.engine_model import EngineSettings
+from core.run.engine import EngineSettings
 from core.store.files import RuntimeStore
-from core.tools.mcp import hub_for
 from core.tools.registry import ToolHost
 
 
@@ -30,4 +29,4 @@ def with_tool_policy(settings: EngineSettings, cfg: FileConfig) -> EngineSetting
 
 def tool_host(cfg: FileConfig, store: RuntimeStore) -> ToolHost:
     """The tools of this terminal session: built-in ones and the configured MCP servers (ended by close())."""
-    return ToolHost(hub_for(cfg.mcp_servers, store.home))
+    return ToolHost.with_servers(cfg.mcp_servers, store.home)

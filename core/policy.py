@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .package.models import Agent
 from .tools.base import EffectivePolicy
+from .tools.mcp.config import McpServerConfig, missing_variables, server_name_problem
+
+__all__ = [
+    "EffectivePolicy", "McpServerConfig", "SystemToolPolicy", "effective_policy", "missing_variables",
+    "server_name_problem",
+]
 
 
 class SystemToolPolicy(BaseModel):

@@ -91,3 +91,22 @@ async def test_owner_approves_in_the_thread_after_a_restart_and_denies_later(pro
         assert model.refusals and model.refusals[0]["error"]["code"] == "TOOL_NOT_AVAILABLE"
         posted = " ".join(str(c) for c in h.slack.calls)
         assert "xoxp-never-shown-anywhere" not in posted
+
+
+async def test_serve_starts_when_a_server_cannot_and_says_why_in_the_log(
+    project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from core.tools.mcp.config import McpServerConfig
+
+    def configure(config: BotConfig) -> None:
+        config.mcp_servers = {"broken": McpServerConfig(command="/nonexistent/mcp-server")}
+        config.tool_policy = config.tool_policy.model_copy(update={"servers": ("broken",)})
+
+    caplog.set_level("WARNING", logger="core.tools.mcp.hub")
+    model = TrackerModel()
+    async with bot_harness(project, [str(mcp_package(tmp_path))], configure=configure) as h:
+        h.llm.responder = model
+        top = await h.start_waiting_run("hello-linear")
+        assert top
+        assert not any("__" in n for names in model.offered.values() for n in names)
+    assert "MCP server broken is not available: its command was not found" in caplog.text

@@ -16,7 +16,7 @@ from core.run.engine import Engine, EngineSettings
 from core.tools.mcp.hub import McpHub
 from core.tools.registry import ToolHost
 from tests.mcp.support import CREATE, CREATED, LOOKED_UP, LOOKUP, NOT_CREATED, TrackerModel, mcp_package, tracker_config
-from tests.scripts import engine_harness
+from tests.scripts import current_node, engine_harness, system_text
 
 
 def _approval(widget: dict, approved: bool, by: str = "U_OWNER") -> str:
@@ -52,6 +52,8 @@ async def test_lookup_runs_without_asking_and_a_change_waits_for_approval(projec
             first = await h.engine.pump(record, package, intent="start")
             assert first.phase is RunPhase.WAITING_USER
             assert LOOKUP in model.offered["step-01-ask"] and CREATE in model.offered["step-01-ask"]
+            policy = system_text(h.llm.requests[0])
+            assert "- mcp: servers tracker (tools named SERVER__TOOL; a tool that may change something waits" in policy
 
             looked = await h.engine.pump(record, package, intent="continue", user_input="please look up T-1")
             assert looked.widget is None and looked.assistant_text == LOOKED_UP  # read-only: no question
@@ -77,6 +79,8 @@ async def test_lookup_runs_without_asking_and_a_change_waits_for_approval(projec
             finished = await h.engine.pump(record, package, intent="continue", user_input="go on")
             assert finished.phase is RunPhase.COMPLETED
             assert not any(n.startswith("tracker__") for n in model.offered["step-02-generate"])
+            architect = next(r for r in h.llm.requests if current_node(r) == "step-02-generate")
+            assert "- mcp: servers time" in system_text(architect)  # its own servers only
             assert model.refusals and model.refusals[0]["error"]["code"] == "TOOL_NOT_AVAILABLE"
             assert tickets.read_text() == "Fix the login page\n"
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..document import state as run_state
-from . import subflow
+from . import mcp_approval, subflow
 from ..store.atomic import remove_stale_temps
 from ..errors import CrewError
 from ..events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
@@ -36,7 +36,6 @@ from .reporter import RunReporter
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
 from .tool_round import ToolRecorder
-from . import mcp_approval
 from ..tools.base import Confirmation, Mounts, ToolContext
 from ..tools.registry import wire_name
 

@@ -10,8 +10,10 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ValidationError
@@ -29,6 +31,7 @@ from .rewind import rewind
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
+    from .mcp.config import McpServerConfig
     from .mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
@@ -93,6 +96,13 @@ class ToolHost:
     With an McpHub, the MCP tools the context's policy allows come after the built-in ones
     (in agent and chat conversations only those that need no approval).
     """
+
+    @classmethod
+    def with_servers(cls, servers: Mapping[str, McpServerConfig], home: Path | None) -> ToolHost:
+        """The built-in tools plus `servers` (`mcp_servers:`); stdio servers log to HOME/logs/mcp."""
+        from .mcp import hub_for
+
+        return cls(hub_for(servers, home))
 
     def __init__(self, mcp: McpHub | None = None) -> None:
         self.mcp = mcp

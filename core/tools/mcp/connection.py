@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -72,6 +74,7 @@ class ServerConnection:
     async def _start(self) -> ClientSession:
         self._stop = asyncio.Event()
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(lambda f: f.cancelled() or f.exception())  # a start nobody waits for any more
         self.starts += 1
         self._task = asyncio.create_task(self._serve(ready), name=f"mcp-{self.name}")
         limit = self.start_seconds
@@ -86,6 +89,9 @@ class ServerConnection:
 
     async def _serve(self, ready: asyncio.Future[ClientSession]) -> None:
         config, self._secrets = self.config.expanded()
+        if config.transport == "stdio" and not _found(config):
+            ready.set_exception(ServerUnavailable("its command was not found"))
+            return
         errlog = self._errlog()
         try:
             async with AsyncExitStack() as stack:
@@ -158,7 +164,9 @@ class ServerConnection:
         if isinstance(exc, BaseExceptionGroup):
             inner = exc.exceptions[0] if exc.exceptions else exc
             return self._reason(inner)
-        if isinstance(exc, MCPError):
+        if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+            text = "it closed the connection (it may have exited; a stdio server's output is in its log)"
+        elif isinstance(exc, MCPError):
             text = f"the server answered with an error: {exc.message}"
         elif isinstance(exc, FileNotFoundError):
             text = "its command was not found"
@@ -204,6 +212,15 @@ class ServerConnection:
                 await task
             except BaseException:  # noqa: BLE001 (it is being ended)
                 pass
+
+
+def _found(config: McpServerConfig) -> bool:
+    """Whether a stdio server's command exists (the launcher would otherwise just exit)."""
+    command = config.command or ""
+    path = (config.env or {}).get("PATH") or os.environ.get("PATH")
+    if os.sep not in command:
+        return shutil.which(command, path=path) is not None
+    return os.access(os.path.join(config.cwd or "", command), os.X_OK)
 
 
 def anyio_closed_errors() -> tuple[type[BaseException], ...]:
