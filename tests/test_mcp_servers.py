@@ -4,6 +4,7 @@ mcp-server-time, and servers that crash, hang, or never start."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import sys
@@ -68,7 +69,9 @@ async def test_stdio_server_lists_calls_and_is_ended_with_its_group(tickets: Pat
         found = await hub.call(tools["tracker__lookup_ticket"], {"ticket_id": "T-1"}, 10_000)
         assert found == {"ok": True, "server": "tracker", "tool": "lookup_ticket", "content": "T-1: Login page is slow"}
         who = await hub.call(tools["tracker__whoami"], {}, 10_000)
-        assert "token=tok-from-env" in who["content"]  # ${TRACKER_TOKEN} came from the environment
+        digest = hashlib.sha256(b"tok-from-env").hexdigest()[:12]
+        assert f"token_sha={digest}" in who["content"]  # ${TRACKER_TOKEN} came from the environment
+        assert "token=*** " in who["content"] and "tok-from-env" not in str(who)  # and is masked when echoed
         pid, pgid = _pids(who)
         assert pgid != os.getpgid(0)  # its own process group
         again = await hub.call(tools["tracker__whoami"], {}, 10_000)

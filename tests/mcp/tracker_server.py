@@ -8,6 +8,7 @@ mid-call and `slow` sleeps, for the failure tests. Run: `python tracker_server.p
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -56,7 +57,9 @@ def slow(seconds: float) -> str:
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def whoami() -> str:
     """The TRACKER_TOKEN this server was given and its process ids (for the tests)."""
-    return f"token={os.environ.get('TRACKER_TOKEN', '')} pid={os.getpid()} pgid={os.getpgid(0)}"
+    token = os.environ.get("TRACKER_TOKEN", "")
+    digest = hashlib.sha256(token.encode()).hexdigest()[:12]
+    return f"token={token} token_sha={digest} pid={os.getpid()} pgid={os.getpgid(0)}"
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

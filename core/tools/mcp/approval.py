@@ -134,7 +134,11 @@ async def settle(user_input: str | None, history: History, hub: McpHub | None, c
         value = answer.get("value") if is_answer and answer and answer.get("widgetId") == wid else None
         approved = isinstance(value, dict) and value.get("approved") is True
         who = str(value.get("by") or "the run owner") if isinstance(value, dict) else None
-        result = await _decide(call, approved, who, hub, ctx, replied=not is_answer)
+        why = None if approved else (
+            "The run owner replied without approving it" if not is_answer
+            else f"{who} denied it" if who else "Another call's question was answered, not this one's"
+        )
+        result = await _decide(call, approved, who, hub, ctx, why)
         if approved and isinstance(result, dict):
             await executed(call["name"], call["arguments"], result)
         note = {"toolCallId": call["callId"], "tool": call["name"], "approved": approved, "result": result}
@@ -145,9 +149,8 @@ async def settle(user_input: str | None, history: History, hub: McpHub | None, c
 
 
 async def _decide(call: dict[str, Any], approved: bool, who: str | None, hub: McpHub | None, ctx: ToolContext,
-                  *, replied: bool) -> dict[str, Any]:
+                  why: str | None) -> dict[str, Any]:
     if not approved:
-        why = "The run owner answered without approving it" if replied else f"{who or 'The run owner'} denied it"
         message = f"{why}: the call was not made. Do not retry it; tell the user it was not done and go on."
         return {"ok": False, "code": DENIED, "error": {"code": DENIED, "message": message}}
     tool = hub.find(call["name"], ctx.policy.mcp_servers, changes_allowed=True) if hub is not None else None

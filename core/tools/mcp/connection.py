@@ -55,6 +55,11 @@ class ServerConnection:
         self._secrets: tuple[str, ...] = ()
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The `${VAR}` values this server was started with (masked wherever its output goes)."""
+        return self._secrets
+
+    @property
     def start_seconds(self) -> float:
         return max(self.config.timeout_seconds, MIN_START_SECONDS)
 

@@ -20,7 +20,7 @@ from mcp_types import REQUEST_TIMEOUT
 
 from ..base import fail, ok
 from .adapter import McpTool, adapt, result_text
-from .config import McpServerConfig
+from .config import McpServerConfig, scrub
 from .connection import ServerConnection, ServerDied, ServerUnavailable
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,16 @@ class McpHub:
         return None
 
     async def call(self, tool: McpTool, arguments: dict[str, Any], max_bytes: int) -> dict[str, Any]:
-        """tools/call as a tool result; never raises (errors of the server and the transport are results)."""
+        """tools/call as a tool result; never raises. A server that echoes a `${VAR}` value gets it masked."""
+        result = await self._call(tool, arguments, max_bytes)
+        secrets = self.connections[tool.server].secrets
+        if not secrets:
+            return result
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        masked = scrub(text, secrets)
+        return result if masked == text else dict(json.loads(masked))
+
+    async def _call(self, tool: McpTool, arguments: dict[str, Any], max_bytes: int) -> dict[str, Any]:
         config = self.configs[tool.server]
         timeout = config.timeout_seconds
         where = f"The MCP server '{tool.server}'"
