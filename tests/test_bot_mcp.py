@@ -57,7 +57,10 @@ async def test_owner_approves_in_the_thread_after_a_restart_and_denies_later(pro
         await h.settle()
         assert tickets.read_text() == ""
 
-        # the bot restarts while the question waits; the owner's click still works
+        # *stop while the question waits, then a restart: the owner's click still works
+        await h.reply(top, "*stop")
+        await h.settle()
+        assert tickets.read_text() == ""
         await h.restart()
         approve, message = h.button(top, "Approve")
         mark = h.mark()
