@@ -24,6 +24,7 @@ from .config import McpServerConfig, scrub
 from .connection import ServerConnection, ServerDied, ServerUnavailable
 
 log = logging.getLogger(__name__)
+QUIET_LOGGERS = ("httpx2", "mcp")
 
 
 class McpHub:
@@ -34,6 +35,8 @@ class McpHub:
         errlog_dir: Path | None = None,
         retry_after: float = 60.0,
     ) -> None:
+        for name in QUIET_LOGGERS:  # they log request URLs, which may carry a ${VAR} value
+            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger(name).level))
         self.configs = dict(servers)
         self.connections = {n: ServerConnection(n, c, errlog_dir=errlog_dir) for n, c in self.configs.items()}
         self.catalogue: dict[str, list[McpTool]] = {}
@@ -127,8 +130,9 @@ class McpHub:
             if exc.code == REQUEST_TIMEOUT:
                 return fail("MCP_TIMEOUT", f"{where} did not answer {tool.name} within {timeout:g} s.")
             return fail("MCP_PROTOCOL_ERROR", f"{where} refused the call to {tool.name}: {exc.message[:500]}")
-        except Exception:
-            log.exception("MCP call %s on server %s failed", tool.name, tool.server)
+        except Exception as exc:
+            reason = scrub(f"{type(exc).__name__}: {exc}", self.connections[tool.server].secrets)
+            log.error("MCP call %s on server %s failed unexpectedly: %s", tool.name, tool.server, reason[:500])
             return fail("MCP_CALL_FAILED", f"The call to {tool.name} on the MCP server '{tool.server}' failed unexpectedly.")
         text, structured, truncated = result_text(result, max_bytes)
         if result.is_error:
