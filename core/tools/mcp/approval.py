@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...prompts.wrappers import parse_widget_submit
 from ..base import ToolContext, ToolOutcome, fail, ok
-from .adapter import McpTool, argument_problems
+from .adapter import SEPARATOR, McpTool, argument_problems
 from .hub import McpHub, result_size
 
 if TYPE_CHECKING:
@@ -109,13 +109,24 @@ def _pending_calls(history: History) -> dict[str, dict[str, Any]]:
                 function = call.get("function") or {}
                 calls[str(call.get("id"))] = {"callId": str(call.get("id")), "name": function.get("name", ""),
                                               "arguments": function.get("arguments") or ""}
-        elif role == "tool" and PENDING_STATUS in str(entry.get("content") or ""):
+        elif role == "tool" and _is_pending(entry):
             call = calls.get(str(entry.get("tool_call_id")))
-            if call is not None:
+            if call is not None and SEPARATOR in str(call["name"]):
                 waiting[widget_id(call["callId"])] = call
         elif entry.get("part") == NOTE_PART:
             waiting.pop(str(entry.get("widgetId")), None)
     return waiting
+
+
+def _is_pending(entry: dict[str, Any]) -> bool:
+    content = str(entry.get("content") or "")
+    if PENDING_STATUS not in content:
+        return False
+    try:
+        result = json.loads(content)
+    except ValueError:
+        return False
+    return isinstance(result, dict) and result.get("status") == PENDING_STATUS
 
 
 Append = Callable[[str, str], None]  # (note text, widget id)
