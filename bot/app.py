@@ -14,6 +14,7 @@ refused token ends start-up with `TokenRefused`; an unreachable Slack is retried
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -148,6 +149,7 @@ class CrewBot:
         else:
             self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
+        self.engine.tools.warm_up()
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -248,6 +250,7 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
+        await self.engine.tools.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
         try:  # the last status edits; a slow Slack must not hold up saving the thread store
@@ -370,7 +373,7 @@ def _build(
             # Every run that may pump at once keeps its history in memory (~100 KB each) between turns.
             kept_histories=max(32, config.limits.max_concurrent_runs),
         ),
-        ToolHost(),
+        ToolHost.with_servers(config.mcp_servers, store.home),
     )
     packages = load_packages(config, store.packages_dir)
     bindings: dict[str, BindingRuntime] = {}

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from core.checkout.binding import CheckoutSpec, GitSettings
 from core.checkout.urls import scrub
 from core.errors import CrewError
-from core.policy import SystemToolPolicy
+from core.policy import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -156,6 +156,7 @@ class FileConfig(_Strict):
     llm: ModelCalls = Field(default_factory=ModelCalls)
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # Claude Desktop's `mcpServers` shape
     access: Access = Field(default_factory=Access)
     resume_on_start: bool = True
     log_level: str = "INFO"
@@ -172,7 +173,8 @@ class BotConfig(BaseModel):
     model: str | None = None
     llm: ModelCalls = Field(default_factory=ModelCalls)
     limits: Limits = Field(default_factory=Limits)
-    tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)  # `servers`: the mcp_servers names
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     access: Access = Field(default_factory=Access)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
@@ -311,6 +313,7 @@ def load_config(
     if database_url and not database_url.startswith(("postgresql://", "postgres://")):
         key = "database_url" if file_cfg.database_url else DATABASE_ENV
         problems.append(f"{source if file_cfg.database_url else 'environment'}: {key}: must start with postgresql://")
+    problems += mcp_problems(source, file_cfg.mcp_servers, env)
     if problems:
         raise ConfigError(problems)
 
@@ -321,7 +324,8 @@ def load_config(
         model=file_cfg.model or env.get("CREWAGENT_MODEL", "").strip() or None,
         llm=file_cfg.llm,
         limits=file_cfg.limits,
-        tool_policy=file_cfg.tool_policy,
+        tool_policy=tool_policy_of(file_cfg),
+        mcp_servers=file_cfg.mcp_servers,
         access=file_cfg.access,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
@@ -332,6 +336,34 @@ def load_config(
         lease_seconds=file_cfg.lease_seconds,
         host=host.strip() if host and host.strip() else file_cfg.host,
     )
+
+
+def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
+    """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
+    problems = []
+    for name in servers:
+        why = server_name_problem(name)
+        if why:
+            problems.append(f"{source}: mcp_servers.{name}: invalid server name: {why}")
+    for name, var in missing_variables(servers, env):
+        problems.append(f"{source}: mcp_servers.{name}: ${{{var}}} is not set in the environment")
+    return problems
+
+
+def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
+    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)."""
+    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers)})
+
+
+def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:
+    """crewagent.yml for `crewagent run` / `chat`: the same file, checked the same way (MCP keys included)."""
+    env = os.environ if env is None else env
+    path = _absolute(Path(config_path), Path.cwd())
+    file_cfg = read_file_config(path)
+    problems = mcp_problems(str(path), file_cfg.mcp_servers, env)
+    if problems:
+        raise ConfigError(problems)
+    return file_cfg
 
 
 def describe(config: BotConfig) -> dict[str, Any]:
@@ -349,6 +381,7 @@ def describe(config: BotConfig) -> dict[str, Any]:
             for name, b in config.bindings().items()
         },
         "max_concurrent_runs": config.limits.max_concurrent_runs,
+        "mcp_servers": {name: s.transport for name, s in config.mcp_servers.items()},  # names only: values may be secret
         "store": "postgres" if config.database_url else "embedded",
         "host": config.host,
     }

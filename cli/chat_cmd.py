@@ -22,7 +22,8 @@ from core.checkout.binding import Checkout, CheckoutSpec
 from core.run.engine import Engine
 from core.errors import CrewError
 from core.events import PhaseChanged, RunPhase
-from core.model.client import LLMClient, LLMSettings
+from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
+from core.model.client import LLMClient
 from core.outputs import Output
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
@@ -85,7 +86,9 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     if not path.exists():
         raise CrewError("PACKAGE_NOT_FOUND", f"there is no package at {path}.")
     store = RuntimeStore()
-    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early when no model is configured
+    cfg = file_config(args)
+    llm = LLMClient(llm_settings(cfg))  # fails early when no model is configured
+    tools = tool_host(cfg, store)
     try:
         package = load_package(path, cache_dir=store.packages_dir)  # a bad package is said before anything else
         if args.project:
@@ -97,11 +100,12 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
                 "Pass --project DIR to work on a checkout."
             )
         runs = RunManager(store)
-        engine = Engine(store, runs, llm, engine_settings())
+        engine = Engine(store, runs, llm, with_tool_policy(engine_settings(), cfg), tools)
         checkout = Checkout(CheckoutSpec(project=project), store.home)  # git projects: a worktree per run
         service = SessionService([package], project, engine, runs, surface="ide", checkout=checkout)
         return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
     finally:
+        await tools.close()
         await llm.aclose()
 
 

@@ -77,11 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
     m.set_defaults(module="cli.migrate_cmd")
 
-    v = _command(sub, "validate", "check a package directory or .bmad file",
+    v = _command(sub, "validate", "check a package directory or .bmad file, or a crewagent.yml",
                  "Check a package against the .bmad v1.1 schemas and its graph rules; every problem is "
                  "printed with its file, place and a fix. A BMAD-METHOD source tree (src/) or an installed "
                  "_bmad/ folder is not a package yet: turn it into one with `crewagent import bmad`.")
-    v.add_argument("path", metavar="PACKAGE", help="package directory (holding bmad.json) or .bmad file")
+    v.add_argument("path", metavar="PACKAGE", help="package directory (holding bmad.json) or .bmad file, or a crewagent.yml to check as serve would")
     v.set_defaults(module="cli.package_cmd", action="validate")
 
     k = _command(sub, "pack", "zip a package directory into a .bmad file",
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         "else no limit)",
     )
     r.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    r.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     r.set_defaults(module="cli.run_cmd")
 
     d = _command(sub, "deliver", "commit a completed run's changes on its branch and push it (git projects)",
@@ -139,6 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the folder runs read and write (default: a scratch folder under CREWAGENT_HOME; "
                    "it says where)")
     c.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    c.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     c.set_defaults(module="cli.chat_cmd")
 
     imp = _command(sub, "import", "turn other formats into a .bmad package",

@@ -21,6 +21,8 @@ EXIT_USAGE = 2  # nothing usable was given: a path that is not there, a file tha
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if args.action == "validate" and Path(args.path).suffix in (".yml", ".yaml"):
+            return _validate_config(Path(args.path))
         if args.action == "validate":
             return _validate(Path(args.path))
         if args.action == "pack":
@@ -53,6 +55,21 @@ def _print_problems(problems: list[Problem], stream) -> None:
     for problem in problems:
         if problem.level == "warning":
             print(f"warning: {problem}", file=stream)
+
+
+def _validate_config(path: Path) -> int:
+    """A crewagent.yml: every key checked as `serve` checks it (bindings, packages, MCP servers)."""
+    from bot.config import ConfigError, load_config
+
+    try:
+        config = load_config(config_path=path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    servers = ", ".join(config.mcp_servers) or "none"
+    print(f"{path}: ok ({len(config.bindings())} binding(s); MCP servers: {servers})")
+    return 0
 
 
 def _validate(path: Path) -> int:

@@ -6,6 +6,8 @@ and other commands can capture it.
 
 from __future__ import annotations
 
+import getpass
+
 import json
 import sys
 from collections.abc import Callable
@@ -250,6 +252,23 @@ def _yes_no(read_line: ReadLine, write: Write, prompt: str) -> bool:
         write("Please answer y or n.")
 
 
+def _approve(read_line: ReadLine, write: Write) -> bool:
+    """y/N: anything but a yes (an empty line too) leaves the call unmade."""
+    raw = _ask(read_line, "Approve this call? [y/N]: ").strip().lower()
+    if raw not in ("y", "yes"):
+        write("Not approved: the call is not made.")
+        return False
+    return True
+
+
+def terminal_user() -> str:
+    """Who answered in the terminal, for the audit log."""
+    try:
+        return f"{getpass.getuser()} (terminal)"
+    except (OSError, KeyError):
+        return "terminal user"
+
+
 def _coerce(raw: str, spec: dict[str, Any]) -> Any:
     kind = spec.get("type")
     if "enum" in spec:
@@ -311,6 +330,8 @@ def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, wr
     write(f"\n? {widget.get('message', '').strip()}")
     if kind == "confirmation":
         return {"confirmed": _yes_no(read_line, write, "Confirm")}
+    if kind == "mcp_approval":
+        return {"approved": _approve(read_line, write), "by": terminal_user()}
     if kind == "selection":
         options = widget.get("options") or []
         labels = [o.get("label") or o.get("value") for o in options]

@@ -15,7 +15,8 @@ from pathlib import Path
 from core.run.engine import Engine, EngineSettings, PumpResult
 from core.errors import CrewError
 from core.events import RunPhase
-from core.model.client import LLMClient, LLMSettings
+from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
+from core.model.client import LLMClient
 from core.package.loader import PackageInvalid, load_package
 from core.package.models import Package
 from core.prompts.wrappers import widget_submit_text
@@ -64,7 +65,9 @@ def resume_hint(run_id: str) -> str:
 async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> int:
     store = RuntimeStore()
     runs = RunManager(store)
-    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early, before a run is created, if no model is set
+    cfg = file_config(args)
+    llm = LLMClient(llm_settings(cfg))  # fails early, before a run is created, if no model is set
+    tools = tool_host(cfg, store)
     try:
         if args.resume:
             record = runs.get(args.resume)
@@ -91,10 +94,11 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
         if args.token_budget is not None:
             record.token_budget = args.token_budget
             runs.update(record)
-        engine = Engine(store, runs, llm, engine_settings())
+        engine = Engine(store, runs, llm, with_tool_policy(engine_settings(), cfg), tools)
         where = where_files_go(record, chosen=bool(args.project) or bool(args.resume))
         return await _drive(engine, record, package, intent, read_line, write, where=where)
     finally:
+        await tools.close()
         await llm.aclose()
 
 

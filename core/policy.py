@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .package.models import Agent
 from .tools.base import EffectivePolicy
+from .tools.mcp.config import McpServerConfig, missing_variables, server_name_problem
+
+__all__ = [
+    "EffectivePolicy", "McpServerConfig", "SystemToolPolicy", "effective_policy", "missing_variables",
+    "server_name_problem",
+]
 
 
 class SystemToolPolicy(BaseModel):
@@ -18,17 +24,26 @@ class SystemToolPolicy(BaseModel):
     fs_enabled: bool = True
     max_read_bytes: int = Field(default=524_288, gt=0)
     max_write_bytes: int = Field(default=2_097_152, gt=0)
-    mcp_enabled: bool = False
+    mcp_enabled: bool | None = None  # default: on when mcp_servers lists any server
+    servers: tuple[str, ...] = Field(default=(), exclude=True)  # set from `mcp_servers:`, not a YAML key
+
+    @property
+    def mcp_on(self) -> bool:
+        return self.mcp_enabled if self.mcp_enabled is not None else bool(self.servers)
 
 
 def effective_policy(system: SystemToolPolicy, agent: Agent | None) -> EffectivePolicy:
     fs = agent.tools.fs if agent and agent.tools else None
     mcp = agent.tools.mcp if agent and agent.tools else None
+    requested = system.mcp_on and (mcp.enabled if mcp and mcp.enabled is not None else True)
     return EffectivePolicy(
         fs_enabled=system.fs_enabled and (fs.enabled if fs and fs.enabled is not None else True),
         max_read_bytes=_tightest(system.max_read_bytes, fs.maxReadBytes if fs else None),
         max_write_bytes=_tightest(system.max_write_bytes, fs.maxWriteBytes if fs else None),
-        mcp_requested=system.mcp_enabled and (mcp.enabled if mcp and mcp.enabled is not None else True),
+        mcp_requested=requested,
+        mcp_servers=tuple(
+            s for s in system.servers if mcp is None or mcp.allowedServers is None or s in mcp.allowedServers
+        ) if requested else (),
     )
 
 

@@ -63,12 +63,14 @@ class Cluster:
     packages: tuple[str, ...]
     replicas: list[Replica] = field(default_factory=list)
     lease_seconds: float | None = LEASE_SECONDS  # None: the default
+    extra_config: str = ""  # more crewagent.yml, appended
 
     async def start(self, count: int) -> None:
         config = self.workdir / "crewagent.yml"
         config.write_text(
             (f"lease_seconds: {self.lease_seconds}\n" if self.lease_seconds is not None else "")
             + "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
+            + self.extra_config
         )
         for index in range(count):
             home = self.workdir / f"home-{index}"
@@ -174,9 +176,11 @@ def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
 async def cluster(
     database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch",
     lease_seconds: float | None = LEASE_SECONDS,
+    extra_config: str = "",
 ) -> AsyncIterator[Cluster]:
     async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
-        c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,), lease_seconds=lease_seconds)
+        c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,), lease_seconds=lease_seconds,
+                    extra_config=extra_config)
         try:
             await c.start(count)
             yield c

@@ -11,6 +11,7 @@ from typing import Any
 from .. import actions as act
 from ..actions import ButtonValue
 from .blocks import BlockJSON, SlackMessage, actions_block, button, choices, context, reply, section
+from .approval import approval_answer, approval_controls, approval_outcome, is_approval
 from .forms import FormMode
 from .mrkdwn import escape, to_mrkdwn
 
@@ -34,8 +35,10 @@ def form_mode(widget: dict[str, Any]) -> FormMode | None:
     return None
 
 
-def answer_for(widget: dict[str, Any], value: ButtonValue) -> tuple[bool, Any]:
-    """The WIDGET_SUBMIT value a button click stands for: (ok, value)."""
+def answer_for(widget: dict[str, Any], value: ButtonValue, user: str = "") -> tuple[bool, Any]:
+    """The WIDGET_SUBMIT value a button click by `user` stands for: (ok, value)."""
+    if is_approval(widget):
+        return approval_answer(value, user)
     kind = widget.get("type")
     if kind == "confirmation" and value.c is not None:
         return True, {"confirmed": bool(value.c)}
@@ -58,6 +61,8 @@ def answered_text(widget: dict[str, Any], value: ButtonValue, name: str) -> str:
     """What a button answer did, said on the question once it is answered (`name`: who, as shown)."""
     who = escape(name)
     kind = widget.get("type")
+    if is_approval(widget):
+        return approval_outcome(value, name)
     if kind == "confirmation":
         if str(widget.get("widgetId")) == CONFIRM_WIDGET:
             return f"{'Confirmed' if value.c else 'Cancelled'} by {who}."
@@ -93,7 +98,9 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
     base = ButtonValue(s=key, r=run_id, w=widget_id)
     controls: list[BlockJSON] = []
 
-    if kind == "confirmation":
+    if is_approval(widget):
+        controls += approval_controls(base)
+    elif kind == "confirmation":
         confirm = "Confirm" if widget_id == CONFIRM_WIDGET else "Yes"
         cancel = "Cancel" if widget_id == CONFIRM_WIDGET else "No"
         controls.append(

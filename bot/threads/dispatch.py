@@ -518,7 +518,7 @@ class Dispatcher:
         if widget is None:
             await self._refuse(key, user, "That question has already been answered (or the run moved on).")
             return
-        ok, answer = answer_for(widget, value)
+        ok, answer = answer_for(widget, value, user)
         if not ok:
             await self._refuse(key, user, "That answer is not one of the options any more.")
             return

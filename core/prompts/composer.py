@@ -66,7 +66,14 @@ def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode:
             fs_line += ", read-only in this mode"
     else:
         fs_line = "disabled (no file access for this agent)"
-    mcp_line = "requested but not available in this runtime" if policy.mcp_requested else "disabled"
+    if policy.mcp_servers:
+        mcp_line = (
+            f"servers {', '.join(policy.mcp_servers)} (tools named SERVER__TOOL; "
+            + ("a tool that may change something waits for the run owner's approval)" if mode == "run"
+               else "read-only tools only here)")
+        )
+    else:
+        mcp_line = "no server for this agent" if policy.mcp_requested else "disabled"
     names = ", ".join(tool_names) if tool_names else "(none)"
     if mode == "run" and policy.fs_enabled:
         guidance = (

@@ -78,6 +78,7 @@ async def converse(
         mode=mode,
         agent_id=persona.id if persona is not None else "chat",
     )
+    await host.prepare(ctx)  # the MCP servers this agent may use, started on first need
     specs = ToolSet.of(host.specs(ctx))  # encoded once for every turn of this conversation
     system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
     out = [dict(m) for m in history]

@@ -47,7 +47,7 @@ class Engine:
         self.tools = tools or ToolHost()
         self._active: dict[str, PumpControl] = {}
         self._composers: dict[tuple[str, str], PromptComposer] = {}
-        self._tool_sets: dict[tuple[str, EffectivePolicy], ToolSet] = {}
+        self._tool_sets: dict[tuple[str, EffectivePolicy, int], ToolSet] = {}
         self.histories = HistoryCache(self.settings.kept_histories)
 
     # ---- control ------------------------------------------------------------
@@ -94,9 +94,15 @@ class Engine:
             )
         return found
 
+    async def prepared_tool_set(self, ctx: ToolContext) -> ToolSet:
+        """tool_set() after starting the MCP servers `ctx` may use (on first need; then at once)."""
+        await self.tools.prepare(ctx)
+        return self.tool_set(ctx)
+
     def tool_set(self, ctx: ToolContext) -> ToolSet:
-        """The tool specs `ctx` may use, encoded once per mode and policy (they go out with every call)."""
-        key = (ctx.mode, ctx.policy)
+        """The tool specs `ctx` may use, encoded once per mode, policy and set of MCP tools (they go out with
+        every call)."""
+        key = (ctx.mode, ctx.policy, self.tools.generation)
         found = self._tool_sets.get(key)
         if found is None:
             found = self._tool_sets[key] = ToolSet.of(self.tools.specs(ctx))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..document import state as run_state
-from . import subflow
+from . import mcp_approval, subflow
 from ..store.atomic import remove_stale_temps
 from ..errors import CrewError
 from ..events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
@@ -152,7 +152,7 @@ class Pump:
         if self.user_input is not None and self.user_input.strip():
             if self._pending_call() is not None:
                 self.child_input = self.user_input
-            else:
+            elif not await mcp_approval.settle_in_pump(self):  # an MCP approval answer is the call's outcome
                 node = None if self.complete else self._node_id()
                 self.history.append(
                     {"role": "user", "content": wrap_user_input(self.user_input, node)},
@@ -243,7 +243,7 @@ class Pump:
     # ---- one LLM call -------------------------------------------------------------
 
     async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
-        tools = self.engine.tool_set(ctx)
+        tools = await self.engine.prepared_tool_set(ctx)
         messages = self.prompt.messages(
             ctx,
             tools.names,

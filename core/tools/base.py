@@ -27,7 +27,8 @@ class EffectivePolicy:
     fs_enabled: bool = True
     max_read_bytes: int = 524_288
     max_write_bytes: int = 2_097_152
-    mcp_requested: bool = False  # accepted in config, always reported unavailable (SPEC §9.14)
+    mcp_requested: bool = False  # MCP is on for the system and the agent
+    mcp_servers: tuple[str, ...] = ()  # the configured servers this agent may use
     max_list_entries: int = 200
     max_search_matches: int = 50
     max_search_seconds: float = 20.0  # a search still running then is stopped (patterns come from the model)

@@ -6,12 +6,15 @@ Names travel as `fs_read` on the wire (OpenAI function names cannot hold dots, S
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,6 +28,11 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
+
+if TYPE_CHECKING:
+    from .mcp.adapter import McpTool
+    from .mcp.config import McpServerConfig
+    from .mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
 
@@ -83,16 +91,58 @@ def _specs(names: tuple[str, ...]) -> list[dict[str, Any]]:
 
 
 class ToolHost:
-    """Executes the model's tool calls inside the sandbox; every call returns a ToolOutcome."""
+    """Executes the model's tool calls inside the sandbox; every call returns a ToolOutcome.
+
+    With an McpHub, the MCP tools the context's policy allows come after the built-in ones
+    (in agent and chat conversations only those that need no approval).
+    """
+
+    @classmethod
+    def with_servers(cls, servers: Mapping[str, McpServerConfig], home: Path | None) -> ToolHost:
+        """The built-in tools plus `servers` (`mcp_servers:`); stdio servers log to HOME/logs/mcp."""
+        from .mcp import hub_for
+
+        return cls(hub_for(servers, home))
+
+    def __init__(self, mcp: McpHub | None = None) -> None:
+        self.mcp = mcp
+        self._warm_up: asyncio.Task[None] | None = None
+
+    @property
+    def generation(self) -> int:
+        """Changes when the offered MCP tools change (tool specs are cached by it)."""
+        return self.mcp.generation if self.mcp is not None else 0
+
+    async def prepare(self, ctx: ToolContext) -> None:
+        """Start the MCP servers this context may use, if they are not up yet (before specs())."""
+        if self.mcp is not None and ctx.policy.mcp_servers:
+            await self.mcp.discover(ctx.policy.mcp_servers)
+
+    def warm_up(self) -> None:
+        """Start every configured MCP server in the background, so start-up logs which cannot start."""
+        if self.mcp is not None and self._warm_up is None:
+            self._warm_up = asyncio.create_task(self.mcp.discover(self.mcp.names))
+
+    async def close(self) -> None:
+        """End the MCP servers (stdio ones with their process group)."""
+        if self._warm_up is not None:
+            self._warm_up.cancel()
+        if self.mcp is not None:
+            await self.mcp.close()
+
+    def mcp_tools(self, ctx: ToolContext) -> list[McpTool]:
+        if self.mcp is None or not ctx.policy.mcp_servers:
+            return []
+        return self.mcp.tools(ctx.policy.mcp_servers, changes_allowed=ctx.mode == "run")
 
     def specs(self, ctx: ToolContext) -> list[dict[str, Any]]:
-        return [dict(s) for s in _specs(available(ctx))]
+        return [dict(s) for s in _specs(available(ctx))] + [t.spec() for t in self.mcp_tools(ctx)]
 
     async def execute(self, name: str, raw_arguments: str, ctx: ToolContext, *, call_id: str = "") -> ToolOutcome:
         started = time.perf_counter()
         seen: dict[str, Any] = {"input": {"raw": (raw_arguments or "")[:200]}}
         try:
-            outcome = await self._execute(name, raw_arguments, ctx, seen)
+            outcome = await self._execute(name, raw_arguments, ctx, seen, call_id)
         except CrewError as exc:
             outcome = ToolOutcome(fail(exc.code, exc.message, **exc.details))
         except Exception:
@@ -104,13 +154,17 @@ class ToolHost:
         self._audit(ctx, call_id, name, seen["input"], outcome, started)
         return outcome
 
-    async def _execute(self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any]) -> ToolOutcome:
+    async def _execute(
+        self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any], call_id: str = ""
+    ) -> ToolOutcome:
         wire = wire_name(name or "")
         allowed = available(ctx)
-        if wire not in allowed:
-            why = "is not a known tool" if wire not in TOOLS else "is not available here"
-            message = f"'{name}' {why}. Available tools: {', '.join(allowed)}."
-            return ToolOutcome(fail("TOOL_NOT_AVAILABLE", message, available=list(allowed)))
+        mcp_tool = next((t for t in self.mcp_tools(ctx) if t.wire == wire), None)
+        if wire not in allowed and mcp_tool is None:
+            offered = [*allowed, *(t.wire for t in self.mcp_tools(ctx))]
+            why = "is not available here" if wire in TOOLS else "is not a known tool"
+            message = f"'{name}' {why}. Available tools: {', '.join(offered)}."
+            return ToolOutcome(fail("TOOL_NOT_AVAILABLE", message, available=offered))
         try:
             parsed = json.loads(raw) if raw and raw.strip() else {}
         except json.JSONDecodeError as exc:
@@ -125,6 +179,11 @@ class ToolHost:
         seen["input"] = sanitise_input(parsed)
         if not isinstance(parsed, dict):
             return ToolOutcome(fail("E_INVALID_ARGS", f"The arguments of {wire} must be a JSON object."))
+        if mcp_tool is not None and self.mcp is not None:
+            from .mcp.approval import arguments_hash, execute as execute_mcp
+
+            seen["input"] = {"server": mcp_tool.server, "tool": mcp_tool.name, "argsHash": arguments_hash(parsed)}
+            return await execute_mcp(self.mcp, mcp_tool, parsed, ctx, call_id)
         tool = TOOLS[wire]
         try:
             args = tool.args.model_validate(parsed)

@@ -1,0 +1,33 @@
+"""`--config crewagent.yml` for `crewagent run` and `chat`: model, tool policy and MCP servers, as `serve` reads them."""
+
+from __future__ import annotations
+
+import argparse
+
+from bot.config import FileConfig, terminal_config, tool_policy_of
+from core.model.client import LLMSettings
+from core.run.engine import EngineSettings
+from core.store.files import RuntimeStore
+from core.tools.registry import ToolHost
+
+
+def file_config(args: argparse.Namespace) -> FileConfig:
+    """The file `--config` names (checked, MCP keys included), or the defaults without one."""
+    path = getattr(args, "config", None)
+    return terminal_config(path) if path else FileConfig()
+
+
+def llm_settings(cfg: FileConfig) -> LLMSettings:
+    return LLMSettings.from_env(
+        model=cfg.model, timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, stream=cfg.llm.stream,
+        operator_reads_errors=True,  # the person at the terminal runs it and can fix the settings
+    )
+
+
+def with_tool_policy(settings: EngineSettings, cfg: FileConfig) -> EngineSettings:
+    return settings.model_copy(update={"system_policy": tool_policy_of(cfg)})
+
+
+def tool_host(cfg: FileConfig, store: RuntimeStore) -> ToolHost:
+    """The tools of this terminal session: built-in ones and the configured MCP servers (ended by close())."""
+    return ToolHost.with_servers(cfg.mcp_servers, store.home)
