@@ -82,12 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import", help="turn other formats into a .bmad package")
     kinds = imp.add_subparsers(dest="import_kind", required=True)
-    b = kinds.add_parser("bmad", help="import a BMAD v6 source tree (src/) or an installed _bmad/ folder")
+    b = kinds.add_parser("bmad", help="import a BMAD v6 source tree (src/) or an installed _bmad/ folder",
+                         description="Import BMAD-METHOD v6.0 to v6.11+ agents, workflows and skills as one package; "
+                                     "the layout is detected and named in IMPORT-REPORT.md.")
     b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
     b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
     b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="override a module config value, e.g. --set user_name=Ada --set output_folder=docs/ai")
     b.add_argument("--name", help="package name (default: the module names, e.g. bmm)")
+    b.add_argument("--custom", metavar="DIR",
+                   help="team customizations: a folder of <skill-name>.toml overrides (BMAD's _bmad/custom/ layout); "
+                        "an installed _bmad/custom/ is applied automatically, personal *.user.toml files never")
     imp.set_defaults(module="cli.import_cmd")
     return p
 

@@ -25,7 +25,8 @@ from .source import BmadSource
 AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
 PERSONA_KEYS = ("role", "identity", "communication_style", "principles")
 METADATA_KEYS = ("name", "title", "icon", "module")
-UNAVAILABLE_NOTE = " (unavailable here: classic BMAD workflow)"
+CLASSIC_REASON = "a classic BMAD workflow (workflow.yaml / XML runner) that was not imported"
+SkillTargets = dict[str, "tuple[str, str] | str"]  # skill name -> (workflow id, workflow.md path) or why not
 _CODE = re.compile(r"^\s*\[([A-Za-z0-9-]{1,8})\]")
 _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
 
@@ -48,6 +49,7 @@ def convert_agent(
     generated: set[str],
     values: dict[str, str],
     report: ImportReport,
+    skills: SkillTargets | None = None,
 ) -> ImportedAgent | None:
     try:
         raw = safe_yaml.load(source.read(rel))
@@ -91,7 +93,7 @@ def convert_agent(
         if not isinstance(item, dict) or not item.get("description"):
             report.leave_out(f"{rel}: menu item {item!r:.60}", "a menu item needs a description")
             continue
-        converted, line, item_assets = _menu_item(item, resolver, workflows, text)
+        converted, line, item_assets = _menu_item(item, resolver, workflows, text, skills or {})
         assets |= item_assets
         doc["menu"].append(converted)
         entry.menu.append(line)
@@ -144,7 +146,8 @@ def _sidecar(source: BmadSource, aid: str, entry: AgentReport) -> set[str]:
 
 
 def _menu_item(
-    item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str]
+    item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str],
+    skills: SkillTargets,
 ) -> tuple[dict[str, Any], MenuItemReport, set[str]]:
     out: dict[str, Any] = {}
     assets: set[str] = set()
@@ -153,7 +156,16 @@ def _menu_item(
     status: MenuStatus = "action"
     target, reason = "", ""
     for key, value in item.items():
-        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
+        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str) and value.startswith("skill:"):
+            found = skills.get(value.removeprefix("skill:").strip())
+            out[key] = value
+            if isinstance(found, tuple):
+                out[key] = found[1] if key == "exec" else found[0]
+                status, target = "workflow", found[0]
+            else:
+                status, target = "unavailable", value
+                reason = found or "no skill of that name is in the BMAD tree"
+        elif key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
             ref = resolver.resolve(value)
             if ref is not None and ref.rel in workflows:
                 wid, template = workflows[ref.rel]
@@ -162,7 +174,7 @@ def _menu_item(
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value
-                reason = "classic BMAD workflow (workflow.yaml / XML); only step-file workflows are imported"
+                reason = CLASSIC_REASON
             elif ref is not None and ref.kind in ("file", "generated"):
                 out[key] = package_alias(ref.rel)
                 assets.add(ref.rel)
@@ -187,7 +199,7 @@ def _menu_item(
         else:
             out[key] = value
     if status == "unavailable":
-        out["description"] = description.rstrip() + UNAVAILABLE_NOTE
+        out["unavailable"] = reason  # the router refuses it with this reason; validate knows nothing can be fixed
     return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason), assets
 
 

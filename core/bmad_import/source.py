@@ -8,6 +8,7 @@ sidecars, `_config/*.csv`, `<module>/config.yaml`) are mapped here too.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,10 @@ class BmadSource:
             raise SourceError(f"{rel} is not UTF-8 text; save it as UTF-8 and import again") from None
         except OSError as exc:
             raise SourceError(f"{rel} cannot be read ({exc.strerror or 'I/O error'})") from None
+
+    def skill_dirs(self) -> list[str]:
+        """Folders holding a `SKILL.md` (v6.1+): every workflow and, from v6.6, every agent is one."""
+        return sorted(posixpath.dirname(f) for f in self.files if posixpath.basename(f) == "SKILL.md")
 
     def agent_files(self) -> list[str]:
         return sorted(f for f in self.files if f.endswith(".agent.yaml"))
@@ -103,10 +108,16 @@ def open_source(path: Path) -> BmadSource:
             "a config.yaml, agents/ or workflows/)"
         )
     layout: Layout = "installed" if any((path / m / "config.yaml").is_file() for m in modules) else "source"
-    source = BmadSource(path, layout, modules)
+    codes = {m: _module_code(path / m) for m in modules}
+    source = BmadSource(path, layout, sorted(set(codes.values())))
     for file in sorted(path.rglob("*")):
         if file.is_file() and not file.is_symlink() and not (set(file.relative_to(path).parts) & SKIPPED_DIRS):
-            source.files.add(file.relative_to(path).as_posix())
+            real = file.relative_to(path).as_posix()
+            folder, _, rest = real.partition("/")
+            if rest and codes.get(folder, folder) != folder:  # `bmm-skills/...` is installed as `bmm/...`
+                source.aliases[f"{codes[folder]}/{rest}"] = real
+                real = f"{codes[folder]}/{rest}"
+            source.files.add(real)
     if layout == "source":
         _alias_sidecars(source)
     return source
@@ -122,11 +133,21 @@ def _module_dirs(path: Path) -> list[str]:
     )
 
 
+def _module_code(folder: Path) -> str:
+    """The module's `code:` (what installed paths use: `_bmad/bmm/`), else the folder's name."""
+    try:
+        data = safe_yaml.load((folder / "module.yaml").read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return folder.name
+    code = data.get("code") if isinstance(data, dict) else None
+    return code if isinstance(code, str) and re.fullmatch(r"[a-z0-9][a-z0-9_-]*", code) else folder.name
+
+
 def _alias_sidecars(source: BmadSource) -> None:
     """An installer copies `<agent dir>/<name>-sidecar/` to `_memory/<name>-sidecar/`; so does the import."""
     for rel in list(source.files):
         parts = rel.split("/")
         for i, part in enumerate(parts[:-1]):
             if part.endswith("-sidecar"):
-                source.aliases["/".join(["_memory", *parts[i:]])] = rel
+                source.aliases["/".join(["_memory", *parts[i:]])] = source.aliases.get(rel, rel)
                 break

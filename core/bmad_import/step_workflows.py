@@ -152,7 +152,11 @@ class WorkflowBuilder:
 
     def resolver(self, rel: str, fm: dict[str, Any], entry: str) -> Resolver:
         variables = {k: v for k, v in fm.items() if isinstance(v, str)}
-        variables.setdefault("installed_path", "{project-root}/_bmad/" + posixpath.dirname(entry))
+        folder = posixpath.dirname(entry)
+        variables.setdefault("installed_path", "{project-root}/_bmad/" + folder)
+        if self.source.exists(f"{folder}/SKILL.md"):  # a skill's own placeholders (v6.1+)
+            variables.setdefault("skill-root", "{project-root}/_bmad/" + folder)
+            variables.setdefault("skill-name", posixpath.basename(folder))
         return Resolver(self.source, self.generated, rel, variables)
 
     def first_step(self, entry: str) -> str | None:
@@ -188,6 +192,7 @@ class WorkflowBuilder:
 
     def build(self, entry: str) -> WorkflowPlan:
         wid, display, description = workflow_identity(self.source, entry)
+        wid = self.entries.get(entry, wid)
         walk = _Walk(self, wid, entry, WorkflowReport(id=wid, source=entry, nodes=0, steps=0))
         walk.run([entry])
         if walk.step_dir is not None:

@@ -498,6 +498,8 @@ class _Inspection:
                 if not isinstance(item, dict):
                     continue
                 where = f"$.agents[{i}].menu[{j}]"
+                if isinstance(item.get("unavailable"), str) and item["unavailable"].strip():
+                    continue  # marked unavailable on purpose (by an import): refused with that reason, nothing to fix
                 self.check_menu_refs(item, file, where, targets)
                 triggers = item.get("triggers") if isinstance(item.get("triggers"), list) else []
                 for k, trigger in enumerate(triggers):

@@ -1,0 +1,25 @@
+"""The one place classic `<workflow>`-XML workflows (v6.1+ `workflow.md`) are handed to their converter.
+
+The converter lives in `core/bmad_import/classic.py`; while it is not installed such workflows are
+reported unavailable with the reason, and menu items naming them say so.
+"""
+
+from __future__ import annotations
+
+from ..config_map import ConfigMap
+from ..report import ImportReport
+from ..source import BmadSource
+from ..step_workflows import WorkflowBuilder, WorkflowPlan
+
+PENDING = "a classic BMAD workflow (`<workflow>` XML steps) that this version cannot convert yet"
+
+
+def plan_classic(source: BmadSource, rel: str, builder: WorkflowBuilder, config: ConfigMap,
+                 report: ImportReport) -> tuple[WorkflowPlan | None, str]:
+    """(the plan, "") when the classic converter made one, else (None, why it is unavailable)."""
+    try:
+        from ..classic import plan_classic_workflow  # type: ignore[import-not-found]
+    except ImportError:
+        return None, PENDING
+    plan = plan_classic_workflow(source, rel, builder, config, report)
+    return (plan, "") if plan is not None else (None, "its classic `<workflow>` XML could not be converted")
