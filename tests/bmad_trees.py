@@ -6,7 +6,9 @@ from pathlib import Path
 from textwrap import dedent
 
 REPO = Path(__file__).resolve().parent.parent
-BMAD_V6_SRC = REPO.parent / "shared" / "fixtures" / "bmad-method-v6.0.0" / "src"
+FIXTURES = REPO.parent / "shared" / "fixtures"
+"""The three BMAD-METHOD generations (v6.0.0, v6.2.0, v6.11.0), read in place; tests skip when absent."""
+BMAD_V6_SRC = FIXTURES / "bmad-method-v6.0.0" / "src"
 """The real BMAD-METHOD v6.0.0 source tree, read in place (tests skip when it is absent)."""
 
 

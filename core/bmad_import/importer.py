@@ -68,9 +68,13 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     if not report.generation:
         raise BmadImportError(f"{report.source}: no BMAD agents found; looked for {LOOKED_FOR}")
     custom = load_customizations(source, custom_dir, report)
+    broken: set[str] = set()
     for skill in skills:
-        skill.block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow",
-                                   report)
+        block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow", report)
+        if block is None and skill.kind == "agent":
+            broken.add(skill.name)  # an agent is its customize.toml: left out (reported with the line to fix)
+        skill.block = block or {}
+    skills = [s for s in skills if s.name not in broken]
     report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
     for key in config.unknown_overrides:
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")

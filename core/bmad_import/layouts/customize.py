@@ -70,13 +70,17 @@ class Customizations:
     team: dict[str, list[tuple[str, dict[str, Any]]]] = field(default_factory=dict)  # name -> [(label, data)]
     used: set[str] = field(default_factory=set)
 
-    def block(self, source: BmadSource, skill_dir: str, skill: str, key: str, report: ImportReport) -> dict[str, Any]:
-        """The merged `[key]` table of one skill: its defaults, then every team override in order."""
+    def block(self, source: BmadSource, skill_dir: str, skill: str, key: str,
+              report: ImportReport) -> dict[str, Any] | None:
+        """The merged `[key]` table of one skill: its defaults, then every team override in order.
+        None when the skill's own `customize.toml` is not valid TOML (reported)."""
         rel = f"{skill_dir}/customize.toml"
         base: dict[str, Any] = {}
         if source.exists(rel):
             data = parse_toml(source.read(rel), rel, report)
-            base = data.get(key, {}) if isinstance(data, dict) and isinstance(data.get(key), dict) else {}
+            if data is None:
+                return None
+            base = data.get(key, {}) if isinstance(data.get(key), dict) else {}
         for label, data in self.team.get(skill, []):
             override = data.get(key)
             if isinstance(override, dict):

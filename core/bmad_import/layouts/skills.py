@@ -22,7 +22,7 @@ from ..source import BmadSource
 
 SkillKind = Literal["agent", "workflow", "classic", "single"]
 _XML_BODY = re.compile(r"^\s*<workflow[\s>]", re.M)
-_RESOLVE_CUSTOM = re.compile(r"`?uv run [^`\n]*resolve_customization\.py[^`\n]*?--key\s+([\w.]+)[^`\n]*`?")
+_RESOLVE_CUSTOM = re.compile(r"(?:Run:\s*)?`?uv run [^`\n]*resolve_customization\.py[^`\n]*?--key\s+([\w.]+)[^`\n]*`?")
 _RESOLVE_CONFIG = re.compile(r"`?uv run [^`\n]*resolve_config\.py[^`\n]*`?")
 _IF_FAILS = re.compile(r"\*\*If the script fails\*\*.*?Any missing file is skipped\.[^\n]*\n", re.S)
 _ON_FAILURE = re.compile(r"\s*On failure,[^.\n]*(?:\.[^.\n]*?defaults)?\.")
@@ -92,7 +92,8 @@ def resolve_activation(text: str, skill: Skill, block_name: str, config_files: l
     def custom(match: re.Match[str]) -> str:
         key = match.group(1)
         if key == block_name:
-            return f"the `{block_name}` values resolved at import (listed under \"Customization\" at the end)"
+            return (f"The `{block_name}` values were resolved at import: they are listed under \"Customization "
+                    "(resolved at import)\" at the end of this file")
         value = _lookup(block, key.removeprefix(block_name + "."))
         return f"the resolved `{key}`, which is: {_inline(value)}" if value not in (None, "", []) else \
             f"the resolved `{key}`, which is empty (nothing to do)"
@@ -130,7 +131,11 @@ def _lookup(block: dict[str, Any], dotted: str) -> Any:
 
 def _placeholder(block: dict[str, Any], match: re.Match[str]) -> str:
     value = _lookup(block, match.group(2))
-    return value if isinstance(value, str) and value else match.group(0)
+    if value is None:
+        return match.group(0)
+    if value in ("", [], {}):
+        return f"{match.group(0)} (empty: nothing to do)"
+    return value if isinstance(value, str) else _inline(value)
 
 
 def _inline(value: Any) -> str:
