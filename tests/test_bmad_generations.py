@@ -256,3 +256,12 @@ def _agent_skill_tree(project: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def test_broken_agent_yaml_is_reported_with_its_line_and_the_rest_imports(tmp_path: Path) -> None:
+    root = _agent_skill_tree(tmp_path / "project")
+    (root / "bmm/agents/old.agent.yaml").write_text("agent:\n  metadata:\n    name: [Old\n", encoding="utf-8")
+    result = import_bmad(tmp_path / "project")
+    report = str(result.files["IMPORT-REPORT.md"])
+    assert "`bmm/agents/old.agent.yaml`: not valid YAML at line 4" in report and "fix that line" in report
+    assert [a["id"] for a in json.loads(str(result.files["agents.json"]))["agents"]] == ["sm"]

@@ -54,7 +54,7 @@ def convert_agent(
     try:
         raw = safe_yaml.load(source.read(rel))
     except yaml.YAMLError as exc:
-        report.leave_out(rel, f"not valid YAML ({str(exc).splitlines()[0]})")
+        report.leave_out(rel, yaml_problem(exc))
         return None
     agent = raw.get("agent") if isinstance(raw, dict) else None
     if not isinstance(agent, dict) or not isinstance(agent.get("metadata"), dict) or not isinstance(agent.get("persona"), dict):
@@ -102,6 +102,15 @@ def convert_agent(
             report.leave_out(f"{rel}: agent.{key}", "not part of a v1.1 agent")
     report.agents.append(entry)
     return ImportedAgent(doc, assets)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error as file-level advice: the line, what the parser says, and what to fix."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return (f"not valid YAML{line}: {what}; fix that line (indentation, a missing `:` or an unclosed quote) "
+            "and import again")
 
 
 def _metadata(meta: dict[str, Any], aid: str, rel: str, report: ImportReport) -> dict[str, Any]:

@@ -6,12 +6,25 @@ reported unavailable with the reason, and menu items naming them say so.
 
 from __future__ import annotations
 
+import re
+
 from ..config_map import ConfigMap
 from ..report import ImportReport
 from ..source import BmadSource
-from ..step_workflows import WorkflowBuilder, WorkflowPlan
+from ..step_workflows import WorkflowBuilder, WorkflowPlan, read_markdown
 
+_XML_BODY = re.compile(r"^\s*<workflow[\s>]", re.M)
 PENDING = "a classic BMAD workflow (`<workflow>` XML steps) that this version cannot convert yet"
+
+
+def is_xml_workflow(text: str) -> bool:
+    """A `workflow.md` whose body is the `<workflow>` XML of a classic BMAD workflow."""
+    try:
+        from ..classic import is_classic_workflow_md  # type: ignore[import-not-found]
+    except ImportError:
+        _, body, _ = read_markdown(text)
+        return _XML_BODY.search(body) is not None and "nextStepFile" not in text
+    return bool(is_classic_workflow_md(text))
 
 
 def plan_classic(source: BmadSource, rel: str, builder: WorkflowBuilder, config: ConfigMap,

@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 import yaml
 
-from ..step_workflows import read_markdown
 from ..source import BmadSource
+from ..step_workflows import read_markdown
+from .classic_seam import is_xml_workflow
 
 SkillKind = Literal["agent", "workflow", "classic", "single"]
-_XML_BODY = re.compile(r"^\s*<workflow[\s>]", re.M)
 _RESOLVE_CUSTOM = re.compile(r"(?:Run:\s*)?`?uv run [^`\n]*resolve_customization\.py[^`\n]*?--key\s+([\w.]+)[^`\n]*`?")
 _RESOLVE_CONFIG = re.compile(r"`?uv run [^`\n]*resolve_config\.py[^`\n]*`?")
 _IF_FAILS = re.compile(r"\*\*If the script fails\*\*.*?Any missing file is skipped\.[^\n]*\n", re.S)
@@ -43,16 +43,6 @@ class Skill:
     @property
     def workflow_id(self) -> str:
         return self.name.removeprefix("bmad-") or self.name
-
-
-def is_xml_workflow(text: str) -> bool:
-    """A `workflow.md` whose body is the `<workflow>` XML of a classic BMAD workflow."""
-    try:
-        from ..classic import is_classic_workflow_md  # type: ignore[import-not-found]
-    except ImportError:
-        _, body, _ = read_markdown(text)
-        return _XML_BODY.search(body) is not None and "nextStepFile" not in text
-    return bool(is_classic_workflow_md(text))
 
 
 def discover_skills(source: BmadSource) -> list[Skill]:
