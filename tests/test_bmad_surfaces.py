@@ -1,0 +1,72 @@
+"""Imported BMAD v6.11 packages where a team uses them: `crewagent run` / `chat` in a terminal and a Slack thread.
+
+The real BMAD-METHOD v6.11.0 tree is read in place from ../shared/fixtures; the tests skip, saying so,
+when it is absent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.main import main
+from tests.bmad_trees import FIXTURES
+from tests.bmad_walker import walker
+from tests.fakes.llm_server import ScriptedLLM
+from tests.test_bot_support import bot_harness, is_status, message_text
+from tests.test_cli_run import cli
+
+V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
+
+
+@pytest.fixture(scope="module")
+def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not V611.is_dir():
+        pytest.skip(f"BMAD fixture bmad-method-v6.11.0 not found at {V611} (shared fixtures not checked out here)")
+    out = tmp_path_factory.mktemp("v611") / "team.bmad"
+    assert main(["import", "bmad", str(V611), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("workflow", ["create-story", "dev-story", "code-review", "sprint-planning", "prd"])
+async def test_implementation_skills_run_from_the_terminal(
+        v611_package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    async with ScriptedLLM(responder=walker()) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        code, out, err = await cli(["run", str(v611_package), "--project", str(project), "--workflow", workflow],
+                                   "", monkeypatch, capsys)
+    assert code == 0, err
+    assert "done" in out.lower() and "Finish" in out
+
+
+async def test_chat_menu_of_an_imported_agent_routes_a_phrase(
+        v611_package: Path, project: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    async with ScriptedLLM(responder=walker()) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        code, out, err = await cli(["chat", str(v611_package), "--project", str(project)],
+                                   "Amelia\nreview my code\n", monkeypatch, capsys)
+    assert code in (0, 3), err
+    assert "CR or fuzzy match on code-review" not in out  # the menu shows the phrase, not the raw trigger
+    assert "code-review — [CR] Initiate a comprehensive code review" in out
+    assert "Code Review" in out or "code-review" in out.split("[CR]")[-1]
+
+
+async def test_code_review_runs_in_a_slack_thread(v611_package: Path, project: Path) -> None:
+    async with bot_harness(project, [str(v611_package)]) as h:
+        h.llm.responder = walker()
+        top = await h.mention("Amelia")
+        await h.posted_text("[CR] Initiate a comprehensive code review")
+        mark = h.mark()
+        await h.reply(top, "review my code")
+        done = await h.posted_text("completed.", since=mark)
+        assert done["thread_ts"] == top
+        final = await h.wait_status(top, "Completed")
+        assert "Code Review" in message_text(final) or "code-review" in message_text(final).lower()
+        assert len([m for m in h.thread(top) if is_status(m)]) == 1
+        for params in h.slack.calls_to("chat.postMessage") + h.slack.calls_to("chat.update"):
+            assert str(project) not in str(params)
