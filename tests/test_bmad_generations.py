@@ -265,3 +265,30 @@ def test_broken_agent_yaml_is_reported_with_its_line_and_the_rest_imports(tmp_pa
     report = str(result.files["IMPORT-REPORT.md"])
     assert "`bmm/agents/old.agent.yaml`: not valid YAML at line 4" in report and "fix that line" in report
     assert [a["id"] for a in json.loads(str(result.files["agents.json"]))["agents"]] == ["sm"]
+
+
+def test_installed_v66_project_with_skills_in_the_tool_folder(tmp_path: Path) -> None:
+    """v6.6+ installs skills where the coding tool reads them (`.claude/skills/`); `_bmad/` keeps config.toml."""
+    tree = _agent_skill_tree(tmp_path / "src-tree")
+    project = tmp_path / "project"
+    skills = project / ".claude/skills"
+    skills.mkdir(parents=True)
+    for folder in ("bmm/agents/bmad-agent-sm", "bmm/skills/bmad-story"):
+        (tree / folder).rename(skills / folder.rsplit("/", 1)[-1])
+    bmad = project / "_bmad"
+    (bmad / "custom").mkdir(parents=True)
+    (bmad / "config.toml").write_text('[core]\nuser_name = "Ada"\noutput_folder = "{project-root}/out"\n'
+                                      '[modules.bmm]\nimplementation_artifacts = "{project-root}/out/impl"\n',
+                                      encoding="utf-8")
+    (bmad / "custom/config.toml").write_text('[core]\nuser_name = "Team Crew"\n', encoding="utf-8")
+    (bmad / "custom/config.user.toml").write_text('[core]\nuser_name = "Just Me"\n', encoding="utf-8")
+    out = tmp_path / "pkg"
+    assert main(["import", "bmad", str(project), "-o", str(out)]) == 0
+    package = load_package(out, cache_dir=tmp_path / "cache")
+    assert [a.id for a in package.agents] == ["sm"]
+    body = package.workflow("story").step("SKILL").body
+    assert "@project/out/impl/story.md" in body and "@pkg/_bmad/skills/bmad-story/references/guide.md" in body
+    assert "resolve_customization.py" not in body
+    assert "user_name: Team Crew" in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")
+    report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert "config.user.toml" in report and "personal override" in report

@@ -182,7 +182,7 @@ def _skill_machinery(rel: str) -> bool:
 
 def _skill_files(source: BmadSource, skills: list[Skill]) -> set[str]:
     """Files of skills the import read and resolved rather than carried."""
-    out = set()
+    out = {f for f in source.files if f.startswith("custom/") or f in ("config.toml", "config.user.toml")}
     for skill in skills:
         out |= {f"{skill.folder}/{n}" for n in ("SKILL.md", *_MACHINERY)} & source.files
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -36,6 +37,7 @@ class BmadSource:
     modules: list[str]
     files: set[str] = field(default_factory=set)
     aliases: dict[str, str] = field(default_factory=dict)  # install path -> path in this tree (sidecars)
+    skills_from: str = ""  # v6.6+ installations: the coding tool's skills folder beside `_bmad/`
 
     def path(self, rel: str) -> Path:
         return self.root / self.aliases.get(rel, rel)
@@ -101,13 +103,14 @@ def open_source(path: Path) -> BmadSource:
         path = path / "_bmad"
     elif (path / "src").is_dir() and not _module_dirs(path) and _module_dirs(path / "src"):
         path = path / "src"
-    modules = _module_dirs(path)
+    modules = _module_dirs(path) or _central_modules(path)
     if not modules:
         raise SourceError(
             f"{path.name}: no BMAD modules found (expected folders such as core/ or bmm/ with a module.yaml, "
             "a config.yaml, agents/ or workflows/)"
         )
-    layout: Layout = "installed" if any((path / m / "config.yaml").is_file() for m in modules) else "source"
+    layout: Layout = "installed" if (path / "config.toml").is_file() or any(
+        (path / m / "config.yaml").is_file() for m in modules) else "source"
     codes = {m: _module_code(path / m) for m in modules}
     source = BmadSource(path, layout, sorted(set(codes.values())))
     for file in sorted(path.rglob("*")):
@@ -120,7 +123,31 @@ def open_source(path: Path) -> BmadSource:
             source.files.add(real)
     if layout == "source":
         _alias_sidecars(source)
+    elif path.name == "_bmad" and not source.skill_dirs():
+        _add_tool_skills(source, path.parent)
     return source
+
+
+TOOL_SKILL_DIRS = (".claude/skills", ".agents/skills", ".cursor/skills", ".agent/skills", ".github/skills",
+                   ".windsurf/skills", ".opencode/skills", ".codex/skills", ".gemini/skills")
+
+
+def _add_tool_skills(source: BmadSource, project: Path) -> None:
+    """BMAD v6.6+ installs its skills where the team's coding tool reads them (`.claude/skills/bmad-*/`),
+    beside `_bmad/`; they are addressed as `skills/<name>/...` here. The first such folder is used."""
+    for folder in TOOL_SKILL_DIRS:
+        base = project / folder
+        skills = sorted(d for d in base.glob("bmad-*") if (d / "SKILL.md").is_file()) if base.is_dir() else []
+        if not skills:
+            continue
+        source.skills_from = folder
+        for skill in skills:
+            for file in sorted(skill.rglob("*")):
+                if file.is_file() and not file.is_symlink() and not (set(file.relative_to(skill).parts) & SKIPPED_DIRS):
+                    rel = f"skills/{skill.name}/{file.relative_to(skill).as_posix()}"
+                    source.files.add(rel)
+                    source.aliases[rel] = f"../{folder}/{skill.name}/{file.relative_to(skill).as_posix()}"
+        return
 
 
 def _module_dirs(path: Path) -> list[str]:
@@ -131,6 +158,16 @@ def _module_dirs(path: Path) -> list[str]:
         if d.is_dir() and not d.name.startswith((".", "_"))
         and any((d / marker).exists() for marker in ("module.yaml", "config.yaml", "agents", "workflows"))
     )
+
+
+def _central_modules(path: Path) -> list[str]:
+    """A v6.6+ installation may keep no module folders, only `config.toml` with `[core]` and `[modules.<code>]`."""
+    try:
+        data = tomllib.loads((path / "config.toml").read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return []
+    modules = data.get("modules") if isinstance(data.get("modules"), dict) else {}
+    return sorted({"core", *(m for m in modules if re.fullmatch(r"[a-z0-9][a-z0-9_-]*", m))})
 
 
 def _module_code(folder: Path) -> str:

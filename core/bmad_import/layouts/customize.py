@@ -102,6 +102,9 @@ def load_customizations(source: BmadSource, custom_dir: Path | None, report: Imp
     for name, folder in folders:
         for path in sorted(folder.glob("*.toml")):
             label = f"{name}/{path.name}"
+            if path.name == "config.toml":
+                report.customizations.append(f"`{label}` applied to the module configuration")
+                continue
             if path.name.endswith(".user.toml"):
                 report.leave_out(label, "a personal override (`*.user.toml`); a bot serves a whole team, so only "
                                         "team files (`<skill-name>.toml`) are applied")

@@ -45,7 +45,7 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
     doc: dict[str, Any] = {
         "id": aid,
         "metadata": {"name": name, "title": str(block.get("title") or name), "icon": str(block.get("icon") or "🤖"),
-                     "module": skill.folder.split("/", 1)[0], **({"description": skill.description}
+                     "module": _module(source, skill), **({"description": skill.description}
                                                                  if skill.description else {}),
                      "sourceId": skill.name},
         "persona": persona,
@@ -102,6 +102,11 @@ def _menu_item(item: Any, index: int, skills: SkillTargets, text: Any, prompts: 
         report.leave_out(where, "a menu item needs a `skill` or a `prompt`")
         return None
     return out
+
+
+def _module(source: BmadSource, skill: Skill) -> str:
+    first = skill.folder.split("/", 1)[0]
+    return first if first in source.modules else next((m for m in source.modules if m != "core"), first)
 
 
 def _facts(facts: Any, text: Any) -> list[str]:
