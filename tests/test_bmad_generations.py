@@ -18,7 +18,7 @@ from core.package.loader import load_package, validate_path
 from core.package.models import Package
 from core.router import menu_entries, resolve
 from tests.bmad_trees import BMAD_V6_SRC, FIXTURES
-from tests.bmad_walker import walker
+from tests.bmad_walker import Move, walker
 from tests.scripts import drive, engine_harness
 
 V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
@@ -87,6 +87,32 @@ def test_v62_skill_workflows_keep_their_steps_and_resolve_skill_paths(packages: 
     assert steps[:1] == ["workflow"] and {"step-01-gather-context", "step-04-present"} <= set(steps)
     report = (packages["v6.2"] / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "skill `bmad-code-review`" in report and "step-file workflow" in report
+    prd = package.workflow("create-prd")  # "Invoke the `bmad-party-mode` skill" becomes a nested run
+    refs = {prd.step(n.id).frontmatter["subworkflowRef"] for n in prd.graph.nodes if n.type == "subworkflow"}
+    assert {"party-mode", "advanced-elicitation"} <= refs
+
+
+async def test_v62_step_offering_party_mode_runs_it_nested(packages: dict[str, Path], project: Path) -> None:
+    _need(V62)
+    async with engine_harness(project) as h:
+        package = load_package(packages["v6.2"], cache_dir=h.store.packages_dir)
+        visited: list[str] = []
+        taken: list[str] = []
+
+        def once(node: str, moves: list[Move]) -> Move | None:  # the first step offering Party Mode takes it
+            pick = next((m for m in moves if m.type == "subworkflow" and "party-mode" in m.to), None)
+            if pick is None or taken:
+                return None
+            taken.append(pick.to)
+            return pick
+
+        h.llm.responder = walker(once, visited=visited)
+        results = await drive(h.engine, h.create(package, "create-prd"), package)
+    assert results[-1].phase is RunPhase.COMPLETED, results[-1].error
+    party = package.workflow("party-mode")
+    own = {n.id for n in party.graph.nodes} - {n.id for n in package.workflow("create-prd").graph.nodes}
+    assert taken and own & set(visited)  # the child's own steps ran, then the PRD went on to its end
+    assert package.workflow("create-prd").graph.node(visited[-1]).type == "end"
 
 
 # ---- v6.11: agents as skills ------------------------------------------------------------------------

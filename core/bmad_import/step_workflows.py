@@ -28,6 +28,7 @@ from .source import BmadSource
 
 V11_KEYS = ("schemaVersion", "nodeId", "type", "title", "agentId", "inputs", "outputs", "setsVariables", "transitions")
 _CONTINUATION = re.compile(r"\d+[a-z]?-(?:continue|resume)\b", re.I)  # step-01b-continue
+_SKILL_CALL = re.compile(r"\b(?:[Ii]nvoke|[Rr]un|[Uu]se|[Ll]oad) the `(bmad-[\w-]+)` skill")
 _STEP_NUMBER = re.compile(r"^step-(?:[a-z]-)?\d+[a-z]?-")
 _KEY_LABELS = {"nextStep": "next", "nextStepFile": "next", "continueStepFile": "resume", "altStepFile": "alternative",
                "skipToStepFile": "skip ahead"}
@@ -138,6 +139,7 @@ class WorkflowBuilder:
         self.entries = entries
         self.first_steps = first_steps  # first step file -> workflow id
         self.call_graph: dict[str, set[str]] = {}  # workflow id -> workflows it nests, across all plans
+        self.skill_ids: dict[str, str] = {}  # skill name -> workflow id (v6.1+: "Invoke the `bmad-x` skill")
 
     def _reaches(self, start: str, goal: str) -> bool:
         seen, stack = set(), [start]
@@ -327,6 +329,10 @@ class _Walk:
                 self.assets.add(ref.rel)
             elif ref.kind == "missing":
                 self.missing.setdefault(ref.rel, node.id)
+        for name in _SKILL_CALL.findall(body):  # a skill offered by name runs as a sub-workflow, like a file
+            target_wf = self.builder.skill_ids.get(name)
+            if target_wf is not None and target_wf != self.wid and target_wf not in node.calls:
+                node.calls.append(target_wf)
         return list(node.mentions)
 
     def near_step(self, node: Node, ref: Ref) -> Ref:

@@ -43,6 +43,7 @@ def plan_workflows(source: BmadSource, generated: set[str], skills: list[Skill],
         entries[rel] = wid
     classic = {rel for rel in entries if rel.endswith(".md") and _is_classic(source, rel, by_entry)}
     builder = WorkflowBuilder(source, generated, {r: w for r, w in entries.items() if r not in classic}, {})
+    builder.skill_ids = {s.name: entries[s.entry] for s in by_entry.values() if s.entry in builder.entries}
     builder.first_steps = {step: wid for rel, wid in builder.entries.items() if (step := builder.first_step(rel))}
     planned = Planned([], builder)
     claimed: set[str] = set()
