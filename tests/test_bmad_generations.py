@@ -327,3 +327,14 @@ def test_installed_v66_project_with_skills_in_the_tool_folder(tmp_path: Path) ->
     assert "user_name: Team Crew" in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")
     report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "config.user.toml" in report and "personal override" in report
+
+
+def test_v611_skill_files_are_carried_and_bare_paths_resolve_from_the_skill_root(packages: dict[str, Path],
+                                                                                 tmp_path: Path) -> None:
+    _package(packages, "v6.11", V611, tmp_path)
+    out = packages["v6.11"]
+    assert (out / "_bmad/bmm/plan/bmad-prd/assets/prd-template.md").is_file()
+    validate = (out / "_bmad/bmm/plan/bmad-prd/references/headless.md").read_text(encoding="utf-8")
+    assert "@pkg/_bmad/bmm/plan/bmad-prd/references/validate.md" in validate  # `references/validate.md` as written
+    report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert "bmad-prd/assets/" not in report.split("## Left out")[1].split("## Files")[0]

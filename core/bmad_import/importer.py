@@ -273,7 +273,7 @@ def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[st
     """BMAD files the package holds, replaces or was built from (reported files are not listed again)."""
     return (
         {n.rel for p in plans for n in p.nodes}
-        | {source.aliases.get(c, c) for c in report.carried}
+        | set(report.carried) | {source.aliases.get(c, c) for c in report.carried}
         | set(source.agent_files()) | set(source.compiled_agents())
         | {source.module_config(m)[0] for m in source.modules} | set(_module_help(source))
         | generated | {"_config/manifest.yaml"}
