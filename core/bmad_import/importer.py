@@ -122,7 +122,9 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
+    pending = tuple(posixpath.dirname(rel) + "/" for rel in planned.classic_pending)
     used = _used_files(source, plans, generated, report) | _skill_files(source, skills)
+    used |= {f for f in source.files if f.startswith(pending)} if pending else set()  # reported with its workflow
     _report_unused(source, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
