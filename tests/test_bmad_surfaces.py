@@ -1,4 +1,4 @@
-"""Imported BMAD v6.11 packages where a team uses them: `crewagent run` / `chat` in a terminal and a Slack thread.
+"""Imported BMAD v6.2 and v6.11 packages where a team uses them: `crewagent run` / `chat` in a terminal and a Slack thread.
 
 The real BMAD-METHOD v6.11.0 tree is read in place from ../shared/fixtures; the tests skip, saying so,
 when it is absent.
@@ -18,6 +18,7 @@ from tests.test_bot_support import bot_harness, is_status, message_text
 from tests.test_cli_run import cli
 
 V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
+V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
 
 
 @pytest.fixture(scope="module")
@@ -29,17 +30,40 @@ def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def v62_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not V62.is_dir():
+        pytest.skip(f"BMAD fixture bmad-method-v6.2.0 not found at {V62} (shared fixtures not checked out here)")
+    out = tmp_path_factory.mktemp("v62") / "team.bmad"
+    assert main(["import", "bmad", str(V62), "-o", str(out)]) == 0
+    return out
+
+
+async def _run_in_terminal(package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> str:
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    async with ScriptedLLM(responder=walker()) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        code, out, err = await cli(["run", str(package), "--project", str(project), "--workflow", workflow],
+                                   "", monkeypatch, capsys)
+    assert code == 0, err
+    assert "▶ Finish [end]" in out and "Run complete" in out
+    return out
+
+
 @pytest.mark.parametrize("workflow", ["create-story", "dev-story", "code-review", "sprint-planning", "prd"])
 async def test_implementation_skills_run_from_the_terminal(
         v611_package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
-    async with ScriptedLLM(responder=walker()) as llm:
-        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
-        code, out, err = await cli(["run", str(v611_package), "--project", str(project), "--workflow", workflow],
-                                   "", monkeypatch, capsys)
-    assert code == 0, err
-    assert "done" in out.lower() and "Finish" in out
+    await _run_in_terminal(v611_package, project, workflow, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize("workflow", ["create-prd", "code-review"])
+async def test_v62_workflows_run_from_the_terminal(
+        v62_package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    out = await _run_in_terminal(v62_package, project, workflow, monkeypatch, capsys)
+    assert "step-01-" in out
 
 
 async def test_chat_menu_of_an_imported_agent_routes_a_phrase(
