@@ -73,6 +73,10 @@ def plan_workflows(source: BmadSource, generated: set[str], skills: list[Skill],
         if skill is not None:
             planned.skill_targets[skill.name] = (plan.id, plan.template_path)
             plan.description = plan.description or skill.description
+            if plan.display_name.strip().lower() in ("", "overview", skill.name.lower()):  # a generic heading
+                plan.display_name = skill.workflow_id.replace("-", " ").title()
+            if plan.nodes[0].title.strip().lower() in ("", "overview", skill.name.lower()):
+                plan.nodes[0].title = plan.display_name
             how = {"single": "one-step workflow (the skill's `SKILL.md`, its references carried)",
                    "workflow": "step-file workflow", "classic": "classic workflow"}[skill.kind]
             plan.report.notes.insert(0, f"skill `{skill.name}` ({skill.folder}) imported as a {how}")
