@@ -338,3 +338,23 @@ def test_v611_skill_files_are_carried_and_bare_paths_resolve_from_the_skill_root
     assert "@pkg/_bmad/bmm/plan/bmad-prd/references/validate.md" in validate  # `references/validate.md` as written
     report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "bmad-prd/assets/" not in report.split("## Left out")[1].split("## Files")[0]
+
+
+@pytest.mark.parametrize(("generation", "agent", "text", "code"), [
+    ("v6.0", "sm", "let's write the next story", "CS"),
+    ("v6.0", "dev", "review my code", "CR"),
+    ("v6.0", "pm", "CP", "CP"),
+    ("v6.2", "sm", "let's write the next story", "CS"),
+    ("v6.2", "dev", "DS", "DS"),
+    ("v6.2", "dev", "review my code", "CR"),
+    ("v6.11", "dev", "review my code", "CR"),
+    ("v6.11", "pm", "PRD", "PRD"),
+    ("v6.11", "pm", "let's write the prd", "PRD"),
+])
+def test_routing_on_the_real_menus_of_every_generation(packages: dict[str, Path], tmp_path: Path, generation: str,
+                                                       agent: str, text: str, code: str) -> None:
+    _need({"v6.0": BMAD_V6_SRC, "v6.2": V62, "v6.11": V611}[generation])
+    package = load_package(packages[generation], cache_dir=tmp_path)
+    command = resolve(package.agent(agent), text, surface="web", workflows=package.workflows)
+    assert command.item_label and command.item_label.startswith(f"[{code}]"), (text, command)
+    assert command.kind in ("StartWorkflow", "Refused")  # Refused: a classic flow waiting for its converter
