@@ -358,3 +358,37 @@ def test_routing_on_the_real_menus_of_every_generation(packages: dict[str, Path]
     command = resolve(package.agent(agent), text, surface="web", workflows=package.workflows)
     assert command.item_label and command.item_label.startswith(f"[{code}]"), (text, command)
     assert command.kind in ("StartWorkflow", "Refused")  # Refused: a classic flow waiting for its converter
+
+
+def test_v61_layout_skill_refs_and_xml_workflow_paths(tmp_path: Path) -> None:
+    """v6.1: an agent names a skill (`skill:bmad-plan`) and a classic `<workflow>`-XML workflow.md by path."""
+    src = tmp_path / "src"
+    files = {
+        "bmm/module.yaml": "code: bmm\nname: Method\n",
+        "bmm/agents/sm.agent.yaml": (
+            "agent:\n  metadata: {name: Bob, title: Scrum Master, icon: '🏃'}\n"
+            "  persona: {role: r, identity: i, communication_style: c, principles: p}\n  menu:\n"
+            "    - trigger: CS or fuzzy match on create-story\n"
+            "      exec: '{project-root}/_bmad/bmm/workflows/create-story/workflow.md'\n"
+            "      description: '[CS] Create Story'\n"
+            "    - trigger: PL or fuzzy match on plan\n      exec: 'skill:bmad-plan'\n      description: '[PL] Plan'\n"),
+        "bmm/workflows/create-story/workflow.md": "---\nname: create-story\n---\n# Create Story\n\n<workflow>\n"
+                                                  '<step n="1" goal="Pick"><action>Pick one</action></step>\n'
+                                                  "</workflow>\n",
+        "bmm/workflows/bmad-plan/SKILL.md": "---\nname: bmad-plan\ndescription: Plan it\n---\nFollow ./workflow.md\n",
+        "bmm/workflows/bmad-plan/workflow.md": "# Plan\n\nRead fully and follow `./steps/step-01-start.md`.\n",
+        "bmm/workflows/bmad-plan/steps/step-01-start.md": "# Start\n\nWrite the plan.\n",
+    }
+    for rel, text in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text, encoding="utf-8")
+    out = tmp_path / "pkg"
+    assert main(["import", "bmad", str(src), "-o", str(out)]) == 0
+    package, problems = validate_path(out, cache_dir=tmp_path / "c")
+    assert package is not None and not problems
+    sm = package.agent("sm")
+    assert resolve(sm, "PL", surface="web", workflows=package.workflows).workflow_id == "plan"
+    if not _classic_converter_installed():
+        refused = resolve(sm, "CS", surface="web", workflows=package.workflows)
+        assert refused.kind == "Refused" and CLASSIC_PENDING in refused.message
+    assert "Layout: BMAD v6.1–v6.5" in (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")

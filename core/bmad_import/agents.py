@@ -26,7 +26,7 @@ AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
 PERSONA_KEYS = ("role", "identity", "communication_style", "principles")
 METADATA_KEYS = ("name", "title", "icon", "module")
 CLASSIC_REASON = "a classic BMAD workflow (workflow.yaml / XML runner) that was not imported"
-SkillTargets = dict[str, "tuple[str, str] | str"]  # skill name -> (workflow id, workflow.md path) or why not
+SkillTargets = dict[str, "tuple[str, str] | str"]  # skill name or workflow file -> (id, workflow.md path) or why not
 _CODE = re.compile(r"^\s*\[([A-Za-z0-9-]{1,8})\]")
 _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
 
@@ -180,6 +180,9 @@ def _menu_item(
                 wid, template = workflows[ref.rel]
                 out[key] = template if key == "exec" else wid
                 status, target = "workflow", wid
+            elif ref is not None and isinstance(skills.get(ref.rel), str):  # a classic `<workflow>`-XML workflow.md
+                out[key] = value
+                status, target, reason = "unavailable", value, str(skills[ref.rel])
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value

@@ -89,8 +89,6 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
         raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, or skill "
                               "folders with a `SKILL.md`)")
     templates = {p.entry: (p.id, p.template_path) for p in plans}
-    for rel, reason in planned.classic_pending.items():
-        templates.pop(rel, None)
     agents: list[ImportedAgent] = []
     for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
         imported = convert_agent(source, rel, workflows=templates, generated=generated,

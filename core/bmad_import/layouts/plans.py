@@ -54,6 +54,7 @@ def plan_workflows(source: BmadSource, generated: set[str], skills: list[Skill],
             plan, reason = plan_classic(source, rel, builder, config, report)
             if plan is None:
                 planned.classic_pending[rel] = reason
+                planned.skill_targets[rel] = reason  # a menu item naming the file by path is unavailable too
                 report.leave_out(rel, reason + "; the menu items naming it are marked unavailable")
                 if skill is not None:
                     planned.skill_targets[skill.name] = reason
