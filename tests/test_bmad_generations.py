@@ -220,6 +220,7 @@ def test_team_override_changes_persona_replaces_and_adds_menu_items(tmp_path: Pa
     assert "Our stories are written in Gherkin." in story and "project-context.md" in story  # arrays append
     report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "custom/bmad-agent-dev.toml` applied to `bmad-agent-dev`" in report
+    assert "persona and menu from `customize.toml` `[agent]` with the team's overrides" in report
     assert "bmad-agent-dev.user.toml" in report and "personal override" in report
 
 

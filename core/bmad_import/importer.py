@@ -75,6 +75,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
             broken.add(skill.name)  # an agent is its customize.toml: left out (reported with the line to fix)
         skill.block = block or {}
     skills = [s for s in skills if s.name not in broken]
+    report_unused_custom(custom, {s.name for s in skills} | broken, report)
     report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
     for key in config.unknown_overrides:
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
@@ -101,7 +102,6 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
                                values=config.substitutions(), module_configs=configs, report=report)
         if imported is not None:
             agents.append(imported)
-    report_unused_custom(custom, {s.name for s in skills}, report)
     for rel in source.compiled_agents():
         report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
     if not agents:
