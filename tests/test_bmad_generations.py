@@ -139,9 +139,11 @@ def test_v611_agents_come_from_customize_toml_with_every_item_available(packages
                            "review my code": "code-review", "sprint planning": "sprint-planning"}.items():
         command = resolve(dev, text, surface="web", workflows=package.workflows)
         assert (command.kind, command.workflow_id) == ("StartWorkflow", workflow), text
-    analyst = package.agent("analyst")
-    prompt_item = next(i for i in analyst.menu if i.action and i.action.startswith("#"))
-    assert analyst.prompt(prompt_item.action[1:]) is not None
+    analyst = package.agent("analyst")  # a prompt that invokes a skill runs its workflow, the prompt as context
+    market = resolve(analyst, "MR", surface="web", workflows=package.workflows)
+    assert (market.kind, market.workflow_id) == ("StartWorkflow", "deep-recon") and market.data is not None
+    context = (packages["v6.11"] / "_bmad/_menu/analyst-mr.md").read_text(encoding="utf-8")
+    assert "market research type pre-selected" in context
     report = (packages["v6.11"] / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "Layout: BMAD v6.6+" in report and "(0 unavailable)" in report
 

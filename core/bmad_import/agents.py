@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -35,6 +35,7 @@ _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
 class ImportedAgent:
     doc: dict[str, Any]
     assets: set[str]  # `_bmad/`-relative files its menu and texts reference
+    files: dict[str, str] = field(default_factory=dict)  # package files written for it (menu context)
 
 
 def agent_id(rel: str) -> str:

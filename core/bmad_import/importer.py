@@ -112,6 +112,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     for plan in plans:
         files.update(workflow_files(plan, builder, config, source))
         report.workflows.append(plan.report)
+    for agent in agents:
+        files.update(agent.files)
     carried = _carry(source, plans, agents, generated, config, report)
     files.update(carried)
     files.update(_generated_files(source, config, plans, agents, report))

@@ -17,6 +17,7 @@ from ..report import AgentReport, ImportReport, MenuItemReport
 from ..source import BmadSource
 from .skills import Skill
 
+_SKILL_CALL = re.compile(r"\b[Ii]nvoke the `(bmad-[\w-]+)` skill")
 _SECTION = re.compile(r"^## (\w[^\n]*)\n(.*?)(?=^## |\Z)", re.M | re.S)
 
 
@@ -59,9 +60,15 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
     if critical:
         doc["critical_actions"] = critical
     menu, prompts = [], []
+    files: dict[str, str] = {}
     for i, item in enumerate(_as_list(block.get("menu"))):
         converted = _menu_item(item, i, skills, text, prompts, entry, skill, report)
+        if converted is not None and "prompt-context" in converted:
+            path = f"_bmad/_menu/{aid}-{converted['code']}.md"
+            files[path] = converted.pop("prompt-context")
+            converted["data"] = f"@pkg/{path}"
         if converted is not None:
+            converted.pop("code", None)
             menu.append(converted)
     doc["menu"] = menu
     if prompts:
@@ -69,7 +76,7 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
     entry.notes.append("persona and menu from `customize.toml` `[agent]`" + (
         " with the team's overrides" if any(c.endswith(f"`{skill.name}`") for c in report.customizations) else ""))
     report.agents.append(entry)
-    return ImportedAgent(doc, assets)
+    return ImportedAgent(doc, assets, files)
 
 
 def _menu_item(item: Any, index: int, skills: SkillTargets, text: Any, prompts: list[dict[str, Any]],
@@ -93,6 +100,14 @@ def _menu_item(item: Any, index: int, skills: SkillTargets, text: Any, prompts: 
             out.update({"exec": f"skill:{target}", "unavailable": reason})
             entry.menu.append(MenuItemReport(code=code, description=description, status="unavailable",
                                              target=f"skill:{target}", reason=reason))
+    elif (called := _SKILL_CALL.search(str(item.get("prompt") or ""))) and isinstance(skills.get(called.group(1)), tuple):
+        # "Invoke the `bmad-deep-recon` skill with the market type pre-selected": that workflow, the rest as context
+        wid = skills[called.group(1)][0]  # type: ignore[index]
+        out.update({"workflow": wid, "code": code.lower(),
+                    "prompt-context": f"# {description}\n\nThis menu item starts `{wid}` with this request from "
+                                      f"the agent's menu:\n\n{text(item['prompt'])}\n"})
+        entry.menu.append(MenuItemReport(code=code, description=description, status="workflow", target=wid,
+                                         reason="its prompt invokes that skill; the prompt goes along as context"))
     elif str(item.get("prompt") or "").strip():
         pid = f"menu-{code.lower()}"
         prompts.append({"id": pid, "content": text(item["prompt"]), "description": description})
