@@ -395,3 +395,12 @@ def test_v61_layout_skill_refs_and_xml_workflow_paths(tmp_path: Path) -> None:
         refused = resolve(sm, "CS", surface="web", workflows=package.workflows)
         assert refused.kind == "Refused" and CLASSIC_PENDING in refused.message
     assert "Layout: BMAD v6.1–v6.5" in (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+
+
+def test_broken_module_config_is_reported_and_the_import_goes_on(tmp_path: Path) -> None:
+    root = _agent_skill_tree(tmp_path / "project")
+    (root / "bmm/config.yaml").write_text("implementation_artifacts: [out\n", encoding="utf-8")
+    result = import_bmad(tmp_path / "project")
+    report = str(result.files["IMPORT-REPORT.md"])
+    assert "`bmm/config.yaml`: not valid YAML at line 2" in report
+    assert "workflows/story/workflow.md" in result.files

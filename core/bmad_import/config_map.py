@@ -97,7 +97,8 @@ def _central_config(source: BmadSource) -> list[tuple[str, str, str]]:
         if rel in source.files:
             try:
                 data = tomllib.loads(source.read(rel))
-            except tomllib.TOMLDecodeError:
+            except tomllib.TOMLDecodeError as exc:
+                source.problems[rel] = f"not valid TOML ({exc}); its settings were not used: fix it and import again"
                 continue
             for table, values in data.items():
                 if isinstance(values, dict):

@@ -37,6 +37,7 @@ class BmadSource:
     modules: list[str]
     files: set[str] = field(default_factory=set)
     aliases: dict[str, str] = field(default_factory=dict)  # install path -> path in this tree (sidecars)
+    problems: dict[str, str] = field(default_factory=dict)  # file -> what is wrong with it (for the report)
     skills_from: str = ""  # v6.6+ installations: the coding tool's skills folder beside `_bmad/`
 
     def path(self, rel: str) -> Path:
@@ -83,7 +84,11 @@ class BmadSource:
             if rel in self.files:
                 try:
                     data = safe_yaml.load(self.read(rel))
-                except yaml.YAMLError:
+                except yaml.YAMLError as exc:
+                    mark = getattr(exc, "problem_mark", None)
+                    line = f" at line {mark.line + 1}" if mark is not None else ""
+                    self.problems[rel] = (f"not valid YAML{line} ({getattr(exc, 'problem', None) or 'parse error'}); "
+                                          "its settings were not used: fix that line and import again")
                     data = None
                 return rel, data if isinstance(data, dict) else {}
         return "", {}
