@@ -218,7 +218,7 @@ def test_team_override_changes_persona_replaces_and_adds_menu_items(tmp_path: Pa
     assert cr.description == "[CR] Review the change against our team checklist" and cr.workflow == "code-review"
     rn = resolve(dev, "RN", surface="web", workflows=package.workflows)
     assert rn.kind != "Refused" and dev.prompt(dev.menu[5].action[1:]) is not None
-    story = package.workflow("create-story").step("SKILL").body
+    story = package.workflow("create-story").step("skill").body
     assert "Our stories are written in Gherkin." in story and "project-context.md" in story  # arrays append
     report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "custom/bmad-agent-dev.toml` applied to `bmad-agent-dev`" in report
@@ -324,7 +324,7 @@ def test_installed_v66_project_with_skills_in_the_tool_folder(tmp_path: Path) ->
     assert main(["import", "bmad", str(project), "-o", str(out)]) == 0
     package = load_package(out, cache_dir=tmp_path / "cache")
     assert [a.id for a in package.agents] == ["sm"]
-    body = package.workflow("story").step("SKILL").body
+    body = package.workflow("story").step("skill").body
     assert "@project/out/impl/story.md" in body and "@pkg/_bmad/skills/bmad-story/references/guide.md" in body
     assert "resolve_customization.py" not in body
     assert "user_name: Team Crew" in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")

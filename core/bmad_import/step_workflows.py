@@ -351,6 +351,7 @@ def _is_step_name(rel: str) -> bool:
 
 def _node_id(rel: str, taken: set[str]) -> str:
     stem = posixpath.basename(rel)[:-3]
+    stem = "skill" if stem == "SKILL" else stem  # a skill's own file (v6.1+)
     return _free_id(re.sub(r"[^A-Za-z0-9._:-]+", "-", stem).strip("-") or "step", taken)
 
 
