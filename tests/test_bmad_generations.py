@@ -24,7 +24,7 @@ from tests.scripts import drive, engine_harness
 
 V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
 V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
-CLASSIC_PENDING = "`<workflow>` XML"  # v6.2 classic flows wait for the classic converter
+CLASSIC_PENDING = "classic BMAD workflow (XML steps)"  # v6.2 classic flows wait for the classic converter
 
 
 def _need(tree: Path) -> None:

@@ -6,6 +6,7 @@ when it is absent.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from cli.main import main
 from tests.bmad_trees import FIXTURES
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import ScriptedLLM
-from tests.test_bot_support import bot_harness, is_status, message_text
+from tests.test_bot_support import bot_harness, element_text, elements, is_status, message_text
 from tests.test_cli_run import cli
 
 V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
@@ -94,3 +95,18 @@ async def test_code_review_runs_in_a_slack_thread(v611_package: Path, project: P
         assert len([m for m in h.thread(top) if is_status(m)]) == 1
         for params in h.slack.calls_to("chat.postMessage") + h.slack.calls_to("chat.update"):
             assert str(project) not in str(params)
+
+
+
+async def test_slack_menu_says_why_an_item_is_unavailable_once(v62_package: Path, project: Path) -> None:
+    async with bot_harness(project, [str(v62_package)]) as h:
+        h.llm.responder = walker()
+        top = await h.mention("Bob")
+        menu = await h.posted_text("Context Story")
+        buttons = [element_text(e) for m in h.thread(top) for e in elements(m)]
+        line = next(ln for ln in message_text(menu).splitlines() if "Context Story" in ln)
+        if importlib.util.find_spec("core.bmad_import.classic") is None:  # until the classic converter is installed
+            assert not any("Context Story" in b for b in buttons)  # listed without a button
+            assert line.count("classic BMAD workflow") == 1 and "unavailable here" not in line
+        else:
+            assert any("Context Story" in b for b in buttons)

@@ -14,7 +14,7 @@ from ..source import BmadSource
 from ..step_workflows import WorkflowBuilder, WorkflowPlan, read_markdown
 
 _XML_BODY = re.compile(r"^\s*<workflow[\s>]", re.M)
-PENDING = "a classic BMAD workflow (`<workflow>` XML steps) that this version cannot convert yet"
+PENDING = "a classic BMAD workflow (XML steps) that this version cannot convert yet"
 
 
 def is_xml_workflow(text: str) -> bool:
