@@ -1,5 +1,8 @@
 # CrewAgent for Slack: `docker run -e SLACK_BOT_TOKEN -e SLACK_APP_TOKEN -e CREWAGENT_MODEL -e OPENAI_API_KEY \
-#   --user "$(id -u):$(id -g)" -v /path/to/checkout:/project -v crewagent-data:/data IMAGE`
+#   --user "$(id -u):$(id -g)" -v /path/to/checkout:/project -v /path/to/packages:/packages:ro \
+#   -v crewagent-data:/data IMAGE`
+# Every *.bmad file or package folder mounted under /packages is served (see docker/entrypoint.sh);
+# with nothing there, the bundled example packages are.
 # Several replicas over one Postgres: see docker-compose.yml.
 FROM python:3.11-slim
 
@@ -7,7 +10,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    CREWAGENT_HOME=/data
+    CREWAGENT_HOME=/data \
+    CREWAGENT_PROJECT=/project \
+    CREWAGENT_PACKAGES=/packages
 
 # git (and ssh for SSH remotes): runs in a git checkout work in their own worktrees and push branches.
 # ripgrep: fs_search uses it (and falls back to a slower Python scan without it).
@@ -24,10 +29,11 @@ COPY cli ./cli
 RUN pip install .
 COPY examples ./examples
 COPY manifest.yml ./
+COPY docker/entrypoint.sh /usr/local/bin/crewagent-entrypoint
 
 # /data is writable by any user the container runs as (`--user` matching the checkout's owner).
 RUN useradd --create-home --uid 10001 crew \
-    && mkdir -p /data /project \
+    && mkdir -p /data /project /packages \
     && chown crew:crew /data /project \
     && chmod 1777 /data
 VOLUME ["/data"]
@@ -37,7 +43,8 @@ USER crew
 EXPOSE 3000
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:3000/healthz', timeout=4).status != 200)"]
+# No arguments: `crewagent serve --project /project --package …` for each package under /packages.
+# Arguments starting with "-" replace those flags (`docker run IMAGE --package /packages/team.bmad`);
+# any other arguments run as a command (`docker run IMAGE crewagent validate /packages/team.bmad`).
 # serve refuses to start (and says how to fix it) when the mounted checkout is not writable.
-ENTRYPOINT ["crewagent", "serve"]
-# Mount the checkout the workflows work on at /project (or pass your own flags).
-CMD ["--project", "/project"]
+ENTRYPOINT ["sh", "/usr/local/bin/crewagent-entrypoint"]

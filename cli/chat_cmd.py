@@ -1,8 +1,9 @@
 """`crewagent chat [PACKAGE] [--project DIR]`: the Agent-First session in a terminal.
 
 The same SessionService as the Slack bot, on the "ide" surface: agents and menus are numbered
-lists, questions from the workflow are answered by typing, `*quit` or end of input leaves.
-`*stop`, `*pause` and `*status` typed while a run works act between its turns, as in Slack; Ctrl-C
+lists, questions from the workflow are answered by typing, `*help` lists the commands, `*quit` or end
+of input leaves. `*stop`, `*pause` and `*status` typed while a run works act between its turns, as in
+Slack (`*help` is answered at once too); Ctrl-C
 stops the run the same way and ends the chat with the command that resumes it. Without --project
 the chat works in a scratch folder under the runtime home, never in the current directory.
 """
@@ -32,6 +33,7 @@ from core.session.model import Session
 from core.session.service import SessionService
 from core.store.files import RuntimeStore
 
+from .package_errors import print_invalid
 from .line_feed import LineFeed, Prompt, stdout_prompt
 from .render import (
     EventPrinter,
@@ -52,17 +54,14 @@ EXIT_INTERRUPTED = 130
 DEFAULT_PACKAGE = Path("examples") / "create-story-micro"
 SCRATCH_PROJECT = "scratch"
 QUIT_WORDS = {"*quit", "*exit", "/quit", "/exit"}
-RUN_CONTROLS = ("stop", "pause", "status")  # typed while a run works, these act at once
+RUN_CONTROLS = ("stop", "pause", "status", "help")  # typed while a run works, these act at once
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(chat(args, stdin_read_line, stdout_write))
     except PackageInvalid as exc:
-        print("error: the package is invalid:", file=sys.stderr)
-        for problem in exc.problems:
-            if getattr(problem, "level", "error") == "error":
-                print(f"  {problem}", file=sys.stderr)
+        print_invalid(Path(args.path) if args.path else default_package() or Path("."), exc.problems)
         return EXIT_SETUP
     except CrewError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
@@ -86,8 +85,9 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     if not path.exists():
         raise CrewError("PACKAGE_NOT_FOUND", f"there is no package at {path}.")
     store = RuntimeStore()
-    llm = LLMClient(LLMSettings.from_env())  # fails early when no model is configured
+    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early when no model is configured
     try:
+        package = load_package(path, cache_dir=store.packages_dir)  # a bad package is said before anything else
         if args.project:
             project = store.check_project(Path(args.project))
         else:
@@ -96,7 +96,6 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
                 f"No --project given: working in the scratch project {project} (artifacts are written there). "
                 "Pass --project DIR to work on a checkout."
             )
-        package = load_package(path, cache_dir=store.packages_dir)
         runs = RunManager(store)
         engine = Engine(store, runs, llm, engine_settings())
         checkout = Checkout(CheckoutSpec(project=project), store.home)  # git projects: a worktree per run
@@ -159,7 +158,8 @@ class Terminal:
         session, show = self.session, self.screen.show
         package = self.screen.package
         self.write(
-            f"CrewAgent chat: {package.name} {package.version}. Type *quit to leave; Ctrl-C stops a working run."
+            f"CrewAgent chat: {package.name} {package.version}. Type *help for the commands, *quit to leave; "
+            "Ctrl-C stops a working run."
         )
         await self._work(self.service.open(session, "", show))
         while not self.interrupted.is_set():
@@ -331,8 +331,9 @@ class Screen:
             done = own and isinstance(event, PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)
-                w("\n✔ Run complete. Artifacts:")
-                for rel in output.snapshot.artifacts:
+                artifacts = output.snapshot.artifacts
+                w("\n✔ Run complete. " + ("Artifacts:" if artifacts else "No files were written."))
+                for rel in artifacts:
                     w(f"  - {rel}")
                 if output.snapshot.usage.llm_calls:
                     w(f"  ({output.snapshot.usage.line()})")

@@ -16,6 +16,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not Path(args.path).is_dir():
+        print(f"error: {args.path}: no such folder (give a BMAD src/ folder, an installed _bmad/ folder, "
+              "or a project that holds _bmad/)", file=sys.stderr)
+        return 2
     try:
         custom = Path(args.custom) if getattr(args, "custom", None) else None
         result = import_bmad(Path(args.path), overrides, name=args.name, custom=custom)
@@ -29,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: the imported package does not validate ({len(exc.errors)} errors); nothing was written",
               file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the entry point ends quietly
     except OSError as exc:
         print(f"error: {exc.strerror or exc}: {Path(exc.filename).name if exc.filename else ''}".rstrip(": "),
               file=sys.stderr)

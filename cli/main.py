@@ -3,19 +3,51 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import textwrap
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "crewagent-slack"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="crewagent", description="Run .bmad v1.1 agent workflows.")
-    p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
-    sub = p.add_subparsers(dest="command", required=True)
+DESCRIPTION = """\
+Run AI agents and their step-by-step workflows from .bmad packages: in Slack threads (serve) or
+in this terminal (chat, run). An agent has a persona and a menu; a workflow is a graph of steps
+that a model (any OpenAI-compatible endpoint) works through, asking you when it needs input and
+writing its results under artifacts/ in a project folder."""
 
-    s = sub.add_parser("serve", help="run the Slack bot")
+EXIT_CODES = """\
+exit codes:
+  0    done (or left on purpose)
+  1    the run failed, or the package has problems (validate, pack, import)
+  2    usage or bad input: a wrong option, a path that is not there, a package that
+       run or chat cannot use, a missing setting (no model configured)
+  3    input ended, or the token budget was reached, while the run is not done
+  130  stopped with Ctrl-C (the run is saved and can be resumed)
+  141  the reader of the output went away (crewagent ... | head)"""
+
+
+def _command(sub: argparse._SubParsersAction, name: str, summary: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand whose one-line summary is listed by `crewagent --help` and whose own --help explains it."""
+    return sub.add_parser(
+        name, help=summary, description=textwrap.fill(description, 78), epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="crewagent", description=DESCRIPTION, epilog=EXIT_CODES + "\n\nMore: crewagent COMMAND --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = _command(sub, "serve", "run the Slack bot", "Run the Slack bot: it answers mentions and DMs with the "
+                 "packages' agents and runs their workflows in threads. Needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
+                 "(Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode), and CREWAGENT_MODEL.")
     s.add_argument("--project", help="project checkout the workflows work on (default: current dir)")
     s.add_argument(
         "--package",
@@ -34,24 +66,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(module="cli.serve_cmd")
 
-    m = sub.add_parser("migrate", help="copy the embedded store (CREWAGENT_HOME) into a Postgres database")
+    m = _command(sub, "migrate", "copy the embedded store (CREWAGENT_HOME) into a Postgres database",
+                 "Copy this machine's runs and conversations (CREWAGENT_HOME) into the Postgres database that "
+                 "several bot replicas will share. Stop the bot first.")
     m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
     m.set_defaults(module="cli.migrate_cmd")
 
-    v = sub.add_parser("validate", help="check a package directory or .bmad file")
-    v.add_argument("path")
+    v = _command(sub, "validate", "check a package directory or .bmad file",
+                 "Check a package against the .bmad v1.1 schemas and its graph rules; every problem is "
+                 "printed with its file, place and a fix. A BMAD-METHOD source tree (src/) or an installed "
+                 "_bmad/ folder is not a package yet: turn it into one with `crewagent import bmad`.")
+    v.add_argument("path", metavar="PACKAGE", help="package directory (holding bmad.json) or .bmad file")
     v.set_defaults(module="cli.package_cmd", action="validate")
 
-    k = sub.add_parser("pack", help="zip a package directory into a .bmad file")
-    k.add_argument("path")
-    k.add_argument("-o", "--output", required=True)
+    k = _command(sub, "pack", "zip a package directory into a .bmad file",
+                 "Validate a package directory, then zip it into one .bmad file (nothing is written if it "
+                 "has errors).")
+    k.add_argument("path", metavar="DIR", help="package directory (holding bmad.json)")
+    k.add_argument("-o", "--output", required=True, metavar="NAME.bmad", help="the file to write")
     k.set_defaults(module="cli.package_cmd", action="pack")
 
-    r = sub.add_parser("run", help="run a workflow in the terminal (Workflow-First)")
-    r.add_argument("path", nargs="?", help="package dir or .bmad")
-    r.add_argument("--project", help="project checkout (default: current dir)")
-    r.add_argument("--workflow", help="workflow id (multi-workflow packages)")
-    r.add_argument("--agent", help="agent id for the persona")
+    r = _command(sub, "run", "run one workflow in the terminal",
+                 "Start one workflow of a package straight away (or continue a saved run) and work through "
+                 "it here: questions are asked on the terminal and answered by typing, Ctrl-C stops between "
+                 "turns and keeps the run. The run writes its files in the project folder (--project, default "
+                 "the current directory); it says where before it starts.")
+    r.add_argument("path", nargs="?", metavar="PACKAGE", help="package directory or .bmad file")
+    r.add_argument("--project", metavar="DIR",
+                   help="the folder the workflow reads and writes (default: the current directory)")
+    r.add_argument("--workflow", metavar="ID", help="which workflow (default: the package's entry workflow)")
+    r.add_argument("--agent", metavar="ID", help="the agent whose persona runs it (default: the workflow's own)")
     r.add_argument("--resume", metavar="RUN_ID", help="continue a saved run (a unique start of its id is enough)")
     r.add_argument(
         "--token-budget",
@@ -62,29 +106,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.set_defaults(module="cli.run_cmd")
 
-    d = sub.add_parser("deliver", help="commit a completed run's changes on its branch and push it (git projects)")
-    d.add_argument("run_id")
+    d = _command(sub, "deliver", "commit a completed run's changes on its branch and push it (git projects)",
+                 "In a git project every run works on a branch of its own. Commit the completed run's changes "
+                 "on that branch and push it, as the Commit & push button does in Slack.")
+    d.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
     d.add_argument("--author", help='commit author as "Name <email>" (default: git\'s own identity)')
     d.set_defaults(module="cli.deliver_cmd")
 
-    rs = sub.add_parser("runs", help="inspect runs")
-    rsub = rs.add_subparsers(dest="runs_action", required=True)
-    rl = rsub.add_parser("list", help="list runs")
-    rl.add_argument("--project", help="only runs of this project")
-    rsh = rsub.add_parser("show", help="show one run")
-    rsh.add_argument("run_id")
+    rs = _command(sub, "runs", "list saved runs, or show one",
+                  "Inspect the runs kept under CREWAGENT_HOME: project, phase, step, model calls and tokens.")
+    rsub = rs.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
+    rl = _command(rsub, "list", "list runs, newest first", "List runs, newest first: id, project, workflow, phase, "
+                  "current step, progress, files written, model calls and tokens.")
+    rl.add_argument("--project", metavar="DIR", help="only runs of this project")
+    rsh = _command(rsub, "show", "show one run", "Show one run in full, with the question it waits on if it waits.")
+    rsh.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
     rs.set_defaults(module="cli.runs_cmd")
 
-    c = sub.add_parser("chat", help="talk to a package's agents in the terminal (Agent-First)")
-    c.add_argument("path", nargs="?", help="package dir or .bmad")
-    c.add_argument("--project", help="project checkout (default: a scratch folder under the runtime home)")
+    c = _command(sub, "chat", "talk to a package's agents in the terminal",
+                 "The Slack conversation in a terminal: pick an agent, pick items from its menu (a workflow "
+                 "item starts a run), answer its questions by typing. Type *help for the commands, *quit to "
+                 "leave.")
+    c.add_argument("path", nargs="?", metavar="PACKAGE",
+                   help="package directory or .bmad file (default: examples/create-story-micro)")
+    c.add_argument("--project", metavar="DIR",
+                   help="the folder runs read and write (default: a scratch folder under CREWAGENT_HOME; "
+                   "it says where)")
     c.set_defaults(module="cli.chat_cmd")
 
-    imp = sub.add_parser("import", help="turn other formats into a .bmad package")
-    kinds = imp.add_subparsers(dest="import_kind", required=True)
-    b = kinds.add_parser("bmad", help="import a BMAD v6 source tree (src/) or an installed _bmad/ folder",
-                         description="Import BMAD-METHOD v6.0 to v6.11+ agents, workflows and skills as one package; "
-                                     "the layout is detected and named in IMPORT-REPORT.md.")
+    imp = _command(sub, "import", "turn other formats into a .bmad package",
+                   "Turn agents and workflows kept in another format into a package this tool runs.")
+    kinds = imp.add_subparsers(dest="import_kind", required=True, metavar="FORMAT")
+    b = _command(kinds, "bmad", "import a BMAD v6 source tree (src/) or an installed _bmad/ folder",
+                 "Import BMAD-METHOD v6.0 to v6.11+ agents, workflows (step-file and classic) and skills as one "
+                 "package; the layout is detected, and IMPORT-REPORT.md names it and says what was mapped and "
+                 "what was left out. Nothing is written unless the result validates.")
     b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
     b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
     b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
@@ -104,14 +160,32 @@ def installed_version() -> str:
         return "(not installed)"
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for any tool whose reader went away
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module = import_module(args.module)
     try:
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()  # a reader that went away is found here, not in the interpreter's exit
+        return code
     except KeyboardInterrupt:
         print("\nStopped.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `crewagent import … | head`: the reader has what it wanted
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout is not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@ from pathlib import Path
 from core.errors import CrewError
 from core.package.archive import pack_package
 from core.package.loader import PackageInvalid, Problem, validate_path
+from core.package.validate import BMAD_TREE_CODE
 from core.package.models import Package
+
+from .package_errors import bmad_tree_advice
+
+EXIT_PROBLEMS = 1  # the package has problems
+EXIT_USAGE = 2  # nothing usable was given: a path that is not there, a file that cannot be read
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,12 +27,14 @@ def run(args: argparse.Namespace) -> int:
             return _pack(Path(args.path), Path(args.output))
     except CrewError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
-        return 1
+        return EXIT_PROBLEMS
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`): the entry point ends quietly
     except OSError as exc:
         print(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     print(f"error: unknown package action {args.action!r}", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 def summary(package: Package) -> str:
@@ -50,17 +58,21 @@ def _print_problems(problems: list[Problem], stream) -> None:
 def _validate(path: Path) -> int:
     if not path.exists():
         print(f"error: {path}: no such package directory or .bmad file", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="crewagent-validate-") as scratch:
         package, problems = validate_path(path, cache_dir=Path(scratch))
     if package is None:
         errors = [p for p in problems if p.level == "error"]
         if len(errors) == 1 and errors[0].code in ("PACKAGE_ARCHIVE_INVALID", "PACKAGE_TOO_LARGE"):
             print(f"error: {errors[0]}", file=sys.stderr)
-            return 1
+            return EXIT_PROBLEMS
+        advice = bmad_tree_advice(path) if len(errors) == 1 and errors[0].code == BMAD_TREE_CODE else None
+        if advice is not None:
+            print(f"error: {advice}", file=sys.stderr)
+            return EXIT_PROBLEMS
         _print_problems(problems, sys.stdout)
         print(f"INVALID {path.name}: {len(errors)} error{'s' * (len(errors) != 1)}")
-        return 1
+        return EXIT_PROBLEMS
     print(f"OK {summary(package)}")
     _print_problems(problems, sys.stdout)
     return 0
@@ -69,12 +81,16 @@ def _validate(path: Path) -> int:
 def _pack(src: Path, out: Path) -> int:
     if not src.is_dir():
         print(f"error: {src}: not a package directory", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     try:
         written = pack_package(src, out)
     except PackageInvalid as exc:
-        _print_problems(exc.problems, sys.stderr)
-        print(f"error: {src.name} was not packed: {len(exc.errors)} error(s)", file=sys.stderr)
-        return 1
+        advice = bmad_tree_advice(src) if any(p.code == BMAD_TREE_CODE for p in exc.errors) else None
+        if advice is not None:
+            print(f"error: {advice}", file=sys.stderr)
+        else:
+            _print_problems(exc.problems, sys.stderr)
+            print(f"error: {src.name} was not packed: {len(exc.errors)} error(s)", file=sys.stderr)
+        return EXIT_PROBLEMS
     print(f"{out} ({written.stat().st_size} bytes)")
     return 0

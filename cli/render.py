@@ -24,6 +24,7 @@ from core.events import (
     SubworkflowReturned,
     SubworkflowStarted,
     ToolExecuted,
+    progress_text,
     retry_note,
 )
 from core.package.models import Package
@@ -159,7 +160,8 @@ class EventPrinter:
             key = event.run_id if event.parent_run_id else None
             done, before = len(event.steps_completed), self._steps_done.get(key, 0)
             if before is not None and done > before:
-                self.write(f"  ✓ {event.steps_completed[-1]} done ({done}/{event.steps_total})")
+                progress = progress_text(done, event.steps_total, event.steps_not_taken, unit="")
+                self.write(f"  ✓ {event.steps_completed[-1]} done ({progress})")
             self._steps_done[key] = done
         elif isinstance(event, ToolExecuted):
             if not event.ok:
@@ -190,7 +192,7 @@ def render_snapshot(snapshot: RunSnapshot) -> list[str]:
         f"Workflow:  {snapshot.workflow_name} ({snapshot.workflow_id})",
         f"Phase:     {phase}",
         f"Agent:     {agents_line(snapshot)}",
-        f"Progress:  {snapshot.steps_done}/{snapshot.steps_total} steps",
+        f"Progress:  {snapshot.progress()}",
     ]
     if snapshot.current_node_id:
         lines.append(f"Node:      {snapshot.current_node_title} [{snapshot.current_node_id}]")
@@ -199,8 +201,7 @@ def render_snapshot(snapshot: RunSnapshot) -> list[str]:
         working = chain[-1]
         names = " › ".join(s.workflow_name for s in chain)
         node = f": {working.current_node_title} [{working.current_node_id}]" if working.current_node_id else ""
-        lines.append(f"Nested:    {names}{node} ({working.steps_done}/{working.steps_total} steps, "
-                     f"run {working.run_id})")
+        lines.append(f"Nested:    {names}{node} ({working.progress()}, run {working.run_id})")
     if snapshot.error:
         lines.append(f"Error:     {snapshot.error.code}: {snapshot.error.message}")
     if snapshot.usage.llm_calls:

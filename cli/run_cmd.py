@@ -24,6 +24,7 @@ from core.store.runs import RunManager, new_run_id, resolve_workflow
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore
 
+from .package_errors import print_invalid
 from .render import (
     EventPrinter,
     InputClosed,
@@ -45,10 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(_main(args, stdin_read_line, stdout_write))
     except PackageInvalid as exc:
-        _error("the package is invalid:")
-        for problem in exc.problems:
-            if problem.level == "error":
-                print(f"  {problem}", file=sys.stderr)
+        print_invalid(Path(args.path or ""), exc.problems)
         return EXIT_SETUP
     except CrewError as exc:
         _error(exc.message)
@@ -66,7 +64,7 @@ def resume_hint(run_id: str) -> str:
 async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> int:
     store = RuntimeStore()
     runs = RunManager(store)
-    llm = LLMClient(LLMSettings.from_env())  # fails early, before a run is created, if no model is set
+    llm = LLMClient(LLMSettings.from_env(operator_reads_errors=True))  # fails early, before a run is created, if no model is set
     try:
         if args.resume:
             record = runs.get(args.resume)
@@ -94,7 +92,8 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             record.token_budget = args.token_budget
             runs.update(record)
         engine = Engine(store, runs, llm, engine_settings())
-        return await _drive(engine, record, package, intent, read_line, write)
+        where = where_files_go(record, chosen=bool(args.project) or bool(args.resume))
+        return await _drive(engine, record, package, intent, read_line, write, where=where)
     finally:
         await llm.aclose()
 
@@ -107,6 +106,17 @@ def engine_settings() -> EngineSettings:
     if not raw.isdigit() or int(raw) < 1:
         raise CrewError("USAGE", f"CREWAGENT_RUN_TOKEN_BUDGET must be a positive whole number of tokens, not {raw!r}.")
     return EngineSettings(run_token_budget=int(raw))
+
+
+def where_files_go(record: RunRecord, *, chosen: bool) -> str:
+    """Said before a run starts: the folder it writes in (and, with no --project, that it is the current one)."""
+    if record.worktree is not None:
+        return (f"Files are written in {record.worktree.root}, a worktree of {record.project_root} "
+                f"on branch {record.worktree.branch}.")
+    if chosen:
+        return f"Files are written in {record.project_root}."
+    return (f"Files are written in {record.project_root} (the current directory; "
+            "pass --project DIR to work in another folder).")
 
 
 def run_checkout(record: RunRecord, store: RuntimeStore) -> Checkout:
@@ -133,7 +143,8 @@ def _load_saved_package(record: RunRecord, store: RuntimeStore) -> Package:
 
 
 async def _drive(
-    engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write
+    engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write,
+    *, where: str | None = None,
 ) -> int:
     snapshot = engine.runs.snapshot(record, package)
     if intent == "resume" and record.phase is RunPhase.COMPLETED:
@@ -141,6 +152,8 @@ async def _drive(
         _print_artifacts(write, snapshot.artifacts)
         _print_delivery(write, record)
         return 0
+    if where:
+        write(where)
     verb = "Resuming" if intent == "resume" else "Starting"
     write(
         f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
@@ -223,7 +236,7 @@ def _print_stopped(write: Write, record: RunRecord, result: PumpResult | None) -
 
 def _print_artifacts(write: Write, artifacts: list[str]) -> None:
     if not artifacts:
-        write("No artifacts were written.")
+        write("No files were written.")
         return
     write("Artifacts:")
     for path in artifacts:

@@ -76,7 +76,7 @@ def _list(runs: RunManager, project: str | None, write: Write) -> int:
                 f"↳ {record.workflow_id}" if record.parent_run_id else record.workflow_id,  # a sub-workflow's run
                 phase,
                 (snap.current_node_id or "-") if snap else "?",
-                f"{snap.steps_done}/{snap.steps_total}" if snap else "?",
+                snap.progress(unit="") if snap else "?",
                 str(len(snap.artifacts)) if snap else "?",
                 str(record.usage.llm_calls),
                 f"{record.usage.total_tokens:,}",

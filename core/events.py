@@ -69,7 +69,8 @@ class StateUpdated(_Event):
     kind: Literal["state_updated"] = "state_updated"
     current_node_id: str
     steps_completed: list[str]
-    steps_total: int
+    steps_total: int  # every step of the graph, from start to end of the run
+    steps_not_taken: int = 0  # once complete: the steps on branches the run did not take
     artifacts: list[str]
     complete: bool = False  # the workflow is complete (SPEC §9.4) as of this state
 
@@ -112,6 +113,15 @@ class LLMRetrying(_Event):
     attempt: int  # the attempt about to be made is attempt + 1
     reason: str  # what went wrong with the last one, in user terms (no host names)
     attempts: int = 0  # how many attempts are allowed in all (0: unknown)
+
+
+def progress_text(done: int, total: int, not_taken: int = 0, *, unit: str = " steps") -> str:
+    """`2/5 steps` while a run works; once it is complete on a branching graph, `4 of 5 steps, 1 not taken`.
+
+    The total is the graph's step count from start to end, so it never shrinks as the run goes."""
+    if not_taken > 0:
+        return f"{done} of {total}{unit}, {not_taken} not taken"
+    return f"{done}/{total}{unit}"
 
 
 def retry_note(event: LLMRetrying) -> str:

@@ -31,11 +31,11 @@ CommandKind = Literal[
     "ClarifyChoice",
     "Refused",
 ]
-GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status"]
+GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status", "help"]
 
 BUILTIN_ACTIONS = {"menu.show": "ShowMenu", "agent.dismiss": "DismissAgent", "run.resume": "ResumeRun"}
 FUZZY_THRESHOLD = 30
-GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss")
+GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss", "help")
 
 
 class RoutableWorkflow(Protocol):

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from textwrap import dedent
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO.parent / "shared" / "fixtures"
-"""The three BMAD-METHOD generations (v6.0.0, v6.2.0, v6.11.0), read in place; tests skip when absent."""
-BMAD_V6_SRC = FIXTURES / "bmad-method-v6.0.0" / "src"
-"""The real BMAD-METHOD v6.0.0 source tree, read in place (tests skip when it is absent)."""
+from tests.shared_files import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC, FIXTURES, needs
+
+__all__ = ["BMAD_V6_SRC", "BMAD_V62_SRC", "BMAD_V611_SRC", "FIXTURES", "installed_bmad", "needs_bmad_v6"]
+
+needs_bmad_v6 = needs(BMAD_V6_SRC)
+"""The real BMAD-METHOD v6.0.0 source tree is read in place; tests that need it skip, saying why, without it."""
 
 
 def _write(root: Path, rel: str, text: str) -> None:

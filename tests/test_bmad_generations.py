@@ -6,7 +6,6 @@ tree is missing, when they are absent (a checkout without the shared fixtures st
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from tests.scripts import drive, engine_harness
 
 V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
 V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
-CLASSIC_PENDING = "classic BMAD workflow (XML steps)"  # v6.2 classic flows wait for the classic converter
 
 
 def _need(tree: Path) -> None:
@@ -52,10 +50,6 @@ def _package(packages: dict[str, Path], name: str, tree: Path, tmp_path: Path) -
     return package
 
 
-def _classic_converter_installed() -> bool:
-    return importlib.util.find_spec("core.bmad_import.classic") is not None
-
-
 def _unavailable(package: Package) -> list[tuple[str, str, str]]:
     return [(a.id, i.description, str(getattr(i, "unavailable", ""))) for a in package.agents for i in a.menu
             if getattr(i, "unavailable", None)]
@@ -69,9 +63,11 @@ def test_v62_imports_with_every_skill_item_available(packages: dict[str, Path], 
     assert {a.metadata.name for a in package.agents} >= {"John", "Bob", "Amelia", "Winston", "Mary"}
     report = (packages["v6.2"] / "IMPORT-REPORT.md").read_text(encoding="utf-8")
     assert "Layout: BMAD v6.1–v6.5" in report
-    # only the classic `<workflow>`-XML flows wait (they are converted by the classic converter when installed)
-    for agent, description, reason in _unavailable(package):
-        assert CLASSIC_PENDING in reason and not _classic_converter_installed(), (agent, description, reason)
+    assert _unavailable(package) == [] and "(0 unavailable)" in report
+    for wid in ("create-story", "dev-story", "sprint-planning", "correct-course", "retrospective", "sprint-status"):
+        workflow = package.workflow(wid)  # classic `<workflow>`-XML skills: one node per <step>, ids without `bmad-`
+        assert workflow is not None and workflow.graph.node("step-1") is not None, wid
+        assert f"skill `bmad-{wid}`" in report
     pm = package.agent("pm")
     for text in ("CP", "create-prd", "[CP]", "1", "make a prd"):
         command = resolve(pm, text, surface="web", workflows=package.workflows)
@@ -177,9 +173,7 @@ async def test_planning_and_implementation_workflows_run_to_completion(
         package = load_package(packages[generation], cache_dir=h.store.packages_dir)
         ids = {w.id for w in package.workflows}
         for wid in workflows:
-            if wid not in ids:  # a classic `<workflow>`-XML flow: runs once the classic converter is installed
-                assert not _classic_converter_installed(), f"{wid} was not imported"
-                continue
+            assert wid in ids, f"{wid} was not imported"
             workflow = package.workflow(wid)
             visited: list[str] = []
             h.llm.responder = walker(visited=visited)
@@ -360,7 +354,7 @@ def test_routing_on_the_real_menus_of_every_generation(packages: dict[str, Path]
     package = load_package(packages[generation], cache_dir=tmp_path)
     command = resolve(package.agent(agent), text, surface="web", workflows=package.workflows)
     assert command.item_label and command.item_label.startswith(f"[{code}]"), (text, command)
-    assert command.kind in ("StartWorkflow", "Refused")  # Refused: a classic flow waiting for its converter
+    assert command.kind == "StartWorkflow", (text, command)
 
 
 def test_v61_layout_skill_refs_and_xml_workflow_paths(tmp_path: Path) -> None:
@@ -391,9 +385,9 @@ def test_v61_layout_skill_refs_and_xml_workflow_paths(tmp_path: Path) -> None:
     assert package is not None and not problems
     sm = package.agent("sm")
     assert resolve(sm, "PL", surface="web", workflows=package.workflows).workflow_id == "plan"
-    if not _classic_converter_installed():
-        refused = resolve(sm, "CS", surface="web", workflows=package.workflows)
-        assert refused.kind == "Refused" and CLASSIC_PENDING in refused.message
+    story = resolve(sm, "CS", surface="web", workflows=package.workflows)  # the XML workflow.md named by path
+    assert (story.kind, story.workflow_id) == ("StartWorkflow", "create-story")
+    assert [n.id for n in package.workflow("create-story").graph.nodes] == ["start", "step-1", "end"]
     assert "Layout: BMAD v6.1–v6.5" in (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
 
 

@@ -6,26 +6,25 @@ when it is absent.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from cli.main import main
-from tests.bmad_trees import FIXTURES
+from tests.bmad_trees import BMAD_V62_SRC as V62
+from tests.bmad_trees import BMAD_V611_SRC as V611
+from tests.bmad_trees import installed_bmad
 from tests.bmad_walker import walker
 from tests.fakes.llm_server import ScriptedLLM
+from tests.shared_files import require
 from tests.test_bot_support import bot_harness, element_text, elements, is_status, message_text
 from tests.test_cli_run import cli
 
-V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
-V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
 
 
 @pytest.fixture(scope="module")
 def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not V611.is_dir():
-        pytest.skip(f"BMAD fixture bmad-method-v6.11.0 not found at {V611} (shared fixtures not checked out here)")
+    require(V611)
     out = tmp_path_factory.mktemp("v611") / "team.bmad"
     assert main(["import", "bmad", str(V611), "-o", str(out)]) == 0
     return out
@@ -33,8 +32,7 @@ def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def v62_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not V62.is_dir():
-        pytest.skip(f"BMAD fixture bmad-method-v6.2.0 not found at {V62} (shared fixtures not checked out here)")
+    require(V62)
     out = tmp_path_factory.mktemp("v62") / "team.bmad"
     assert main(["import", "bmad", str(V62), "-o", str(out)]) == 0
     return out
@@ -59,12 +57,15 @@ async def test_implementation_skills_run_from_the_terminal(
     await _run_in_terminal(v611_package, project, workflow, monkeypatch, capsys)
 
 
-@pytest.mark.parametrize("workflow", ["create-prd", "code-review"])
+@pytest.mark.parametrize(("workflow", "first_step"), [
+    ("create-prd", "step-01-"), ("code-review", "step-01-"),  # step-file skills
+    ("create-story", "[step-1]"), ("dev-story", "[step-1]"), ("sprint-planning", "[step-1]"),  # classic XML skills
+])
 async def test_v62_workflows_run_from_the_terminal(
-        v62_package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
+        v62_package: Path, project: Path, workflow: str, first_step: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     out = await _run_in_terminal(v62_package, project, workflow, monkeypatch, capsys)
-    assert "step-01-" in out
+    assert first_step in out
 
 
 async def test_chat_menu_of_an_imported_agent_routes_a_phrase(
@@ -97,16 +98,29 @@ async def test_code_review_runs_in_a_slack_thread(v611_package: Path, project: P
             assert str(project) not in str(params)
 
 
-
-async def test_slack_menu_says_why_an_item_is_unavailable_once(v62_package: Path, project: Path) -> None:
+async def test_v62_classic_create_story_runs_in_a_slack_thread(v62_package: Path, project: Path) -> None:
     async with bot_harness(project, [str(v62_package)]) as h:
         h.llm.responder = walker()
         top = await h.mention("Bob")
-        menu = await h.posted_text("Context Story")
+        await h.posted_text("Context Story")
         buttons = [element_text(e) for m in h.thread(top) for e in elements(m)]
-        line = next(ln for ln in message_text(menu).splitlines() if "Context Story" in ln)
-        if importlib.util.find_spec("core.bmad_import.classic") is None:  # until the classic converter is installed
-            assert not any("Context Story" in b for b in buttons)  # listed without a button
-            assert line.count("classic BMAD workflow") == 1 and "unavailable here" not in line
-        else:
-            assert any("Context Story" in b for b in buttons)
+        assert any("Context Story" in b for b in buttons)  # a classic workflow is a menu button like any other
+        mark = h.mark()
+        await h.reply(top, "let's write the next story")
+        done = await h.posted_text("completed.", since=mark)
+        assert done["thread_ts"] == top
+        final = await h.wait_status(top, "Completed")
+        assert "Create Story" in message_text(final) or "create-story" in message_text(final).lower()
+
+
+async def test_slack_menu_says_why_an_item_is_unavailable_once(tmp_path: Path, project: Path) -> None:
+    installed_bmad(tmp_path / "bmad")  # its classic `old` workflow has no <step>: it cannot be imported
+    package = tmp_path / "plans.bmad"
+    assert main(["import", "bmad", str(tmp_path / "bmad"), "-o", str(package)]) == 0
+    async with bot_harness(project, [str(package)]) as h:
+        top = await h.mention("Pat")
+        menu = await h.posted_text("Old Plan")
+        buttons = [element_text(e) for m in h.thread(top) for e in elements(m)]
+        assert any("Make Plan" in b for b in buttons) and not any("Old Plan" in b for b in buttons)
+        line = next(ln for ln in message_text(menu).splitlines() if "Old Plan" in ln)
+        assert line.count("classic BMAD workflow") == 1 and "unavailable here" not in line

@@ -126,7 +126,7 @@ async def test_hello_branch_branches_on_a_button_click(project: Path) -> None:
         assert tasks["step-03a-greenfield"]["status"] == "pending" and "not taken" in tasks["step-03a-greenfield"]["title"]
         assert not (project / "artifacts/plan-greenfield.md").exists()
         final = await h.wait_status(top, "Completed")
-        assert "Completed · 4/4 steps" in message_text(final)  # the path taken, not both branches
+        assert "Completed · 4 of 5 steps, 1 not taken" in message_text(final)  # as the terminal says it
         answered = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
         assert "User U1 chose *Brownfield*" in message_text(answered) and elements(answered) == []
         h.llm.assert_consumed()

@@ -61,7 +61,7 @@ def test_validate_classic_package(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_validate_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["validate", str(tmp_path / "nothing.bmad")]) == 1
+    assert main(["validate", str(tmp_path / "nothing.bmad")]) == 2  # bad input: nothing there (2), unlike a package with problems (1)
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [f"error: {tmp_path / 'nothing.bmad'}: no such package directory or .bmad file"]
@@ -101,5 +101,5 @@ def test_pack_refuses_a_broken_package(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_pack_needs_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pack", str(tmp_path / "absent"), "-o", str(tmp_path / "x.bmad")]) == 1
+    assert main(["pack", str(tmp_path / "absent"), "-o", str(tmp_path / "x.bmad")]) == 2
     assert capsys.readouterr().err.splitlines() == [f"error: {tmp_path / 'absent'}: not a package directory"]

@@ -18,11 +18,12 @@ from jsonschema import Draft202012Validator
 
 from core.document.frontmatter import parse
 from core.schemas import NAMES, validator
+from tests.shared_files import REFERENCE_SCHEMAS, needs
 from tests.test_package_helpers import EXAMPLES
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "spec" / "reference-schemas-v1.1"
+REFERENCE = REFERENCE_SCHEMAS
 
-pytestmark = pytest.mark.skipif(not REFERENCE.is_dir(), reason="reference schemas not available here")
+pytestmark = needs(REFERENCE_SCHEMAS)
 
 _VALUES: list[Any] = [
     "", "x", "1.1", "1.1.3", "1.2", "0.1.0", "1.0", "bad id!", "step-01", "a" * 64, "not-a-date",

@@ -12,6 +12,7 @@ import yaml
 from core.package.loader import load_package
 from core.package.models import Agent, Graph, Node, Workflow
 from core.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
+from tests.shared_files import BMAD_V6_SRC, require
 
 
 @dataclass(frozen=True)
@@ -366,14 +367,13 @@ def test_a_path_naming_no_workflow_never_starts_a_sibling(ref: str) -> None:
 
 # ---- the real BMAD v6 PM agent ---------------------------------------------------------------------
 
-PM_FIXTURE = Path(__file__).resolve().parents[1] / "../shared/fixtures/bmad-method-v6.0.0/src/bmm/agents/pm.agent.yaml"
+PM_FIXTURE = BMAD_V6_SRC / "bmm" / "agents" / "pm.agent.yaml"
 
 
 def _imported_pm() -> tuple[Agent, list[Wf]]:
     """The v6 PM agent as an importer leaves it: same triggers and codes, each `exec` pointing at
     the package copy of the workflow file it names (three of them share the create-prd folder)."""
-    if not PM_FIXTURE.is_file():
-        pytest.skip("BMAD v6.0.0 fixtures are not beside the repository (../shared/fixtures)")
+    require(BMAD_V6_SRC)
     raw = yaml.safe_load(PM_FIXTURE.read_text(encoding="utf-8"))["agent"]
     workflows: list[Wf] = []
     menu = []

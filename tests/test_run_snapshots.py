@@ -82,7 +82,8 @@ async def test_the_view_a_state_update_reports_equals_reading_the_state_file(pro
 
 @pytest.mark.parametrize("branch", ["greenfield", "brownfield"])
 async def test_a_finished_branching_run_counts_the_path_it_took(project: Path, branch: str) -> None:
-    """hello-branch has five nodes; either path visits four. Finished means done == total, everywhere."""
+    """hello-branch has five nodes; either path visits four. The total stays five from start to end, and the
+    finished run says which part was not taken, everywhere (never "done (4/4)" after "(5 steps)")."""
     from cli.render import EventPrinter, render_snapshot
 
     lines: list[str] = []
@@ -94,7 +95,7 @@ async def test_a_finished_branching_run_counts_the_path_it_took(project: Path, b
         results = await drive(h.engine, record, package, on_event=printer)
         assert results[-1].phase is RunPhase.COMPLETED
         snapshot = h.runs.snapshot(record, package)
-    assert (snapshot.steps_done, snapshot.steps_total) == (4, 4)
+    assert (snapshot.steps_done, snapshot.steps_total, snapshot.steps_not_taken) == (4, 5, 1)
     step_lines = [line for line in lines if " done (" in line]
-    assert step_lines[-1].endswith("(4/4)")  # the terminal's last step line: finished, not "4/5"
-    assert any("4/4 steps" in line for line in render_snapshot(snapshot))
+    assert [line.rsplit("(", 1)[1] for line in step_lines] == ["1/5)", "2/5)", "3/5)", "4 of 5, 1 not taken)"]
+    assert "Progress:  4 of 5 steps, 1 not taken" in render_snapshot(snapshot)

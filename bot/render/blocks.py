@@ -297,7 +297,7 @@ def nested_line(chain: Sequence[RunSnapshot]) -> str:
     names = " › ".join(f"*{escape(s.workflow_name)}*" for s in chain)
     step = f" — Step: *{escape(working.current_node_title)}*" if working.current_node_title else ""
     return (f"Sub-workflow: {names}{step} — {escape(working.agent_name)} · "
-            f"{working.steps_done}/{working.steps_total}")
+            f"{working.progress(unit='')}")
 
 
 def status(
@@ -313,7 +313,7 @@ def status(
         lines.append(nested_line(chain))
     elif snapshot.current_node_title:
         lines.append(f"Step: *{escape(snapshot.current_node_title)}* — {escape(snapshot.agent_name)}")
-    lines.append(f"Progress: {snapshot.steps_done}/{snapshot.steps_total} steps done")
+    lines.append(f"Progress: {snapshot.progress()}")
     if snapshot.artifacts and snapshot.phase != RunPhase.COMPLETED:
         shown = ", ".join(f"`{escape(a)}`" for a in snapshot.artifacts[:10])
         more = f" and {len(snapshot.artifacts) - 10} more" if len(snapshot.artifacts) > 10 else ""

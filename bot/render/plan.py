@@ -112,7 +112,7 @@ def _nested_line(snapshot: RunSnapshot) -> str:
     working = chain[-1]
     step = f": {working.current_node_title}" if working.current_node_title else ""
     names = " › ".join(s.workflow_name for s in chain)
-    return f"{names}{step} · {working.agent_name} · {working.steps_done}/{working.steps_total} steps"
+    return f"{names}{step} · {working.agent_name} · {working.progress()}"
 
 
 def plan_title(snapshot: RunSnapshot, *, queued: bool = False) -> str:
@@ -122,7 +122,7 @@ def plan_title(snapshot: RunSnapshot, *, queued: bool = False) -> str:
         phase = "Paused"
     else:
         phase = PHASE_WORDS.get(snapshot.phase, snapshot.phase.value)
-    title = f"{snapshot.workflow_name} · {phase} · {snapshot.steps_done}/{snapshot.steps_total} steps"
+    title = f"{snapshot.workflow_name} · {phase} · {snapshot.progress()}"
     return blocks.truncate(title, TITLE_LIMIT)
 
 

@@ -1,8 +1,8 @@
 """BMAD `*.agent.yaml` files turned into `agents.json` entries, menus resolved to imported workflows.
 
-A menu item that names a step-file workflow runs exactly that workflow (its id, or the package path
-of its `workflow.md`); an item that names a classic `workflow.yaml` / XML workflow stays in the menu,
-marked unavailable, and the runtime refuses it with the reason.
+A menu item that names an imported workflow (step-file or classic) runs exactly that workflow (its id,
+or the package path of its `workflow.md`); an item whose classic workflow could not be imported stays
+in the menu, marked unavailable, and the runtime refuses it with the reason.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .source import BmadSource
 AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
 PERSONA_KEYS = ("role", "identity", "communication_style", "principles")
 METADATA_KEYS = ("name", "title", "icon", "module")
-CLASSIC_REASON = "a classic BMAD workflow (workflow.yaml / XML runner) that was not imported"
+CLASSIC_REASON = "a classic BMAD workflow that could not be imported (the report's Left out section says why)"
 SkillTargets = dict[str, "tuple[str, str] | str"]  # skill name or workflow file -> (id, workflow.md path) or why not
 _CODE = re.compile(r"^\s*\[([A-Za-z0-9-]{1,8})\]")
 _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
@@ -187,7 +187,7 @@ def _menu_item(
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value
-                reason = CLASSIC_REASON
+                reason = CLASSIC_REASON if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree"
             elif ref is not None and ref.kind in ("file", "generated"):
                 out[key] = package_alias(ref.rel)
                 assets.add(ref.rel)

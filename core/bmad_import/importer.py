@@ -89,8 +89,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     planned = plan_workflows(source, generated, skills, config, report)
     plans, builder = planned.plans, planned.builder
     if not plans:
-        raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, or skill "
-                              "folders with a `SKILL.md`)")
+        raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, a classic "
+                              "`workflow.yaml` + instructions, or skill folders with a `SKILL.md`)")
     templates = {p.entry: (p.id, p.template_path) for p in plans}
     agents: list[ImportedAgent] = []
     for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
@@ -124,10 +124,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
-    pending = tuple(posixpath.dirname(rel) + "/" for rel in planned.classic_pending)
     used = _used_files(source, plans, generated, report) | _skill_files(source, skills)
-    used |= {f for f in source.files if f.startswith(pending)} if pending else set()  # reported with its workflow
-    _report_unused(source, used, report)
+    _report_unused(source, plans, planned.classic_failed, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
 
@@ -145,7 +143,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
                    and not posixpath.basename(f).startswith("step") and not _skill_machinery(f)}
     for agent in agents:
         wanted |= agent.assets
-    wanted -= nodes | entries | generated
+    wanted -= nodes | entries | generated | {rel for p in plans for rel in p.sources}
     queue, done = sorted(wanted), set()
     files: dict[str, str | bytes] = {}
     values = config.substitutions()
@@ -165,7 +163,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
             for ref in resolver.refs(text):
                 if ref.kind == "file" and ref.rel not in done and not is_classic(ref.rel):
                     queue.append(ref.rel)
-                elif ref.kind == "classic" and not rel.endswith(".csv"):
+                elif ref.kind == "classic" and ref.rel not in entries and not rel.endswith(".csv"):
                     report.leave_out(f"{ref.rel} (named by {rel})", "classic BMAD workflow; not imported")
                 elif ref.kind == "missing":
                     report.warnings.append(f"`{rel}` names `{ref.rel}`, which is not in the BMAD tree; left as written")
@@ -263,12 +261,14 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
             callers.setdefault(rel, []).append(plan.id)
         for rel, node in sorted(plan.missing.items()):
             report.warnings.append(f"{plan.id}: `{node}` names `{rel}`, which is not in the BMAD tree; left as written")
-    classic = source.classic_workflows()
+    imported = {p.entry for p in plans}
+    reported = {x.item for x in report.left_out}
+    classic = [c for c in source.classic_workflows() if c not in imported and c not in reported]
     for rel in classic:
         offered = callers.pop(rel, [])
         also = f"; offered by steps of {', '.join(offered)}, which say it is not available" if offered else ""
-        report.leave_out(rel, "classic BMAD workflow (workflow.yaml / XML runner) with its folder; only step-file "
-                         f"workflows (workflow.md + step files) are imported{also}")
+        report.leave_out(rel, "classic BMAD task-style XML workflow with its folder; only step-file workflows and "
+                         f"classic workflow.yaml / <workflow> instructions are imported{also}")
     for rel, offered in callers.items():
         report.leave_out(rel, f"classic BMAD workflow named by steps of {', '.join(offered)}; not imported")
 
@@ -276,7 +276,7 @@ def _report_refused(source: BmadSource, plans: list[WorkflowPlan], report: Impor
 def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[str], report: ImportReport) -> set[str]:
     """BMAD files the package holds, replaces or was built from (reported files are not listed again)."""
     return (
-        {n.rel for p in plans for n in p.nodes}
+        {n.rel for p in plans for n in p.nodes} | {rel for p in plans for rel in p.sources}
         | set(report.carried) | {source.aliases.get(c, c) for c in report.carried}
         | set(source.agent_files()) | set(source.compiled_agents())
         | {source.module_config(m)[0] for m in source.modules} | set(_module_help(source))
@@ -284,9 +284,12 @@ def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[st
     )
 
 
-def _report_unused(source: BmadSource, used: set[str], report: ImportReport) -> None:
+def _report_unused(source: BmadSource, plans: list[WorkflowPlan], classic_failed: set[str], used: set[str],
+                   report: ImportReport) -> None:
     """Every BMAD file that went nowhere, grouped by folder, so nothing disappears without a line."""
-    classic_dirs = [posixpath.dirname(c) + "/" for c in source.classic_workflows()]
+    imported = {p.entry for p in plans}
+    classic_dirs = [posixpath.dirname(c) + "/" for c in {*source.classic_workflows(), *classic_failed}
+                    if c not in imported]
     groups: dict[str, list[str]] = {}
     for rel in sorted(source.files - used):
         if any(rel.startswith(d) for d in classic_dirs):

@@ -38,6 +38,7 @@ class WorkflowReport(BaseModel):
     calls: list[str] = []  # "node -> workflow"
     resume_nodes: list[str] = []
     notes: list[str] = []
+    classic_from: str = ""  # classic workflows: the instructions file its <step>s came from
 
 
 class LeftOut(BaseModel):
@@ -116,8 +117,12 @@ class ImportReport(BaseModel):
             out.append("")
         out += ["## Workflows", ""]
         for wf in self.workflows:
-            out += [f"### `{wf.id}` (from `{wf.source}`)", "",
-                    f"- {wf.steps} step files, {wf.nodes} graph nodes (with the end node and sub-workflow calls)"]
+            out += [f"### `{wf.id}` (from `{wf.source}`)", ""]
+            if wf.classic_from:
+                out.append(f"- classic workflow: {wf.steps} `<step>`s of `{wf.classic_from}` as nodes, {wf.nodes} graph "
+                           "nodes (with `start`: configuration and engine rules, sub-workflow calls and `end`)")
+            else:
+                out.append(f"- {wf.steps} step files, {wf.nodes} graph nodes (with the end node and sub-workflow calls)")
             if wf.decisions:
                 out.append("- decision nodes: " + ", ".join(f"`{d}`" for d in wf.decisions))
             if wf.resume_nodes:

@@ -46,25 +46,27 @@ def _node_file(node: Node, plan: WorkflowPlan, builder: WorkflowBuilder, values:
                 f"package as a sub-workflow (own state, same project). When it completes, the run returns to "
                 f"`{back}`, which offers its options again.\n")
         return render_frontmatter(head, body)
+    if node.rel.startswith("gen:"):  # a node synthesized by the importer (classic workflows): body is final
+        return render_frontmatter(head, node.body)
     resolver = builder.resolver(node.rel, node.frontmatter, plan.entry)
     kept: dict[str, Any] = {}
     for key, value in node.frontmatter.items():
         name = f"bmad.{key}" if key in V11_KEYS else key
-        kept[name] = _rewrite_value(value, resolver, values)
+        kept[name] = _rewrite_value(value, resolver, values, set(builder.entries))
     text = substitute(resolver.rewrite(node.body), values)
     return render_frontmatter({**head, **kept}, _note(node, plan, source) + text.lstrip("\n"))
 
 
-def _rewrite_value(value: Any, resolver: Resolver, values: dict[str, str]) -> Any:
+def _rewrite_value(value: Any, resolver: Resolver, values: dict[str, str], imported: set[str]) -> Any:
     if isinstance(value, str):
         ref = resolver.resolve(value)
-        if ref is not None and ref.kind == "classic":
+        if ref is not None and ref.kind == "classic" and ref.rel not in imported:
             return f"unavailable: {ref.rel} is a classic BMAD workflow, not imported"
         return substitute(resolver.rewrite(value), values)
     if isinstance(value, list):
-        return [_rewrite_value(v, resolver, values) for v in value]
+        return [_rewrite_value(v, resolver, values, imported) for v in value]
     if isinstance(value, dict):
-        return {k: _rewrite_value(v, resolver, values) for k, v in value.items()}
+        return {k: _rewrite_value(v, resolver, values, imported) for k, v in value.items()}
     return value
 
 
@@ -103,7 +105,7 @@ def _template(plan: WorkflowPlan, config: ConfigMap) -> str:
         "updatedAt": "",
         "currentNodeId": plan.nodes[0].id,
         "stepsCompleted": [],
-        "variables": {},
+        "variables": dict(plan.variables),
         "decisionLog": [],
         "artifacts": [],
         "bmadSource": plan.entry,

@@ -78,6 +78,8 @@ class WorkflowPlan:
     assets: set[str]  # `_bmad/`-relative files its nodes reference
     refused: dict[str, str]  # classic target -> first node naming it
     missing: dict[str, str]  # missing target -> node
+    variables: dict[str, str] = field(default_factory=dict)  # classic workflows: resolved workflow.yaml variables
+    sources: set[str] = field(default_factory=set)  # classic workflows: BMAD files turned into its nodes
 
     @property
     def template_path(self) -> str:
@@ -141,7 +143,8 @@ class WorkflowBuilder:
         self.call_graph: dict[str, set[str]] = {}  # workflow id -> workflows it nests, across all plans
         self.skill_ids: dict[str, str] = {}  # skill name -> workflow id (v6.1+: "Invoke the `bmad-x` skill")
 
-    def _reaches(self, start: str, goal: str) -> bool:
+    def reaches(self, start: str, goal: str) -> bool:
+        """Whether workflow `start` nests `goal`, directly or through others (nesting both ways never ends)."""
         seen, stack = set(), [start]
         while stack:
             current = stack.pop()
@@ -257,7 +260,7 @@ class WorkflowBuilder:
         calls: list[Node] = []
         for node in nodes:
             for target in list(node.calls):
-                if self._reaches(target, wid):  # nesting it would let the two call each other forever
+                if self.reaches(target, wid):  # nesting it would let the two call each other forever
                     node.calls.remove(target)
                     node.handoffs.append(target)
                     report.notes.append(f"`{node.id}` offers `{target}`, which leads back to `{wid}`; it is not "
@@ -314,13 +317,13 @@ class _Walk:
             if ref.rel in (rel, self.entry):
                 continue
             target_wf = self.builder.entries.get(ref.rel) or self.builder.first_steps.get(ref.rel)
-            if ref.kind == "classic":
+            if target_wf is not None and target_wf != self.wid:
+                if target_wf not in node.calls:
+                    node.calls.append(target_wf)
+            elif ref.kind == "classic":
                 self.refused.setdefault(ref.rel, node.id)
                 if ref.rel not in node.refused:
                     node.refused.append(ref.rel)
-            elif target_wf is not None and target_wf != self.wid:
-                if target_wf not in node.calls:
-                    node.calls.append(target_wf)
             elif ref.kind == "file" and _is_step_name(ref.rel):
                 self.step_dir = self.step_dir or posixpath.dirname(ref.rel)
                 if ref.rel not in node.mentions:

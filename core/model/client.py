@@ -61,6 +61,9 @@ class LLMSettings(BaseModel):
     temperature: float | None = None
     max_connections: int = Field(default=1000, ge=1)  # open model connections at most (one per call in flight)
     stream: bool = True  # ask for streamed answers (core.llm_stream steps down where the endpoint refuses)
+    # The person who reads the errors runs this process (a terminal), so a message may name the setting to
+    # fix. In Slack the reader is a channel member: settings, hosts and ports go to the operator's log only.
+    operator_reads_errors: bool = False
 
     @property
     def attempts(self) -> int:
@@ -92,6 +95,9 @@ class LLMSettings(BaseModel):
                 f"Invalid model settings ({problems}). CREWAGENT_LLM_TIMEOUT is seconds (> 0), "
                 "CREWAGENT_LLM_RETRIES a whole number (>= 0).",
             ) from None
+
+
+ASK_THE_OPERATOR = "Tell whoever runs the bot."  # Slack's wording: the reader cannot fix the settings
 
 
 class ToolCall(BaseModel):
@@ -260,12 +266,19 @@ class LLMClient:
     def _map_error(self, exc: openai.APIError) -> CrewError:
         """What a user is told (no host, port or setting names); what an operator needs goes to the log."""
         error, operator_hint = self._describe_error(exc)
+        if self.settings.operator_reads_errors and _operator_can_fix(error):
+            error = CrewError(error.code, self._for_operator(error, operator_hint), error.details)
         log.warning(
             "model call failed: %s",
             operator_hint,
             extra={"code": error.code, "endpoint": _endpoint_name(self.settings.base_url), "model": self.model},
         )
         return error
+
+    def _for_operator(self, error: CrewError, operator_hint: str) -> str:
+        """The terminal's wording: what failed and which setting to check, instead of "tell whoever runs the bot"."""
+        message = error.message.replace(f" {ASK_THE_OPERATOR}", "").replace("this bot's credentials", "the credentials")
+        return f"{message} {operator_hint[:1].upper()}{operator_hint[1:]}."
 
     def _describe_error(self, exc: openai.APIError) -> tuple[CrewError, str]:
         where = _endpoint_name(self.settings.base_url)
@@ -289,14 +302,14 @@ class LLMClient:
         if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
             return CrewError(
                 "LLM_AUTH_FAILED",
-                "The model service refused this bot's credentials. Tell whoever runs the bot.",
+                f"The model service refused this bot's credentials. {ASK_THE_OPERATOR}",
                 {"status": exc.status_code},
             ), f"{where} answered HTTP {exc.status_code}; check OPENAI_API_KEY"
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
             detail = _short_detail(exc)
             if status == 404:
-                message = "The model service does not offer the configured model. Tell whoever runs the bot."
+                message = f"The model service does not offer the configured model. {ASK_THE_OPERATOR}"
                 hint = f"HTTP 404 from {where}; check that CREWAGENT_MODEL ('{self.model}') exists there"
             elif 400 <= status < 500:
                 reason = f": {detail}." if detail else "."
@@ -309,6 +322,14 @@ class LLMClient:
         return CrewError(
             "LLM_BAD_RESPONSE", "The model service sent an answer this bot cannot read."
         ), f"unreadable response from {where}: {type(exc).__name__}"
+
+
+def _operator_can_fix(error: CrewError) -> bool:
+    """Failures a setting explains (credentials, model name, address, time limit); not a refused request."""
+    status = error.details.get("status")
+    return error.code in ("LLM_AUTH_FAILED", "LLM_TIMEOUT") or (
+        error.code == "LLM_HTTP_ERROR" and (status is None or status == 404 or status >= 500)
+    )
 
 
 class _MalformedAnswer(Exception):
@@ -391,7 +412,7 @@ async def _on_request(request: Any) -> None:
     if attempt <= 0:
         return
     failures = _last_failure.get() or []
-    reason = failures[-1] if len(failures) >= attempt else "no answer (connection failed or timed out)"
+    reason = failures[-1] if len(failures) >= attempt else "connection failed or timed out"
     result = listener(attempt, reason)
     if result is not None:
         await result

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import stat
 import tempfile
@@ -256,7 +257,7 @@ def pack_package(src_dir: str | Path, out_file: str | Path, *, limits: ArchiveLi
     if any(p.level == "error" for p in problems):
         raise PackageInvalid(problems)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    fd, tmp_name = _new_temp(out)
     try:
         with os.fdopen(fd, "wb") as fh:
             with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -272,6 +273,18 @@ def pack_package(src_dir: str | Path, out_file: str | Path, *, limits: ArchiveLi
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return out
+
+
+def _new_temp(out: Path) -> tuple[int, str]:
+    """A fresh temp file beside `out`, created 0666 less the umask: the archive gets the permissions any
+    other new file of this user gets (mkstemp's 0600 would hide it from the group a team shares it with)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        name = str(out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
 
 
 def _collect(src: Path, *, skip: Path, limits: ArchiveLimits) -> tuple[list[tuple[str, Path]], list[Problem]]:

@@ -23,6 +23,7 @@ from core.document.frontmatter import FrontmatterError
 from core.document.frontmatter import parse as parse_frontmatter
 from core.run.nesting import MAX_DEPTH, too_deep
 
+from .foreign import BMAD_TREE_CODE, bmad_tree_kind, classic_workflow_files, missing_manifest
 from .problems import (
     CLASSIC_CODE,
     ClassicWorkflowNotSupported,
@@ -36,9 +37,9 @@ from .problems import (
 __all__ = [
     "CLASSIC_CODE", "ClassicWorkflowNotSupported", "PackageInvalid", "Problem", "PackageDocs", "WorkflowDocs",
     "StepDoc", "check_package_dir", "classic_workflow_files", "json_path", "package_ref", "schema_problems",
+    "BMAD_TREE_CODE", "bmad_tree_kind",
 ]
 
-CLASSIC_FILES = ("workflow.yaml", "workflow.yml", "instructions.xml")
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 _NODE_TYPES_NEEDING_BRANCHES = ("decision",)
 _PROJECT_SIDE = ("@project", "{project-root}", "{artifacts-root}", "@state", "{state-root}")
@@ -109,16 +110,6 @@ def package_ref(ref: str) -> str | None:
     if not parts or ".." in parts:
         return None
     return "/".join(parts)
-
-
-def classic_workflow_files(root: Path) -> list[str]:
-    """Classic BMAD entry files at the root or in workflows/*/ (package-relative)."""
-    found = [name for name in CLASSIC_FILES if (root / name).is_file()]
-    workflows = root / "workflows"
-    if workflows.is_dir():
-        for sub in sorted(p for p in workflows.iterdir() if p.is_dir()):
-            found += [f"workflows/{sub.name}/{n}" for n in CLASSIC_FILES if (sub / n).is_file()]
-    return found
 
 
 def check_package_dir(root: Path) -> tuple[PackageDocs | None, list[Problem]]:
@@ -242,15 +233,7 @@ class _Inspection:
 
     def run(self) -> PackageDocs | None:
         if not (self.root / "bmad.json").is_file():
-            classic = classic_workflow_files(self.root)
-            if classic:
-                self.error(classic[0], "",
-                           "this is a classic BMAD workflow (workflow.yaml / instructions.xml); only .bmad v1.1 "
-                           "micro-file packages (bmad.json + workflow.graph.json + steps/*.md) run here",
-                           "convert the workflow to a v1.1 micro-file package", CLASSIC_CODE)
-            else:
-                self.error("bmad.json", "", "the package has no bmad.json manifest at its root",
-                           "add bmad.json (schemaVersion, name, version, entry) at the package root", "FILE_MISSING")
+            self.problems.append(missing_manifest(self.root))
             return None
         manifest = self.read_json("bmad.json", "bmad")
         if manifest is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .engine_model import EventSink
 from ..events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, StateUpdated
+from ..document import state as run_state
 from ..package.models import Graph
 from ..store.runs import RunManager
 from ..store.runs_model import RunError, RunRecord
@@ -55,13 +56,15 @@ class RunReporter:
 
     async def state_updated(self, fm: dict[str, Any], graph: Graph, *, node_id: str, complete: bool) -> None:
         steps = list(fm.get("stepsCompleted") or [])
+        done = run_state.steps_done(fm, graph)
         self.audit({"kind": "state.updated", "currentNodeId": node_id, "stepsCompleted": steps, "complete": complete})
         await self.emit(
             StateUpdated(
                 run_id=self.record.run_id,
                 current_node_id=node_id,
                 steps_completed=steps,
-                steps_total=len(steps) if complete else len(graph.nodes),  # a finished run: the path taken
+                steps_total=len(graph.nodes),
+                steps_not_taken=len(graph.nodes) - done if complete else 0,  # branches the finished run skipped
                 artifacts=[str(a) for a in fm.get("artifacts") or []],
                 complete=complete,
             )

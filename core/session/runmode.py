@@ -241,11 +241,11 @@ async def control_run(deps: Deps, session: Session, package: Package, action: Ru
         workflow = package.workflow(record.workflow_id)
         name = workflow.display_name if workflow else record.workflow_id
         leave(session)
-        await out.put(
-            Dismissed(
-                text=f"Left the run '{name}'. It is saved: {deps.resume_later}."
-            )
-        )
+        if record.phase is RunPhase.COMPLETED:
+            text = f"Left the completed run '{name}'. {deps.pick_again}"
+        else:
+            text = f"Left the run '{name}'. It is saved: {deps.resume_later}."
+        await out.put(Dismissed(text=text))
 
 
 def leave(session: Session) -> None:

@@ -9,7 +9,6 @@ it) and returns the outputs it produced, which were also passed to `emit` as the
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
@@ -20,9 +19,10 @@ from ..errors import CrewError
 from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..prompts.wrappers import widget_submit_text
-from ..router import GLOBAL_COMMANDS, GlobalCommand, parse_global_command, resolve
+from ..router import GlobalCommand, parse_global_command, resolve
 from ..store.runs import RunManager
 from . import runmode
+from .commands import help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
 from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .model import Session
@@ -30,23 +30,10 @@ from .talk import talk
 
 log = logging.getLogger(__name__)
 
-Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss"]
+Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss", "help"]
 CHAT_WORDS = {"chat", "*chat", "/chat", "plain chat"}
 STALE_WIDGET = "This question was already answered."
 
-
-COMMAND_LIKE = re.compile(r"\*[A-Za-z][\w-]*")  # `*frobnicate`, not Slack's bold `*yes*`
-
-
-def looks_like_command(text: str) -> bool:
-    words = text.strip().split(maxsplit=1)
-    return bool(words) and COMMAND_LIKE.fullmatch(words[0]) is not None
-
-
-def unknown_command(text: str) -> str:
-    word = text.strip().split(maxsplit=1)[0]
-    commands = ", ".join(f"*{name}" for name in GLOBAL_COMMANDS)
-    return f"I don't know the command {word}. Commands: {commands}."
 
 
 class SessionService:
@@ -142,7 +129,7 @@ class SessionService:
             await self._global(session, command, out)
             return
         if looks_like_command(raw) and self._unique_trigger_owner(raw) is None:
-            await out.put(Notice(text=f"{unknown_command(raw)} Or pick an agent by number or name.", level="warning"))
+            await out.put(Notice(text=f"{unknown_command(raw, self.deps.surface)} Or pick an agent by number or name.", level="warning"))
             await self._show_agents(session, out, lead="")
             return
         if raw.isdigit() and self.catalog.by_number(raw) is None:
@@ -249,7 +236,20 @@ class SessionService:
             except CrewError as exc:
                 await out.put(failed_answer(session, text, exc))
         else:
+            other = self._other_agent_named(session, text)
+            if other is not None:  # "Sam" while talking to Bob: switch, as picking Sam from the list would
+                await self._pick(session, other, out)
+                return
             await self._agent_text(session, text, out)
+
+    def _other_agent_named(self, session: Session, text: str) -> AgentChoice | None:
+        """Another agent the whole text names (id, persona name or key), unless the current menu has it as a trigger."""
+        choice = self.catalog.find(text, prefer_package=session.package_id)
+        if choice is None or (choice.package.id, choice.agent.id) == (session.package_id, session.agent_id):
+            return None
+        package, agent = self.deps.bound(session)
+        cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
+        return None if cmd.confidence == "exact" and cmd.item_index is not None else choice
 
     async def _agent_text(self, session: Session, text: str, out: Outbox) -> None:
         package, agent = self.deps.bound(session)
@@ -267,7 +267,7 @@ class SessionService:
                 return
         if starred:  # a mistyped command is not an answer for the model
             hint = "To send it to the run as an answer, type it without the leading *."
-            await out.put(Notice(text=f"{unknown_command(text)} {hint}", level="warning"))
+            await out.put(Notice(text=f"{unknown_command(text, self.deps.surface)} {hint}", level="warning"))
             return
         await runmode.continue_run(self.deps, session, package, text, out)
 
@@ -277,6 +277,9 @@ class SessionService:
     # ---- global commands and buttons ------------------------------------------------
 
     async def _global(self, session: Session, command: GlobalCommand | Control, out: Outbox) -> None:
+        if command == "help":
+            await out.put(Notice(text=help_text(self.deps.surface, session.mode)))
+            return
         if session.mode == "run" and session.run_id:
             package, agent = self.deps.bound(session)
             if command == "menu":

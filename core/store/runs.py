@@ -87,11 +87,11 @@ def new_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def steps_total(view: StateView, record: RunRecord, nodes: int) -> int:
-    """A finished run counts the steps of the path it took (a branching graph has nodes it never visits)."""
+def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
+    """A finished run on a branching graph: the steps of the branches it did not take (0 while it works)."""
     if view.complete or (record.phase is RunPhase.COMPLETED and view.node_id is None):
-        return view.steps_done
-    return nodes
+        return max(0, nodes - view.steps_done)
+    return 0
 
 
 class RunManager:
@@ -269,7 +269,8 @@ class RunManager:
             run_agent_id=record.active_agent_id,
             run_agent_name=starter.display_name if starter else record.active_agent_id,
             steps_done=view.steps_done,
-            steps_total=steps_total(view, record, len(workflow.graph.nodes)),
+            steps_total=len(workflow.graph.nodes),
+            steps_not_taken=steps_not_taken(view, record, len(workflow.graph.nodes)),
             artifacts=list(view.artifacts),
             error=record.last_error or view.unreadable,
             usage=record.usage,

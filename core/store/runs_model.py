@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..events import RunPhase
+from ..events import RunPhase, progress_text
 
 
 _last_stamp: tuple[int, str] = (-1, "")  # (ms since the epoch, its text): one tuple, so threads see a pair
@@ -134,7 +134,8 @@ class RunSnapshot(BaseModel):
     run_agent_id: str | None = None  # the agent the run was started with
     run_agent_name: str | None = None
     steps_done: int
-    steps_total: int
+    steps_total: int  # every step of the workflow's graph; never shrinks as the run goes
+    steps_not_taken: int = 0  # once complete: steps on branches the run did not take
     artifacts: list[str] = []  # project-relative
     error: RunError | None = None
     usage: RunUsage = Field(default_factory=RunUsage)
@@ -143,6 +144,10 @@ class RunSnapshot(BaseModel):
     pull_request_url: str | None = None
     steps_completed: list[str] = []  # node ids, in the order they were completed
     child: RunSnapshot | None = None  # the sub-workflow this run waits on, shown nested ("parent › child")
+
+    def progress(self, unit: str = " steps") -> str:
+        """`2/5 steps`, or `4 of 5 steps, 1 not taken` for a finished run that skipped a branch."""
+        return progress_text(self.steps_done, self.steps_total, self.steps_not_taken, unit=unit)
 
     def chain(self) -> list[RunSnapshot]:
         """This run, then each nested sub-workflow down to the one that is working."""

@@ -2,6 +2,6 @@
 
 `skills` classifies skill folders and resolves their activation text, `customize` merges
 `customize.toml` with team overrides, `skill_agents` turns agent skills into agents, `plans` plans
-every workflow entry (step files, single skills, and classic ones through `classic_seam`), and
+every workflow entry (step files, single skills, and classic ones through `..classic`), and
 `generation` names the layout in the report.
 """

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 import yaml
 
+from ..classic import is_classic_workflow_md
 from ..source import BmadSource
 from ..step_workflows import read_markdown
-from .classic_seam import is_xml_workflow
 
 SkillKind = Literal["agent", "workflow", "classic", "single"]
 _RESOLVE_CUSTOM = re.compile(r"(?:Run:\s*)?`?uv run [^`\n]*resolve_customization\.py[^`\n]*?--key\s+([\w.]+)[^`\n]*`?")
@@ -55,7 +55,7 @@ def discover_skills(source: BmadSource) -> list[Skill]:
             skills.append(Skill(name, folder, "agent", f"{folder}/SKILL.md", description))
             continue
         entry = _workflow_md(source, folder) or f"{folder}/SKILL.md"
-        kind: SkillKind = "classic" if entry.endswith("workflow.md") and is_xml_workflow(source.read(entry)) else (
+        kind: SkillKind = "classic" if entry.endswith("workflow.md") and is_classic_workflow_md(source.read(entry)) else (
             "workflow" if entry.endswith("workflow.md") or _names_steps(source, folder) else "single")
         skills.append(Skill(name, folder, kind, entry, description))
     return skills
