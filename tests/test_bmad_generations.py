@@ -17,18 +17,16 @@ from core.events import RunPhase
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
 from core.router import menu_entries, resolve
-from tests.bmad_trees import BMAD_V6_SRC, FIXTURES
+from tests.bmad_trees import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC
 from tests.bmad_walker import Move, walker
 from tests.scripts import drive, engine_harness
+from tests.shared_files import require
 
-V62 = FIXTURES / "bmad-method-v6.2.0" / "src"
-V611 = FIXTURES / "bmad-method-v6.11.0" / "src"
+V62, V611 = BMAD_V62_SRC, BMAD_V611_SRC
 
 
 def _need(tree: Path) -> None:
-    if not tree.is_dir():
-        pytest.skip(f"BMAD fixture {tree.parent.name} not found at {tree} (the shared fixtures are not checked out "
-                    "here; the layout tests with small trees still run)")
+    require(tree)  # skips, saying which tree is missing; the layout tests with small trees still run
 
 
 @pytest.fixture(scope="module")
