@@ -21,7 +21,8 @@ def run(args: argparse.Namespace) -> int:
               "or a project that holds _bmad/)", file=sys.stderr)
         return 2
     try:
-        result = import_bmad(Path(args.path), overrides, name=args.name)
+        custom = Path(args.custom) if getattr(args, "custom", None) else None
+        result = import_bmad(Path(args.path), overrides, name=args.name, custom=custom)
         written = write_package(result, Path(args.output))
     except BmadImportError as exc:
         print(f"error: {exc}", file=sys.stderr)

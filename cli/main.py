@@ -147,14 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "Turn agents and workflows kept in another format into a package this tool runs.")
     kinds = imp.add_subparsers(dest="import_kind", required=True, metavar="FORMAT")
     b = _command(kinds, "bmad", "import a BMAD v6 source tree (src/) or an installed _bmad/ folder",
-                 "Import BMAD-METHOD v6 agents and step-file workflows as one package, with IMPORT-REPORT.md "
-                 "saying what was mapped and what was left out. Nothing is written unless the result "
-                 "validates.")
+                 "Import BMAD-METHOD v6.0 to v6.11+ agents, workflows (step-file and classic) and skills as one "
+                 "package; the layout is detected, and IMPORT-REPORT.md names it and says what was mapped and "
+                 "what was left out. Nothing is written unless the result validates.")
     b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
     b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
     b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="override a module config value, e.g. --set user_name=Ada --set output_folder=docs/ai")
     b.add_argument("--name", help="package name (default: the module names, e.g. bmm)")
+    b.add_argument("--custom", metavar="DIR",
+                   help="team customizations: a folder of <skill-name>.toml overrides (BMAD's _bmad/custom/ layout); "
+                        "an installed _bmad/custom/ is applied automatically, personal *.user.toml files never")
     imp.set_defaults(module="cli.import_cmd")
     return p
 

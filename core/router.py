@@ -191,15 +191,26 @@ def display_trigger(item: MenuItem) -> str | None:
 CLASSIC_UNAVAILABLE = "not available here yet: it is an older kind of workflow this app cannot run"
 
 
-def _entry(index: int, item: MenuItem) -> MenuEntry:
+_IMPORT_NOTE = re.compile(r"\s*\(unavailable here[^)]*\)\s*$")
+
+
+def item_unavailable(item: MenuItem) -> str | None:
+    """Why this item cannot run here, in words for users; None when it can.
+
+    An importer marks an item it could not map with `unavailable: <reason>`; a classic BMAD workflow
+    reference is unavailable too."""
+    marked = getattr(item, "unavailable", None)
+    if isinstance(marked, str) and marked.strip():
+        return marked.strip()
     refs = (item.workflow, item.exec, item.validate_workflow)
-    classic = any(ref and _is_classic(ref) for ref in refs)
-    return MenuEntry(
-        index=index,
-        label=item.description,
-        trigger=display_trigger(item),
-        unavailable=CLASSIC_UNAVAILABLE if classic else None,
-    )
+    return CLASSIC_UNAVAILABLE if any(ref and _is_classic(ref) for ref in refs) else None
+
+
+def _entry(index: int, item: MenuItem) -> MenuEntry:
+    unavailable = item_unavailable(item)
+    # the reason is shown once, by the surface: an older import's "(unavailable here: …)" suffix is dropped
+    label = _IMPORT_NOTE.sub("", item.description) if unavailable else item.description
+    return MenuEntry(index=index, label=label, trigger=display_trigger(item), unavailable=unavailable)
 
 
 def menu_entries(agent: Agent, surface: Surface) -> list[MenuEntry]:
@@ -390,6 +401,11 @@ def _map(
         "data": _data_ref(target.data),
         "validate_workflow": item.validate_workflow,
     }
+    marked = getattr(item, "unavailable", None)
+    if isinstance(marked, str) and marked.strip():
+        return ResolvedCommand(kind="Refused", error_code="NOT_SUPPORTED_CLASSIC_WORKFLOW",
+                               message=f"That menu item is not available here: {marked.strip()}. "
+                                       "Pick another item, or just ask me something.", **base)
     if target.workflow:
         return _map_workflow(target.workflow, workflows, base)
     if target.exec:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from textwrap import dedent
 
-from tests.shared_files import BMAD_V6_SRC, needs
+from tests.shared_files import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC, FIXTURES, needs
 
-__all__ = ["BMAD_V6_SRC", "installed_bmad", "needs_bmad_v6"]
+__all__ = ["BMAD_V6_SRC", "BMAD_V62_SRC", "BMAD_V611_SRC", "FIXTURES", "installed_bmad", "needs_bmad_v6"]
 
 needs_bmad_v6 = needs(BMAD_V6_SRC)
 """The real BMAD-METHOD v6.0.0 source tree is read in place; tests that need it skip, saying why, without it."""

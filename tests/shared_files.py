@@ -16,10 +16,14 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 BMAD_V6_SRC = FIXTURES / "bmad-method-v6.0.0" / "src"
+BMAD_V62_SRC = FIXTURES / "bmad-method-v6.2.0" / "src"
+BMAD_V611_SRC = FIXTURES / "bmad-method-v6.11.0" / "src"
 REFERENCE_SCHEMAS = SHARED / "spec" / "reference-schemas-v1.1"
 
 _WHAT = {
     BMAD_V6_SRC: ("BMAD-METHOD v6.0.0 fixture", "the importer's and router's real-tree tests"),
+    BMAD_V62_SRC: ("BMAD-METHOD v6.2.0 fixture", "the skill-folder import tests"),
+    BMAD_V611_SRC: ("BMAD-METHOD v6.11.0 fixture", "the agent-skill and team-override import tests"),
     REFERENCE_SCHEMAS: ("public .bmad v1.1 reference schemas", "the schema-equivalence tests"),
 }
 

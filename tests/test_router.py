@@ -427,3 +427,19 @@ def test_the_readme_phrase_starts_create_story_in_the_example_package() -> None:
     assert sm is not None
     cmd = resolve(sm, "make the next story", surface="web", workflows=package.workflows)
     assert (cmd.kind, cmd.workflow_id) == ("StartWorkflow", "create-story-micro")
+
+
+def test_an_unavailable_item_is_explained_once() -> None:
+    """The reason is said once: an import's marker, or an older import's "(unavailable here: …)" suffix."""
+    agent = make_agent([
+        {"trigger": "CS or fuzzy match on create-story", "description": "[CS] Create Story",
+         "exec": "skill:bmad-create-story", "unavailable": "a classic BMAD workflow not converted yet"},
+        {"trigger": "DS or fuzzy match on dev-story", "description": "[DS] Dev Story (unavailable here: classic BMAD workflow)",
+         "workflow": "{project-root}/_bmad/bmm/workflows/4-implementation/dev-story/workflow.yaml"},
+    ])
+    marked, legacy = menu_entries(agent, "web")
+    assert (marked.label, marked.unavailable) == ("[CS] Create Story", "a classic BMAD workflow not converted yet")
+    assert legacy.label == "[DS] Dev Story" and legacy.unavailable and "unavailable here" not in legacy.label
+    refused = resolve(agent, "let's write the next story", surface="web", workflows=WORKFLOW_IDS)
+    assert refused.kind == "Refused" and refused.message.count("not available here") == 1
+    assert "a classic BMAD workflow not converted yet" in refused.message

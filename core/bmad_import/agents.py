@@ -10,7 +10,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -25,7 +25,8 @@ from .source import BmadSource
 AGENT_KEYS = ("metadata", "persona", "critical_actions", "prompts", "menu")
 PERSONA_KEYS = ("role", "identity", "communication_style", "principles")
 METADATA_KEYS = ("name", "title", "icon", "module")
-UNAVAILABLE_NOTE = " (unavailable here: classic BMAD workflow)"
+CLASSIC_REASON = "a classic BMAD workflow that could not be imported (the report's Left out section says why)"
+SkillTargets = dict[str, "tuple[str, str] | str"]  # skill name or workflow file -> (id, workflow.md path) or why not
 _CODE = re.compile(r"^\s*\[([A-Za-z0-9-]{1,8})\]")
 _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
 
@@ -34,6 +35,7 @@ _V6_CODE = re.compile(r"^\s*\*?(\S+)\s+or\s+fuzzy\s+match", re.I)
 class ImportedAgent:
     doc: dict[str, Any]
     assets: set[str]  # `_bmad/`-relative files its menu and texts reference
+    files: dict[str, str] = field(default_factory=dict)  # package files written for it (menu context)
 
 
 def agent_id(rel: str) -> str:
@@ -48,11 +50,12 @@ def convert_agent(
     generated: set[str],
     values: dict[str, str],
     report: ImportReport,
+    skills: SkillTargets | None = None,
 ) -> ImportedAgent | None:
     try:
         raw = safe_yaml.load(source.read(rel))
     except yaml.YAMLError as exc:
-        report.leave_out(rel, f"not valid YAML ({str(exc).splitlines()[0]})")
+        report.leave_out(rel, yaml_problem(exc))
         return None
     agent = raw.get("agent") if isinstance(raw, dict) else None
     if not isinstance(agent, dict) or not isinstance(agent.get("metadata"), dict) or not isinstance(agent.get("persona"), dict):
@@ -91,7 +94,7 @@ def convert_agent(
         if not isinstance(item, dict) or not item.get("description"):
             report.leave_out(f"{rel}: menu item {item!r:.60}", "a menu item needs a description")
             continue
-        converted, line, item_assets = _menu_item(item, resolver, workflows, text)
+        converted, line, item_assets = _menu_item(item, resolver, workflows, text, skills or {})
         assets |= item_assets
         doc["menu"].append(converted)
         entry.menu.append(line)
@@ -100,6 +103,15 @@ def convert_agent(
             report.leave_out(f"{rel}: agent.{key}", "not part of a v1.1 agent")
     report.agents.append(entry)
     return ImportedAgent(doc, assets)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error as file-level advice: the line, what the parser says, and what to fix."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return (f"not valid YAML{line}: {what}; fix that line (indentation, a missing `:` or an unclosed quote) "
+            "and import again")
 
 
 def _metadata(meta: dict[str, Any], aid: str, rel: str, report: ImportReport) -> dict[str, Any]:
@@ -144,7 +156,8 @@ def _sidecar(source: BmadSource, aid: str, entry: AgentReport) -> set[str]:
 
 
 def _menu_item(
-    item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str]
+    item: dict[str, Any], resolver: Resolver, workflows: dict[str, tuple[str, str]], text: Callable[[Any], str],
+    skills: SkillTargets,
 ) -> tuple[dict[str, Any], MenuItemReport, set[str]]:
     out: dict[str, Any] = {}
     assets: set[str] = set()
@@ -153,17 +166,28 @@ def _menu_item(
     status: MenuStatus = "action"
     target, reason = "", ""
     for key, value in item.items():
-        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
+        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str) and value.startswith("skill:"):
+            found = skills.get(value.removeprefix("skill:").strip())
+            out[key] = value
+            if isinstance(found, tuple):
+                out[key] = found[1] if key == "exec" else found[0]
+                status, target = "workflow", found[0]
+            else:
+                status, target = "unavailable", value
+                reason = found or "no skill of that name is in the BMAD tree"
+        elif key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
             ref = resolver.resolve(value)
             if ref is not None and ref.rel in workflows:
                 wid, template = workflows[ref.rel]
                 out[key] = template if key == "exec" else wid
                 status, target = "workflow", wid
+            elif ref is not None and isinstance(skills.get(ref.rel), str):  # a classic `<workflow>`-XML workflow.md
+                out[key] = value
+                status, target, reason = "unavailable", value, str(skills[ref.rel])
             elif ref is not None and ref.kind == "classic":
                 out[key] = value
                 status, target = "unavailable", value
-                reason = ("a classic BMAD workflow that could not be imported (the report's Left out section says why)"
-                          if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree")
+                reason = CLASSIC_REASON if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree"
             elif ref is not None and ref.kind in ("file", "generated"):
                 out[key] = package_alias(ref.rel)
                 assets.add(ref.rel)
@@ -188,7 +212,7 @@ def _menu_item(
         else:
             out[key] = value
     if status == "unavailable":
-        out["description"] = description.rstrip() + UNAVAILABLE_NOTE
+        out["unavailable"] = reason  # the router refuses it with this reason; validate knows nothing can be fixed
     return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason), assets
 
 

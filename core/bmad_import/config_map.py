@@ -8,6 +8,7 @@ resolved `config.yaml` of an installation) unless `--set key=value` overrides th
 from __future__ import annotations
 
 import re
+import tomllib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -70,6 +71,11 @@ def build_config(source: BmadSource, overrides: dict[str, str]) -> ConfigMap:
             elif rel.endswith("module.yaml") and isinstance(spec, dict) and "default" in spec:
                 result = spec.get("result") if isinstance(spec.get("result"), str) else "{value}"
                 raw[key] = _Raw(module, str(spec["default"]), result, "module default")
+    for module, key, value in _central_config(source):
+        if key not in raw:  # v6.6+ installations keep config in `_bmad/config.toml` (+ the team's custom/config.toml)
+            result = _PROJECT_ROOT + "/{value}" if value.startswith(_PROJECT_ROOT + "/") else "{value}"
+            plain = value[len(_PROJECT_ROOT) + 1:] if result != "{value}" else value
+            raw[key] = _Raw(module, plain, result, "config.toml")
     unknown = [k for k in overrides if k not in raw]
     for key, value in overrides.items():
         known = raw.get(key, _Raw("core", "", "{value}", ""))
@@ -82,6 +88,28 @@ def build_config(source: BmadSource, overrides: dict[str, str]) -> ConfigMap:
         for key, r in raw.items()
     }
     return ConfigMap(keys, unknown)
+
+
+def _central_config(source: BmadSource) -> list[tuple[str, str, str]]:
+    """(module, key, value) from `config.toml` `[core]` / `[modules.<code>]`, team `custom/config.toml` over it."""
+    merged: dict = {}
+    for rel in ("config.toml", "custom/config.toml"):
+        if rel in source.files:
+            try:
+                data = tomllib.loads(source.read(rel))
+            except tomllib.TOMLDecodeError as exc:
+                source.problems[rel] = f"not valid TOML ({exc}); its settings were not used: fix it and import again"
+                continue
+            for table, values in data.items():
+                if isinstance(values, dict):
+                    merged.setdefault(table, {})
+                    for k, v in values.items():
+                        merged[table][k] = {**merged[table].get(k, {}), **v} if isinstance(v, dict) else v
+    out = [("core", k, str(v)) for k, v in merged.get("core", {}).items() if isinstance(v, (str, int, float, bool))]
+    for module, values in (merged.get("modules") or {}).items():
+        if isinstance(values, dict):
+            out += [(module, k, str(v)) for k, v in values.items() if isinstance(v, (str, int, float, bool))]
+    return out
 
 
 def _expand(text: str, values: dict[str, str], depth: int = 4) -> str:

@@ -19,13 +19,18 @@ import yaml
 from core.document import safe_yaml
 
 from .agents import ImportedAgent, convert_agent
-from .classic import classic_identity, is_classic_workflow_md, plan_classic_workflow
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
 from .source import BmadSource, SourceError, is_classic, open_source
+from .layouts.customize import load_customizations
+from .layouts.customize import report_unused as report_unused_custom
+from .layouts.generation import LOOKED_FOR, generation
+from .layouts.plans import plan_workflows
+from .layouts.skill_agents import skill_agent
+from .layouts.skills import Skill, discover_skills
 from .step_files import workflow_files
-from .step_workflows import WorkflowBuilder, WorkflowPlan, workflow_identity
+from .step_workflows import WorkflowPlan
 
 TEXT_SUFFIXES = (".md", ".csv", ".yaml", ".yml", ".xml", ".json", ".txt")
 HELP_CATALOG = "_config/bmad-help.csv"  # what an installer merges from the modules' module-help.csv
@@ -43,18 +48,36 @@ class ImportResult:
     report: ImportReport
 
 
-def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: str | None = None) -> ImportResult:
+def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: str | None = None,
+                custom: Path | None = None) -> ImportResult:
+    """`custom`: a folder of team `<skill-name>.toml` overrides (an installed `_bmad/custom/` is applied too)."""
     try:
-        return _import(open_source(path), path, overrides or {}, name)
+        return _import(open_source(path), path, overrides or {}, name, custom)
     except SourceError as exc:
         raise BmadImportError(str(exc)) from None
 
 
-def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None) -> ImportResult:
+def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None,
+            custom_dir: Path | None) -> ImportResult:
     config = build_config(source, overrides)
     package_name = name or _default_name(source)
     report = ImportReport(source=path.name or str(path), layout=source.layout, package=package_name,
                           version=_version(source))
+    skills = discover_skills(source)
+    report.generation = generation(source, skills) or ""
+    if not report.generation:
+        raise BmadImportError(f"{report.source}: no BMAD agents found; looked for {LOOKED_FOR}")
+    custom = load_customizations(source, custom_dir, report)
+    broken: set[str] = set()
+    for skill in skills:
+        block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow", report)
+        if block is None and skill.kind == "agent":
+            broken.add(skill.name)  # an agent is its customize.toml: left out (reported with the line to fix)
+        skill.block = block or {}
+    skills = [s for s in skills if s.name not in broken]
+    report_unused_custom(custom, {s.name for s in skills} | broken, report)
+    for rel, problem in sorted(source.problems.items()):
+        report.leave_out(rel, problem)
     report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
     for key in config.unknown_overrides:
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
@@ -63,26 +86,36 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     if _module_help(source):
         generated.add(HELP_CATALOG)
 
-    plans, builder = _plan_workflows(source, generated, config, report)
+    planned = plan_workflows(source, generated, skills, config, report)
+    plans, builder = planned.plans, planned.builder
     if not plans:
-        raise BmadImportError(f"{report.source}: no workflows found (workflow.md + step files, or a classic "
-                              "workflow.yaml + instructions)")
+        raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, a classic "
+                              "`workflow.yaml` + instructions, or skill folders with a `SKILL.md`)")
     templates = {p.entry: (p.id, p.template_path) for p in plans}
     agents: list[ImportedAgent] = []
     for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
         imported = convert_agent(source, rel, workflows=templates, generated=generated,
-                                 values=config.substitutions(), report=report)
+                                 values=config.substitutions(), report=report, skills=planned.skill_targets)
+        if imported is not None:
+            agents.append(imported)
+    configs = [f"@pkg/_bmad/{m}/config.yaml" for m in source.modules]
+    for skill in (s for s in skills if s.kind == "agent"):
+        imported = skill_agent(source, skill, skills=planned.skill_targets, generated=generated,
+                               values=config.substitutions(), module_configs=configs, report=report)
         if imported is not None:
             agents.append(imported)
     for rel in source.compiled_agents():
         report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
     if not agents:
-        raise BmadImportError(f"{report.source}: no `*.agent.yaml` agents found; a package needs at least one agent")
+        raise BmadImportError(f"{report.source}: no agent could be imported (see the problems above); a package "
+                              "needs at least one agent")
 
     files: dict[str, str | bytes] = {}
     for plan in plans:
         files.update(workflow_files(plan, builder, config, source))
         report.workflows.append(plan.report)
+    for agent in agents:
+        files.update(agent.files)
     carried = _carry(source, plans, agents, generated, config, report)
     files.update(carried)
     files.update(_generated_files(source, config, plans, agents, report))
@@ -91,54 +124,10 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     files["bmad.json"] = json.dumps(_manifest(package_name, report.version, plans, agents), indent=2,
                                     ensure_ascii=False) + "\n"
     _report_refused(source, plans, report)
-    _report_unused(source, plans, _used_files(source, plans, generated, report), report)
+    used = _used_files(source, plans, generated, report) | _skill_files(source, skills)
+    _report_unused(source, plans, planned.classic_failed, used, report)
     files["IMPORT-REPORT.md"] = report.markdown()
     return ImportResult(package_name, files, report)
-
-
-def _plan_workflows(source: BmadSource, generated: set[str], config: ConfigMap,
-                    report: ImportReport) -> tuple[list[WorkflowPlan], WorkflowBuilder]:
-    entries: dict[str, str] = {}
-    classic: list[str] = [c for c in source.classic_workflows() if c.endswith((".yaml", ".yml"))]
-    for rel in source.workflow_files():
-        if is_classic_workflow_md(source.read(rel)):
-            classic.append(rel)
-            continue
-        _add_entry(entries, rel, workflow_identity(source, rel)[0], report)
-    for rel in classic:
-        _add_entry(entries, rel, classic_identity(source, rel)[0], report)
-    trial = ImportReport(source="", layout="", package="", version="")  # which ones import at all, quietly
-    trial_builder = WorkflowBuilder(source, generated, dict(entries), {})
-    for rel in [r for r in classic if plan_classic_workflow(source, r, trial_builder, config, trial) is None]:
-        del entries[rel]  # so that nothing else calls it; the real pass below reports why
-    builder = WorkflowBuilder(source, generated, entries, {})
-    builder.first_steps = {step: wid for rel, wid in entries.items()
-                           if rel not in classic and (step := builder.first_step(rel))}
-    claimed: set[str] = set()
-    plans = []
-    for rel in classic:
-        classic_plan = plan_classic_workflow(source, rel, builder, config, report)
-        if classic_plan is None:
-            entries.pop(rel, None)
-        else:
-            plans.append(classic_plan)
-    for rel in [r for r in entries if r not in classic]:
-        plan = builder.build(rel)
-        shared = [n.rel for n in plan.nodes[1:] if n.rel in claimed]
-        if shared:
-            report.leave_out(rel, "its step files also belong to another workflow: " + ", ".join(shared))
-            continue
-        claimed.update(n.rel for n in plan.nodes)
-        plans.append(plan)
-    return sorted(plans, key=lambda p: p.entry), builder
-
-
-def _add_entry(entries: dict[str, str], rel: str, wid: str, report: ImportReport) -> None:
-    if wid in entries.values():
-        module = rel.split("/", 1)[0]
-        report.warnings.append(f"workflow id '{wid}' is used twice; `{rel}` becomes '{module}-{wid}'")
-        wid = f"{module}-{wid}"
-    entries[rel] = wid
 
 
 def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedAgent], generated: set[str],
@@ -151,7 +140,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
         wanted |= plan.assets
         folder = posixpath.dirname(plan.entry) + "/"
         wanted |= {f for f in source.files if f.startswith(folder) and not is_classic(f)
-                   and not posixpath.basename(f).startswith("step")}
+                   and not posixpath.basename(f).startswith("step") and not _skill_machinery(f)}
     for agent in agents:
         wanted |= agent.assets
     wanted -= nodes | entries | generated | {rel for p in plans for rel in p.sources}
@@ -183,6 +172,22 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
             files[PACKAGE_PREFIX + rel] = data
     report.carried = sorted(done)
     return files
+
+
+_MACHINERY = ("customize.toml", "bmad-skill-manifest.yaml")
+
+
+def _skill_machinery(rel: str) -> bool:
+    """Skill files resolved at import (customization, manifests) or never run (scripts): not carried."""
+    return posixpath.basename(rel) in _MACHINERY or "/scripts/" in f"/{rel}"
+
+
+def _skill_files(source: BmadSource, skills: list[Skill]) -> set[str]:
+    """Files of skills the import read and resolved rather than carried."""
+    out = {f for f in source.files if f.startswith("custom/") or f in ("config.toml", "config.user.toml")}
+    for skill in skills:
+        out |= {f"{skill.folder}/{n}" for n in ("SKILL.md", *_MACHINERY)} & source.files
+    return out
 
 
 def _generated_files(source: BmadSource, config: ConfigMap, plans: list[WorkflowPlan], agents: list[ImportedAgent],
@@ -272,17 +277,19 @@ def _used_files(source: BmadSource, plans: list[WorkflowPlan], generated: set[st
     """BMAD files the package holds, replaces or was built from (reported files are not listed again)."""
     return (
         {n.rel for p in plans for n in p.nodes} | {rel for p in plans for rel in p.sources}
-        | {source.aliases.get(c, c) for c in report.carried}
+        | set(report.carried) | {source.aliases.get(c, c) for c in report.carried}
         | set(source.agent_files()) | set(source.compiled_agents())
         | {source.module_config(m)[0] for m in source.modules} | set(_module_help(source))
         | generated | {"_config/manifest.yaml"}
     )
 
 
-def _report_unused(source: BmadSource, plans: list[WorkflowPlan], used: set[str], report: ImportReport) -> None:
+def _report_unused(source: BmadSource, plans: list[WorkflowPlan], classic_failed: set[str], used: set[str],
+                   report: ImportReport) -> None:
     """Every BMAD file that went nowhere, grouped by folder, so nothing disappears without a line."""
     imported = {p.entry for p in plans}
-    classic_dirs = [posixpath.dirname(c) + "/" for c in source.classic_workflows() if c not in imported]
+    classic_dirs = [posixpath.dirname(c) + "/" for c in {*source.classic_workflows(), *classic_failed}
+                    if c not in imported]
     groups: dict[str, list[str]] = {}
     for rel in sorted(source.files - used):
         if any(rel.startswith(d) for d in classic_dirs):
@@ -290,7 +297,10 @@ def _report_unused(source: BmadSource, plans: list[WorkflowPlan], used: set[str]
         groups.setdefault(posixpath.dirname(rel) or ".", []).append(posixpath.basename(rel))
     for folder, names in groups.items():
         listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        report.leave_out(f"{folder}/ ({listed})", "not named by any imported agent or workflow")
+        script = "/scripts" in f"/{folder}" or folder == "scripts"
+        report.leave_out(f"{folder}/ ({listed})", "scripts: nothing from the BMAD tree is executed (the model has no "
+                         "shell; what they resolve was resolved at import)" if script
+                         else "not named by any imported agent or workflow")
 
 
 def _mapped(c: ConfigKey) -> str:

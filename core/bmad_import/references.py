@@ -70,7 +70,7 @@ class Resolver:
             return Ref(token, rel, "classic")
         if self.source.exists(rel):
             return Ref(token, rel, "file")
-        beside = self._beside_workflow(text)
+        beside = self._beside_workflow(text) or self._from_skill_root(text)
         if beside is not None:
             return Ref(token, beside, "file")
         if rel in self.generated:
@@ -81,6 +81,18 @@ class Resolver:
         """`data/x.md` written in a step file often means the workflow folder's `data/x.md`."""
         folder = self.variables.get("installed_path", "").removeprefix("{project-root}/_bmad/")
         if not folder or "{" in folder or text.startswith(("./", "../", "{", "@", "/", *_PROJECT_BMAD)):
+            return None
+        rel = posixpath.normpath(posixpath.join(folder, text))
+        return rel if not rel.startswith("..") and self.source.exists(rel) else None
+
+    def _from_skill_root(self, text: str) -> str | None:
+        """In a skill (v6.1+), a bare path (`references/x.md`, `assets/t.md`) resolves from the skill's root."""
+        if text.startswith(("./", "../", "{", "@", "/", *_PROJECT_BMAD)):
+            return None
+        folder = self.base_dir
+        while folder and not self.source.exists(f"{folder}/SKILL.md"):
+            folder = posixpath.dirname(folder)
+        if not folder or folder == self.base_dir:
             return None
         rel = posixpath.normpath(posixpath.join(folder, text))
         return rel if not rel.startswith("..") and self.source.exists(rel) else None

@@ -55,6 +55,7 @@ class ConfigLine(BaseModel):
 class ImportReport(BaseModel):
     source: str
     layout: str
+    generation: str = ""  # which BMAD generation the tree is, in words
     package: str
     version: str
     config: list[ConfigLine] = []
@@ -64,6 +65,7 @@ class ImportReport(BaseModel):
     generated: list[str] = []
     left_out: list[LeftOut] = []
     warnings: list[str] = []
+    customizations: list[str] = []  # team override files applied
 
     def leave_out(self, item: str, reason: str) -> None:
         if not any(x.item == item and x.reason == reason for x in self.left_out):
@@ -92,8 +94,11 @@ class ImportReport(BaseModel):
             f"Imported from a BMAD {'source tree' if self.layout == 'source' else 'installation'} "
             f"(`{self.source}`) by `crewagent import bmad`.",
             "",
+            *([f"Layout: {self.generation}.", ""] if self.generation else []),
             self.summary() + ".",
             "",
+            *(["## Team customizations", "", *(f"- {c}" for c in self.customizations), ""]
+              if self.customizations else []),
             "## Configuration",
             "",
             "| key | mapped to | from |",

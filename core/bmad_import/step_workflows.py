@@ -28,6 +28,7 @@ from .source import BmadSource
 
 V11_KEYS = ("schemaVersion", "nodeId", "type", "title", "agentId", "inputs", "outputs", "setsVariables", "transitions")
 _CONTINUATION = re.compile(r"\d+[a-z]?-(?:continue|resume)\b", re.I)  # step-01b-continue
+_SKILL_CALL = re.compile(r"\b(?:[Ii]nvoke|[Rr]un|[Uu]se|[Ll]oad) the `(bmad-[\w-]+)` skill")
 _STEP_NUMBER = re.compile(r"^step-(?:[a-z]-)?\d+[a-z]?-")
 _KEY_LABELS = {"nextStep": "next", "nextStepFile": "next", "continueStepFile": "resume", "altStepFile": "alternative",
                "skipToStepFile": "skip ahead"}
@@ -140,6 +141,7 @@ class WorkflowBuilder:
         self.entries = entries
         self.first_steps = first_steps  # first step file -> workflow id
         self.call_graph: dict[str, set[str]] = {}  # workflow id -> workflows it nests, across all plans
+        self.skill_ids: dict[str, str] = {}  # skill name -> workflow id (v6.1+: "Invoke the `bmad-x` skill")
 
     def reaches(self, start: str, goal: str) -> bool:
         """Whether workflow `start` nests `goal`, directly or through others (nesting both ways never ends)."""
@@ -155,7 +157,11 @@ class WorkflowBuilder:
 
     def resolver(self, rel: str, fm: dict[str, Any], entry: str) -> Resolver:
         variables = {k: v for k, v in fm.items() if isinstance(v, str)}
-        variables.setdefault("installed_path", "{project-root}/_bmad/" + posixpath.dirname(entry))
+        folder = posixpath.dirname(entry)
+        variables.setdefault("installed_path", "{project-root}/_bmad/" + folder)
+        if self.source.exists(f"{folder}/SKILL.md"):  # a skill's own placeholders (v6.1+)
+            variables.setdefault("skill-root", "{project-root}/_bmad/" + folder)
+            variables.setdefault("skill-name", posixpath.basename(folder))
         return Resolver(self.source, self.generated, rel, variables)
 
     def first_step(self, entry: str) -> str | None:
@@ -191,6 +197,7 @@ class WorkflowBuilder:
 
     def build(self, entry: str) -> WorkflowPlan:
         wid, display, description = workflow_identity(self.source, entry)
+        wid = self.entries.get(entry, wid)
         walk = _Walk(self, wid, entry, WorkflowReport(id=wid, source=entry, nodes=0, steps=0))
         walk.run([entry])
         if walk.step_dir is not None:
@@ -325,6 +332,10 @@ class _Walk:
                 self.assets.add(ref.rel)
             elif ref.kind == "missing":
                 self.missing.setdefault(ref.rel, node.id)
+        for name in _SKILL_CALL.findall(body):  # a skill offered by name runs as a sub-workflow, like a file
+            target_wf = self.builder.skill_ids.get(name)
+            if target_wf is not None and target_wf != self.wid and target_wf not in node.calls:
+                node.calls.append(target_wf)
         return list(node.mentions)
 
     def near_step(self, node: Node, ref: Ref) -> Ref:
@@ -343,6 +354,7 @@ def _is_step_name(rel: str) -> bool:
 
 def _node_id(rel: str, taken: set[str]) -> str:
     stem = posixpath.basename(rel)[:-3]
+    stem = "skill" if stem == "SKILL" else stem  # a skill's own file (v6.1+)
     return _free_id(re.sub(r"[^A-Za-z0-9._:-]+", "-", stem).strip("-") or "step", taken)
 
 

@@ -478,8 +478,8 @@ class _Inspection:
             targets.prompt_ids = {p["id"] for p in prompts if isinstance(p, dict) and isinstance(p.get("id"), str)}
             menu = agent.get("menu") if isinstance(agent.get("menu"), list) else []
             for j, item in enumerate(menu):
-                if not isinstance(item, dict):
-                    continue
+                if not isinstance(item, dict) or str(item.get("unavailable") or "").strip():
+                    continue  # an item an import marked unavailable is refused with its reason: nothing to fix
                 where = f"$.agents[{i}].menu[{j}]"
                 self.check_menu_refs(item, file, where, targets)
                 triggers = item.get("triggers") if isinstance(item.get("triggers"), list) else []
