@@ -46,6 +46,7 @@ from .config import BotConfig
 from .threads.dedupe import Deduper
 from .threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
+from .home import HomePublisher, wire_home
 from .replicas.handover import Handover
 from .threads.lanes import ThreadLanes
 from .native.fallbacks import Fallbacks
@@ -145,6 +146,7 @@ class CrewBot:
         self.shared = shared
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
+        self.home: HomePublisher | None = None  # the Home tab's publisher
         self._prepared = False
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
@@ -242,6 +244,8 @@ class CrewBot:
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
         await self.board.close()
+        if self.home is not None:
+            await self.home.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
         if self._prepared:
@@ -441,8 +445,12 @@ def _build(
         slots=slots,
         surface=surface,
     )
+    home = wire_home(
+        bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
+        bindings=bindings, dispatcher=dispatcher,
+    )
     Handlers(dispatcher, deduper).register(bolt_app)
-    return CrewBot(
+    bot = CrewBot(
         config=config,
         bolt_app=bolt_app,
         client=client,
@@ -456,3 +464,5 @@ def _build(
         shared=shared,
         slots=slots,
     )
+    bot.home = home
+    return bot
