@@ -447,7 +447,7 @@ def _build(
     )
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
-        bindings=bindings, dispatcher=dispatcher,
+        bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
     )
     Handlers(dispatcher, deduper).register(bolt_app)
     bot = CrewBot(

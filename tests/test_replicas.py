@@ -68,6 +68,7 @@ class Cluster:
         config.write_text(
             f"lease_seconds: {LEASE_SECONDS}\n"
             "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
+            "  home_refresh_interval: 0.2\n"
         )
         for index in range(count):
             home = self.workdir / f"home-{index}"

@@ -37,6 +37,7 @@ def wire_home(
     access: Access,
     bindings: Mapping[str, BindingRuntime],
     dispatcher: Dispatcher,
+    refresh_interval: float,
 ) -> HomePublisher:
     """Register the Home tab and `/crew` on `app` (before the thread listeners) and follow run phases."""
 
@@ -47,7 +48,7 @@ def wire_home(
 
     overview = RunOverview(store, runs, access, package_of)
     agents = agent_entries(bindings, access)
-    publisher = HomePublisher(client, overview, lambda: agents, access, store)
+    publisher = HomePublisher(client, overview, lambda: agents, access, store, interval=refresh_interval)
     command = CrewCommand(access=access, dispatcher=dispatcher, publisher=publisher, client=client)
     HomeListeners(publisher, command).register(app)
     dispatcher.phase_watchers.append(publisher.run_changed)
