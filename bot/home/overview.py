@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.events import RunPhase
 from core.package.models import Package
 from core.run.history import History
 from core.store.runs import RunManager
-from core.store.runs_model import RunRecord
+from core.store.runs_model import RunRecord, valid_records
 
 from ..threads.store import ThreadBrief, ThreadKey
 
@@ -106,12 +106,20 @@ def parse_stamp(text: str) -> datetime:
         return datetime.fromtimestamp(0, timezone.utc)
 
 
-def section_of(record: RunRecord) -> str:
-    if record.phase is RunPhase.COMPLETED:
+def section_of(phase: str, paused: bool) -> str:
+    if phase == RunPhase.COMPLETED.value:
         return "done"
-    if record.phase is RunPhase.FAILED or (record.phase is RunPhase.WAITING_USER and not record.paused):
+    if phase == RunPhase.FAILED.value or (phase == RunPhase.WAITING_USER.value and not paused):
         return "waiting"
     return "active"
+
+
+def _tokens(entry: dict[str, Any]) -> int:
+    usage = entry.get("usage")
+    if not isinstance(usage, dict):
+        return 0
+    total = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    return sum(t for t in total if isinstance(t, int))
 
 
 class RunOverview:
@@ -145,27 +153,43 @@ class RunOverview:
         return await asyncio.wait_for(asyncio.to_thread(self.read, briefs, moment), READ_TIMEOUT)
 
     def read(self, briefs: Iterable[ThreadBrief], now: datetime) -> Overview:
-        """The blocking part (index and state files), for a worker thread; also what the benchmark times."""
+        """The blocking part (index and state files), for a worker thread; also what the benchmark times.
+
+        Runs are sorted and counted from their index entries as stored; only the runs shown are
+        validated and have their state read.
+        """
         by_session = {b.session_id: b for b in briefs}
-        records = self.runs.store.records_of_sessions(by_session)
+        entries = self.runs.store.entries_of_sessions(by_session)
         for brief in by_session.values():  # runs whose record predates session ids
             for run_id in brief.run_ids:
-                if run_id not in records and (found := self.runs.store.read_record(run_id)) is not None:
-                    records[run_id] = found.model_copy(update={"session_id": brief.session_id})
-        tops = [r for r in records.values() if r.parent_run_id is None and r.session_id in by_session]
-        overview = Overview(runs_total=len(tops))
-        since_monday = week_start(now)
-        sections: dict[str, list[RunRecord]] = {"waiting": [], "active": [], "done": []}
-        for record in tops:
-            sections[section_of(record)].append(record)
-            if parse_stamp(record.updated_at) >= since_monday:
-                overview.tokens_this_week += record.usage.total_tokens
-        waiting = sorted(sections["waiting"], key=lambda r: r.updated_at)  # the longest wait first
-        active = sorted(sections["active"], key=lambda r: r.updated_at, reverse=True)
-        done = sorted(sections["done"], key=lambda r: r.updated_at, reverse=True)
-        overview.waiting = [self.line(r, by_session[str(r.session_id)]) for r in waiting[:WAITING_SHOWN]]
-        overview.active = [self.line(r, by_session[str(r.session_id)]) for r in active[:ACTIVE_SHOWN]]
-        overview.done = [self.line(r, by_session[str(r.session_id)]) for r in done[:DONE_SHOWN]]
+                if run_id not in entries and (found := self.runs.store.read_record(run_id)) is not None:
+                    entries[run_id] = {**found.model_dump(mode="json"), "session_id": brief.session_id}
+        since_monday = week_start(now).strftime("%Y-%m-%dT%H:%M:%S")
+        sections: dict[str, list[tuple[str, str]]] = {"waiting": [], "active": [], "done": []}
+        overview = Overview()
+        for run_id, entry in entries.items():
+            if entry.get("parent_run_id") or entry.get("session_id") not in by_session:
+                continue  # a sub-workflow's run shows through its caller
+            updated = str(entry.get("updated_at") or "")
+            sections[section_of(str(entry.get("phase")), bool(entry.get("paused")))].append((updated, run_id))
+            overview.runs_total += 1
+            if updated >= since_monday:  # ISO stamps in UTC compare as text
+                overview.tokens_this_week += _tokens(entry)
+        waiting = sorted(sections["waiting"])  # the longest wait first
+        active = sorted(sections["active"], reverse=True)
+        done = sorted(sections["done"], reverse=True)
+
+        def lines(chosen: list[tuple[str, str]]) -> list[RunLine]:
+            records = valid_records({run_id: entries[run_id] for _, run_id in chosen})
+            return [
+                self.line(records[run_id], by_session[str(records[run_id].session_id)])
+                for _, run_id in chosen
+                if run_id in records
+            ]
+
+        overview.waiting = lines(waiting[:WAITING_SHOWN])
+        overview.active = lines(active[:ACTIVE_SHOWN])
+        overview.done = lines(done[:DONE_SHOWN])
         overview.more_waiting = max(0, len(waiting) - WAITING_SHOWN)
         overview.more_active = max(0, len(active) - ACTIVE_SHOWN)
         overview.more_done = max(0, len(done) - DONE_SHOWN)
@@ -193,7 +217,7 @@ class RunOverview:
             return base
         snapshot = self.runs.snapshot(record, package)
         question = None
-        if section_of(record) == "waiting" and record.phase is RunPhase.WAITING_USER:
+        if record.phase is RunPhase.WAITING_USER and not record.paused:
             question = self.question(record, brief)
         chain = snapshot.chain()
         return RunLine(

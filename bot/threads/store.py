@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -179,15 +181,18 @@ class ThreadStore:
 
     async def briefs(self, owner: str | None) -> list[ThreadBrief]:
         """The threads `owner` owns (an indexed query), or every thread for None."""
-        columns = ", ".join(f"json_extract(value, '$.{path}')" for path in BRIEF_PATHS)
-        query = f'SELECT key, {columns} FROM "{self.threads.tablename}"'
+        paths = ", ".join(f"'$.{path}'" for path in BRIEF_PATHS)  # one call: the record is parsed once
+        query = f'SELECT key, json_extract(value, {paths}) FROM "{self.threads.tablename}"'
         args: tuple[str, ...] = ()
         if owner is not None:
             query += " WHERE json_extract(value, '$.session.owner') = ?"
             args = (owner,)
 
         def select() -> list[ThreadBrief]:
-            rows = (ThreadBrief.from_row(row) for row in self.threads.conn.select(query, args))
+            # A reader connection of its own (WAL): sqlitedict hands rows over one by one through a queue.
+            with closing(sqlite3.connect(self.threads.filename, timeout=5.0)) as db:
+                found = db.execute(query, args).fetchall()
+            rows = (ThreadBrief.from_row([key, *json.loads(fields)]) for key, fields in found)
             return [brief for brief in rows if brief is not None]
 
         return await asyncio.to_thread(select)

@@ -196,13 +196,13 @@ class RuntimeStore:
         except ValidationError:
             return None
 
-    def records_of_sessions(self, session_ids: Collection[str]) -> dict[str, RunRecord]:
-        """The runs started by these conversations, validating only those entries (the index may be large)."""
+    def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The index entries (as stored, not validated: see `valid_records`) of the runs these conversations
+        started. A surface listing many runs validates only the few it shows."""
         wanted = frozenset(session_ids)
         with self._locked_index() as lock_fd:
             raw = self._raw_index(lock_fd)
-            items = {run_id: item for run_id, item in raw.items() if item.get("session_id") in wanted}
-        return valid_records(items)
+            return {run_id: item for run_id, item in raw.items() if item.get("session_id") in wanted}
 
     def save_record(self, record: RunRecord) -> None:
         """Insert or replace one record, atomically. Only the changed record is serialised again."""

@@ -143,8 +143,8 @@ class PostgresRuntimeStore(RuntimeStore):
             items = {**{run_id: data for run_id, data in rows}, **self._unsaved}
         return valid_records(items)
 
-    def records_of_sessions(self, session_ids: Collection[str]) -> dict[str, RunRecord]:
-        """The runs these conversations started (an indexed query), with writes not yet copied."""
+    def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The runs these conversations started (an indexed query), with writes not yet copied; not validated."""
         wanted = sorted(set(session_ids))
         if not wanted:
             return {}
@@ -154,7 +154,7 @@ class PostgresRuntimeStore(RuntimeStore):
             ).fetchall()
         with self._changed:
             unsaved = {k: v for k, v in self._unsaved.items() if v.get("session_id") in wanted}
-        return valid_records({**{run_id: data for run_id, data in rows}, **unsaved})
+        return {**{run_id: data for run_id, data in rows}, **unsaved}
 
     def read_record(self, run_id: str) -> RunRecord | None:
         with self._changed:
