@@ -7,12 +7,17 @@ Slack Web API (which keeps the Home view each user sees), and the scripted model
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.config import Access
+from bot.home.overview import Overview, RunLine
+from bot.home.view import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
+from bot.threads.store import ThreadKey
+from core.events import RunPhase
 from tests.scripts import hello_branch_responder
 from tests.test_bot_support import Harness, Mode, bot_harness, element_text, message_text
 
@@ -173,3 +178,58 @@ async def test_a_refused_view_is_sent_smaller_or_later_and_never_shown_as_an_err
         assert "*Waiting for you* (1)" in view_text(h.slack.home_views[ALICE])
         assert h.slack.calls_to("chat.postEphemeral") == []
         assert not any("views" in message_text(p) for p in h.slack.calls_to("chat.postMessage"))
+
+
+async def test_channels_the_bot_may_no_longer_use_never_appear(project: Path) -> None:
+    async with bot_harness(project, ["hello-branch"], access=Access(allowed_channels=["C1", "C2"])) as h:
+        quick(h)
+        h.llm.responder = hello_branch_responder()
+        await waiting_run(h, ALICE)
+        await waiting_run(h, ALICE, channel="C2")
+        h.config.access = Access(allowed_channels=["C1"])
+        await h.restart(grace=2.0)
+        quick(h)
+        mark = h.mark()
+        await h.home_opened(ALICE)
+        text = view_text(await h.home_view(ALICE, since=mark))
+        assert "*Waiting for you* (1)" in text and "<#C1>" in text and "<#C2>" not in text
+
+        payload, _ = await h.command("runs", user=ALICE)
+        name = payload["response_url"].rsplit("/", 1)[-1]
+        answer = await h.slack.wait_for("response_url", lambda p: p.get("_name") == name)
+        assert "<#C2>" not in message_text(answer) and "<#C1>" in message_text(answer)
+
+
+def _line(n: int, phase: RunPhase, *, paused: bool = False) -> RunLine:
+    return RunLine(
+        run_id=f"run-{n:04d}", key=ThreadKey("T1", "C1", f"1700000000.{n:06d}"), owner=ALICE,
+        workflow="Hello Branch", agent="Mary", phase=phase, paused=paused,
+        since=datetime(2026, 1, 1, tzinfo=timezone.utc), steps_done=2, steps_total=5, step="Decide",
+        question="Greenfield or brownfield? " * 30, artifacts=3, tokens=12_000,
+        branch="crewagent/hello-branch-0001", pull_request_url="https://github.com/acme/app/pull/new/x",
+    )
+
+
+def test_a_long_list_stays_within_slacks_block_limits_and_says_how_many_more() -> None:
+    overview = Overview(
+        waiting=[_line(n, RunPhase.WAITING_USER) for n in range(60)],
+        active=[_line(n, RunPhase.RUNNING) for n in range(60, 120)],
+        done=[_line(n, RunPhase.COMPLETED) for n in range(120, 125)],
+        more_waiting=140, more_active=40, more_done=195, runs_total=500, tokens_this_week=1_234_567,
+    )
+    agents = [AgentEntry(f"a{n}", f"Agent {n}", "Helper", "🤖", ("do-it",)) for n in range(40)]
+    now = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    view = home_view(overview, agents, HomeContext(user=ALICE, now=now)).to_dict()  # slack_sdk validates it
+    text = view_text(view)
+    assert len(view["blocks"]) <= VIEW_BLOCKS
+    assert "*Waiting for you* (200)" in text and "*Running and paused* (100)" in text
+    assert re.search(r"and \d+ more", text)
+    shown = text.count("Open thread")
+    hidden = sum(int(n) for n in re.findall(r"and (\d+) more", text))
+    assert shown + hidden == 500 - 0  # every run is either shown or counted
+    assert "Waiting 24 hours" in text and "Agents you can start" in text
+    assert "1,234,567" in text
+
+    message = overview_blocks(overview, [], HomeContext(user=ALICE, now=now), max_blocks=MESSAGE_BLOCKS, switch=False)
+    assert len(message) <= MESSAGE_BLOCKS
+    assert all(len(b.to_dict().get("text", {}).get("text", "")) <= 3000 for b in message)
