@@ -99,9 +99,10 @@ async def test_crew_runs_answers_privately_with_the_same_list_as_the_home_tab(pr
         assert h.slack.calls_to("chat.postMessage")[-1].get("thread_ts") == top  # nothing public for /crew runs
 
 
-async def test_help_unknown_names_and_refusals_are_private(project: Path) -> None:
+@pytest.mark.parametrize("mode", ["http", "socket"])
+async def test_help_unknown_names_and_refusals_are_private(project: Path, mode: Mode) -> None:
     access = Access(allowed_channels=["C1"], allowed_users=[ALICE, BOB])
-    async with bot_harness(project, ["hello-branch"], access=access) as h:
+    async with bot_harness(project, ["hello-branch"], access=access, mode=mode) as h:
         _, ack = await h.command("help", user=ALICE)
         assert "`/crew runs`" in ack_text(ack) and ack["response_type"] == "ephemeral"
 
@@ -115,6 +116,10 @@ async def test_help_unknown_names_and_refusals_are_private(project: Path) -> Non
 
         _, ack = await h.command("", user="UCAROL")
         assert "not on this bot's list of allowed users" in ack_text(ack)
+        mark = h.mark()
+        await h.home_opened("UCAROL")
+        carol = await h.home_view("UCAROL", since=mark)
+        assert "not on this bot's list of allowed users" in message_text({"blocks": carol["blocks"]})
 
         h.slack.fail_next("chat.postMessage", "not_in_channel")
         payload, ack = await h.command("", user=BOB)

@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..threads.store import ThreadRecord
 from .overview import Access, RunOverview
-from .view import VIEW_BLOCKS, AgentEntry, HomeContext, home_view
+from .view import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +184,16 @@ class HomePublisher:
 
     async def publish(self, user: str) -> bool:
         """Build and publish `user`'s Home view; smaller when Slack finds it too large, later when rate limited."""
+        verdict = self.access.may_use(user, "", is_dm=True)
         ctx = await self.context(user)
-        overview = await self.overview.build(None if ctx.everyone else user)
+        overview = await self.overview.build(None if ctx.everyone else user) if verdict.allowed else None
         agents = self.agents()
         max_blocks = VIEW_BLOCKS
         while True:
-            view = home_view(overview, agents, ctx, max_blocks=max_blocks)
+            if overview is None:
+                view = refusal_view(verdict.reason)
+            else:
+                view = home_view(overview, agents, ctx, max_blocks=max_blocks)
             try:
                 await self.client.views_publish(user_id=user, view=view)
                 self.published += 1

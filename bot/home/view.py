@@ -225,6 +225,11 @@ def home_view(
     return View(type="home", blocks=blocks, private_metadata=scope)
 
 
+def refusal_view(reason: str) -> View:
+    """The Home tab of someone who may not use the bot: why, and nothing else."""
+    return View(type="home", blocks=[HeaderBlock(text="CrewAgent"), _heading(escape(reason))])
+
+
 def fallback_text(overview: Overview) -> str:
     """The notification text of a `/crew runs` answer."""
     return (
