@@ -17,7 +17,7 @@ from bot.threads.store import ThreadKey
 from tests.scripts import hello_branch_responder, script_create_story
 from tests.test_bot_support import Harness, Mode, bot_harness, elements, element_text, message_text
 
-ALICE, BOB = "UALICE", "UBOB"
+ALICE, BOB, ADMIN = "UALICE", "UBOB", "UADMIN"
 
 
 def ack_text(ack: dict[str, Any] | None) -> str:
@@ -81,7 +81,7 @@ async def test_crew_with_an_agent_or_a_trigger_works_like_a_mention(project: Pat
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_crew_runs_answers_privately_with_the_same_list_as_the_home_tab(project: Path, mode: Mode) -> None:
-    async with bot_harness(project, ["hello-branch"], mode=mode) as h:
+    async with bot_harness(project, ["hello-branch"], mode=mode, access=Access(admins=[ADMIN])) as h:
         h.llm.responder = hello_branch_responder()
         top = await h.mention("hello-branch", user=ALICE)
         await h.wait_status(top, "Waiting for your reply")
@@ -96,6 +96,11 @@ async def test_crew_runs_answers_privately_with_the_same_list_as_the_home_tab(pr
 
         payload, _ = await h.command("runs", user=BOB)
         assert "You have no runs yet." in message_text(await response(h, payload))
+        payload, _ = await h.command("runs all", user=BOB)  # not an admin: still only his own
+        assert "You have no runs yet." in message_text(await response(h, payload))
+        payload, _ = await h.command("runs all", user=ADMIN)
+        everyone = message_text(await response(h, payload))
+        assert "All runs" in everyone and f"<@{ALICE}>" in everyone and "*Waiting for someone* (1)" in everyone
         assert h.slack.calls_to("chat.postMessage")[-1].get("thread_ts") == top  # nothing public for /crew runs
 
 

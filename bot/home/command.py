@@ -14,7 +14,7 @@ the person who typed it as the sender, so they own the thread (and replicas queu
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from slack_sdk.errors import SlackApiError
@@ -140,7 +140,7 @@ class CrewCommand:
         user = str(command["user_id"])
         ctx = await self.publisher.context(user)
         if everyone:
-            ctx = type(ctx)(user=ctx.user, everyone=True, admin=True, workspace_url=ctx.workspace_url)
+            ctx = replace(ctx, everyone=True)
         overview = await self.publisher.overview.build(None if everyone else user)
         blocks = overview_blocks(overview, [], ctx, max_blocks=MESSAGE_BLOCKS, switch=False)
         await respond(text=fallback_text(overview), blocks=[b.to_dict() for b in blocks], response_type="ephemeral")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
@@ -220,17 +220,15 @@ class RunOverview:
         if record.phase is RunPhase.WAITING_USER and not record.paused:
             question = self.question(record, brief)
         chain = snapshot.chain()
-        return RunLine(
-            **{
-                **base.__dict__,
-                "workflow": snapshot.workflow_name,
-                "agent": snapshot.run_agent_name or snapshot.agent_name,
-                "steps_done": snapshot.steps_done,
-                "steps_total": snapshot.steps_total,
-                "step": " › ".join(s.current_node_title for s in chain if s.current_node_title) or None,
-                "artifacts": len(snapshot.artifacts),
-                "question": _clip(question) if question else None,
-            }
+        return replace(
+            base,
+            workflow=snapshot.workflow_name,
+            agent=snapshot.run_agent_name or snapshot.agent_name,
+            steps_done=snapshot.steps_done,
+            steps_total=snapshot.steps_total,
+            step=" › ".join(s.current_node_title for s in chain if s.current_node_title) or None,
+            artifacts=len(snapshot.artifacts),
+            question=_clip(question) if question else None,
         )
 
     def question(self, record: RunRecord, brief: ThreadBrief) -> str | None:
