@@ -30,6 +30,7 @@ REFRESH_INTERVAL = 10.0  # seconds between two refreshes of one person's view
 PUBLISH_RATE = 1.0  # publishes per second, for every person together (Tier 4: 100+ a minute)
 RATE_LIMITED_DELAY = 30.0  # seconds before a view Slack refused for the rate limit is sent again
 TOO_LARGE = frozenset({"invalid_arguments", "invalid_blocks", "too_many_blocks", "view_too_large"})
+CLOSE_WAIT = 5.0  # seconds close() lets viewer checks finish
 SMALLEST = 4  # blocks: a refused view this small is given up (and logged)
 
 
@@ -156,8 +157,12 @@ class HomePublisher:
         return True
 
     async def close(self) -> None:
+        """Stop publishing. Viewer checks in flight are let finish (briefly): their store call runs in a
+        worker thread that cancelling would not stop, and the store closes right after this."""
         self._closed = True
         self._due.clear()
+        if self._checking:
+            await asyncio.wait(list(self._checking), timeout=CLOSE_WAIT)
         tasks = [*self._checking, *([self._sender] if self._sender else [])]
         for task in tasks:
             task.cancel()
