@@ -48,6 +48,7 @@ from .connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_soc
 from .threads.dedupe import Deduper
 from .threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
+from .home import HomePublisher, wire_home
 from .threads.lanes import ThreadLanes
 from .native.fallbacks import Fallbacks
 from .slack_io import SlackIO
@@ -118,6 +119,7 @@ class CrewBot:
         self.shared = shared
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
+        self.home: HomePublisher | None = None  # the Home tab's publisher
         self._prepared = False
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
@@ -251,6 +253,8 @@ class CrewBot:
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
         await self.engine.tools.close()
+        if self.home is not None:
+            await self.home.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
         try:  # the last status edits; a slow Slack must not hold up saving the thread store
@@ -468,8 +472,12 @@ def _build(
         slots=slots,
         surface=surface,
     )
+    home = wire_home(
+        bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
+        bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
+    )
     Handlers(dispatcher, deduper).register(bolt_app)
-    return CrewBot(
+    bot = CrewBot(
         config=config,
         bolt_app=bolt_app,
         client=client,
@@ -483,6 +491,8 @@ def _build(
         shared=shared,
         slots=slots,
     )
+    bot.home = home
+    return bot
 
 
 def _replica_parts(

@@ -93,6 +93,7 @@ class Limits(_Strict):
     # 5 s (well inside a container runtime's default 10 s grace). What is cut off stays resumable.
     shutdown_grace: float = Field(default=3.0, ge=0)
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
+    home_refresh_interval: float = Field(default=10.0, ge=0)  # seconds between refreshes of one Home tab
 
 
 class ModelCalls(_Strict):

@@ -26,8 +26,10 @@ from tests.conftest import EXAMPLES
 from tests.fakes import BOT_TOKEN, APP_TOKEN, FakeSlack, ScriptedLLM
 from tests.fakes.slack_api import STREAMED
 from tests.fakes.slack_events import (
+    app_home_opened_event,
     app_mention_event,
     block_actions_payload,
+    deliver_command,
     deliver_event,
     deliver_interaction,
     message_event,
@@ -130,6 +132,31 @@ class Harness:
             return 200, ack.get("payload")
         status, text = await deliver_interaction(self.http, self.url, SECRET, payload)
         return status, (json.loads(text) if text.strip().startswith("{") else None)
+
+    async def command(
+        self, text: str = "", *, user: str = "U1", channel: str = "C1", name: str = "/crew"
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Type a slash command: (the delivered payload, the ack's body if it had one)."""
+        payload = self.slack.command_payload(name, text, user=user, channel=channel)
+        if self.mode == "socket":
+            envelope_id = await self.slack.socket_mode.send_envelope("slash_commands", payload)
+            ack = await self.slack.socket_mode.wait_ack(envelope_id)
+            return payload, ack.get("payload")
+        status, body = await deliver_command(self.http, self.url, SECRET, payload)
+        assert status == 200, body
+        return payload, (json.loads(body) if body.strip().startswith("{") else None)
+
+    async def home_opened(self, user: str = "U1", *, view: dict[str, Any] | None = None) -> None:
+        assert await self.event(app_home_opened_event(user, view=view)) == 200
+
+    async def home_view(
+        self, user: str, predicate: Callable[[dict[str, Any]], bool] = lambda v: True, *, since: int = 0
+    ) -> dict[str, Any]:
+        """The next Home view published for `user` (since `since`) that satisfies `predicate`."""
+        params = await self.slack.wait_for(
+            "views.publish", lambda p: p.get("user_id") == user and predicate(p["view"]), since=since, timeout=WAIT
+        )
+        return dict(params["view"])
 
     async def mention(
         self, text: str, *, channel: str = "C1", user: str = "U1", thread_ts: str | None = None, ts: str | None = None
@@ -255,6 +282,8 @@ class Harness:
         """Wait until the bot has no queued or running thread work."""
         assert self.bot is not None
         assert await self.bot.idle(WAIT), "bot work did not finish"
+        if self.bot.home is not None:
+            assert await self.bot.home.idle(WAIT), "home views were not published"
 
 
 def is_status(message: dict[str, Any]) -> bool:

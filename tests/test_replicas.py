@@ -70,6 +70,7 @@ class Cluster:
         config.write_text(
             (f"lease_seconds: {self.lease_seconds}\n" if self.lease_seconds is not None else "")
             + "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
+            + "  home_refresh_interval: 0.2\n"
             + self.extra_config
         )
         for index in range(count):

@@ -6,11 +6,12 @@ Claiming a delivery is one statement, so two replicas handed the same Slack retr
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from ..threads.store import ThreadKey, ThreadRecord
+from ..threads.store import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
 
 
 class PostgresThreadStore:
@@ -44,6 +45,19 @@ class PostgresThreadStore:
             cur = await conn.execute("SELECT data FROM crew_threads")
             rows = await cur.fetchall()
         return [ThreadRecord.model_validate(row[0]) for row in rows]
+
+    async def briefs(self, owner: str | None) -> list[ThreadBrief]:
+        """The threads `owner` owns (indexed on the session's owner), or every thread for None."""
+        columns = ", ".join("data #>> %s" for _ in BRIEF_PATHS)
+        args: list[Any] = [path.split(".") for path in BRIEF_PATHS]
+        query = f"SELECT key, {columns} FROM crew_threads"
+        if owner is not None:
+            query += " WHERE data->'session'->>'owner' = %s"
+            args.append(owner)
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(query, args)
+            rows = await cur.fetchall()
+        return [brief for brief in map(ThreadBrief.from_row, rows) if brief is not None]
 
     async def count(self) -> int:
         async with self.pool.connection() as conn:

@@ -129,6 +129,7 @@ class Dispatcher:
             handover.dispatcher = self
         self.slots: Slots = slots or asyncio.Semaphore(config.limits.max_concurrent_runs)
         self.deliveries = Deliveries(io, runs, config.git)
+        self.phase_watchers: list[Callable[[ThreadRecord], None]] = []  # told when a thread's run changes phase
         self._tidied_at = 0.0
 
     # ---- helpers ----------------------------------------------------------------
@@ -206,6 +207,9 @@ class Dispatcher:
                 # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
                 saved_run = record.session.run_id
                 await self.store.put(record)
+            if output.kind == "run_progress" and output.event.kind == "phase_changed":
+                for watcher in self.phase_watchers:  # e.g. the owner's Home tab
+                    watcher(record)
 
         lines = self.surface.lines if self.surface is not None else None
         if lines is not None and (gated or reaction_ts):

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 from sqlitedict import SqliteDict
@@ -73,6 +76,36 @@ class ThreadRecord(BaseModel):
         )
 
 
+class ThreadBrief(NamedTuple):
+    """What a run overview needs of one thread, read without validating its whole session (histories are long)."""
+
+    key: ThreadKey
+    binding: str
+    owner: str | None
+    session_id: str
+    run_ids: tuple[str, ...]  # the current run, the last one, the status message's
+    widget_run_id: str | None  # the run the pending question belongs to
+    widget_message: str | None  # that question's text
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ThreadBrief | None:
+        """From (key, binding, owner, session id, run id, last run id, status run id, widget run, widget text)."""
+        key = ThreadKey.parse(str(row[0]))
+        if key is None:
+            return None
+        runs = tuple(dict.fromkeys(str(r) for r in row[4:7] if r))
+        text = str(row[8]) if row[8] else None
+        return cls(key, str(row[1] or "default"), row[2], str(row[3] or key.session_id), runs, row[7], text)
+
+
+# The fields of a ThreadBrief, as JSON paths into a stored ThreadRecord (both stores query them).
+BRIEF_PATHS = (
+    "binding", "session.owner", "session.id", "session.run_id", "session.last_run_id", "status_run_id",
+    "session.pending_widget.run_id", "session.pending_widget.payload.message",
+)
+OWNER_INDEX = "threads_by_owner"
+
+
 def open_table(path: Path, table: str) -> SqliteDict:
     return SqliteDict(
         str(path),
@@ -103,6 +136,7 @@ class ThreadStore:
             )
 
         self._threads, self._seen = await asyncio.to_thread(_open_all)
+        await asyncio.to_thread(self._index_owners)
         await self.prune_seen()
 
     async def close(self) -> None:
@@ -137,6 +171,31 @@ class ThreadStore:
 
     async def count(self) -> int:
         return await asyncio.to_thread(len, self.threads)
+
+    def _index_owners(self) -> None:
+        table = self.threads.tablename
+        self.threads.conn.execute(
+            f'CREATE INDEX IF NOT EXISTS {OWNER_INDEX} ON "{table}" (json_extract(value, \'$.session.owner\'))'
+        )
+        self.threads.commit()
+
+    async def briefs(self, owner: str | None) -> list[ThreadBrief]:
+        """The threads `owner` owns (an indexed query), or every thread for None."""
+        paths = ", ".join(f"'$.{path}'" for path in BRIEF_PATHS)  # one call: the record is parsed once
+        query = f'SELECT key, json_extract(value, {paths}) FROM "{self.threads.tablename}"'
+        args: tuple[str, ...] = ()
+        if owner is not None:
+            query += " WHERE json_extract(value, '$.session.owner') = ?"
+            args = (owner,)
+
+        def select() -> list[ThreadBrief]:
+            # A reader connection of its own (WAL): sqlitedict hands rows over one by one through a queue.
+            with closing(sqlite3.connect(self.threads.filename, timeout=5.0)) as db:
+                found = db.execute(query, args).fetchall()
+            rows = (ThreadBrief.from_row([key, *json.loads(fields)]) for key, fields in found)
+            return [brief for brief in rows if brief is not None]
+
+        return await asyncio.to_thread(select)
 
     async def seen(self, keys: list[str]) -> bool:
         """True if any of `keys` was handled within the TTL (a redelivery, possibly from before a restart)."""

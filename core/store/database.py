@@ -26,6 +26,7 @@ CREATE TABLE IF NOT EXISTS crew_runs (
     data jsonb NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_runs_running ON crew_runs (run_id) WHERE phase = 'running';
+CREATE INDEX IF NOT EXISTS crew_runs_by_session ON crew_runs ((data->>'session_id'));
 CREATE TABLE IF NOT EXISTS crew_run_files (
     run_id text NOT NULL,
     rel text NOT NULL,
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS crew_threads (
     data jsonb NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_threads_by_run ON crew_threads (run_id);
+CREATE INDEX IF NOT EXISTS crew_threads_by_owner ON crew_threads ((data->'session'->>'owner'));
 CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL

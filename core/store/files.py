@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -195,6 +195,14 @@ class RuntimeStore:
             return RunRecord.model_validate(item)
         except ValidationError:
             return None
+
+    def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The index entries (as stored, not validated: see `valid_records`) of the runs these conversations
+        started. A surface listing many runs validates only the few it shows."""
+        wanted = frozenset(session_ids)
+        with self._locked_index() as lock_fd:
+            raw = self._raw_index(lock_fd)
+            return {run_id: item for run_id, item in raw.items() if item.get("session_id") in wanted}
 
     def save_record(self, record: RunRecord) -> None:
         """Insert or replace one record, atomically. Only the changed record is serialised again."""

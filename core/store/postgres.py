@@ -17,6 +17,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,19 @@ class PostgresRuntimeStore(RuntimeStore):
         with self._changed:
             items = {**{run_id: data for run_id, data in rows}, **self._unsaved}
         return valid_records(items)
+
+    def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The runs these conversations started (an indexed query), with writes not yet copied; not validated."""
+        wanted = sorted(set(session_ids))
+        if not wanted:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT run_id, data FROM crew_runs WHERE data->>'session_id' = ANY(%s)", (wanted,)
+            ).fetchall()
+        with self._changed:
+            unsaved = {k: v for k, v in self._unsaved.items() if v.get("session_id") in wanted}
+        return {**{run_id: data for run_id, data in rows}, **unsaved}
 
     def read_record(self, run_id: str) -> RunRecord | None:
         with self._changed:

@@ -66,8 +66,15 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
 CHUNK_TYPES = frozenset({"markdown_text", "plan_update", "task_update", "blocks"})
 TEXT_LIMIT = 12_000
 MAX_BLOCKS = 50
+MAX_VIEW_BLOCKS = 100
 MAX_LOADING_MESSAGES = 10
 MAX_PROMPTS = 4
+
+
+def manifest_commands(path: Path = MANIFEST) -> frozenset[str]:
+    """The slash commands the app declares (Slack delivers no other)."""
+    manifest = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return frozenset(str(c["command"]) for c in (manifest.get("features") or {}).get("slash_commands") or [])
 
 
 def manifest_scopes(path: Path = MANIFEST) -> frozenset[str]:
@@ -176,6 +183,11 @@ class FakeSlack(LoopbackServer):
         """State of streamed messages by (channel, ts): "streaming", "stopped_by_user", "expired", "done"."""
         self.statuses: dict[tuple[str, str], dict[str, Any]] = {}
         """The assistant status line each thread shows now, by (channel_id, thread_ts)."""
+        self.home_views: dict[str, dict[str, Any]] = {}
+        """The Home tab each user sees now (views.publish), by user id."""
+        self.commands = manifest_commands()
+        """Slash commands the app declares; a delivery of any other is refused."""
+        self._respond_ids = itertools.count(1)
         self._overrides: dict[str, Override] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._ts = itertools.count(100, 100)
@@ -279,6 +291,45 @@ class FakeSlack(LoopbackServer):
         """A `response_url` for interaction payloads; POSTs to it are
         recorded as calls to "response_url" (name under key "_name")."""
         return f"{self.url}/respond/{name}"
+
+    def command_payload(
+        self,
+        command: str,
+        text: str = "",
+        *,
+        user: str = "U1",
+        channel: str = "C1",
+        user_name: str | None = None,
+        channel_name: str | None = None,
+    ) -> dict[str, Any]:
+        """A slash-command delivery as Slack sends it, with a `response_url` served here.
+
+        Slack delivers only commands the app declares, and only with the `commands` scope granted:
+        anything else is refused here (AssertionError), as it never reaches the app in Slack.
+        """
+        if command not in self.commands:
+            raise AssertionError(f"manifest.yml declares no {command} (declared: {sorted(self.commands)})")
+        if "commands" not in self.scopes:
+            raise AssertionError(f"{command} needs the commands scope, which the app is not granted")
+        return {
+            "token": "fake-verification-token",
+            "team_id": self.team_id,
+            "team_domain": self.team.lower().replace(" ", "-"),
+            "channel_id": channel,
+            "channel_name": channel_name or ("directmessage" if channel.startswith("D") else f"channel-{channel.lower()}"),
+            "user_id": user,
+            "user_name": user_name or f"user-{user.lower()}",
+            "command": command,
+            "text": text,
+            "api_app_id": self.app_id,
+            "is_enterprise_install": "false",
+            "response_url": self.response_url(f"cmd{next(self._respond_ids)}"),
+            "trigger_id": f"{next(self._ids)}.{self.team_id}.fake",
+        }
+
+    def responses(self, name: str | None = None) -> list[dict[str, Any]]:
+        """What was posted to response URLs (optionally one of them), oldest first."""
+        return [p for p in self.calls_to(RESPONSE_URL) if name is None or p.get("_name") == name]
 
     def stop_stream_by_user(self, channel: str, ts: str) -> None:
         """The user pressed the stop control on a streaming message: later appends are refused."""
@@ -550,9 +601,17 @@ class FakeSlack(LoopbackServer):
         return {"ok": True, "view": self._render_view(api.params["view"], view_id and str(view_id))}
 
     def _views_publish(self, api: _Api) -> ApiResult:
-        if not api.params.get("user_id") or not isinstance(api.params.get("view"), dict):
+        view = api.params.get("view")
+        if not api.params.get("user_id") or not isinstance(view, dict):
             return {"ok": False, "error": "invalid_arguments"}
-        return {"ok": True, "view": self._render_view(api.params["view"])}
+        if view.get("type") != "home":
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": ["[ERROR] home only"]}}
+        if len(view.get("blocks") or []) > MAX_VIEW_BLOCKS:
+            messages = ["[ERROR] no more than 100 items allowed [json-pointer:/view/blocks]"]
+            return {"ok": False, "error": "invalid_arguments", "response_metadata": {"messages": messages}}
+        rendered = self._render_view(view)
+        self.home_views[str(api.params["user_id"])] = rendered
+        return {"ok": True, "view": rendered}
 
     def _conversations_info(self, api: _Api) -> ApiResult:
         channel = api.params.get("channel")

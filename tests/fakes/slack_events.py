@@ -162,6 +162,24 @@ def message_event(
     return event_envelope(event, team=team, api_app_id=api_app_id, event_id=event_id, bot_user_id=bot_user_id)
 
 
+def app_home_opened_event(
+    user: str = "U1",
+    *,
+    tab: str = "home",
+    channel: str = "D1",
+    view: Mapping[str, Any] | None = None,
+    team: str = "T1",
+    api_app_id: str = "A1",
+) -> dict[str, Any]:
+    """An app_home_opened envelope; `view` is the Home view the user saw last (Slack includes it once published)."""
+    event: dict[str, Any] = {
+        "type": "app_home_opened", "user": user, "channel": channel, "tab": tab, "event_ts": new_ts(),
+    }
+    if view is not None:
+        event["view"] = dict(view)
+    return event_envelope(event, team=team, api_app_id=api_app_id)
+
+
 def url_verification_body(challenge: str = "challenge-token") -> dict[str, Any]:
     """The handshake Slack sends when the Events URL is configured."""
     return {"token": VERIFICATION_TOKEN, "challenge": challenge, "type": "url_verification"}
@@ -343,6 +361,21 @@ async def deliver_event(
         timestamp=timestamp,
         signed=signed,
         extra_headers=extra,
+    )
+
+
+async def deliver_command(
+    session: aiohttp.ClientSession,
+    url: str,
+    secret: str,
+    payload: Mapping[str, Any],
+    timestamp: int | str | None = None,
+    signed: bool = True,
+) -> tuple[int, str]:
+    """POST a slash command form-encoded, as Slack does (the fields at the top level)."""
+    body = urlencode({k: str(v) for k, v in payload.items()})
+    return await deliver(
+        session, url, secret, body, "application/x-www-form-urlencoded", timestamp=timestamp, signed=signed
     )
 
 

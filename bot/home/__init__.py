@@ -1,0 +1,58 @@
+"""The App Home tab (your runs at a glance) and the `/crew` slash command.
+
+- overview.py: one person's runs, read from the thread store and the run index;
+- view.py: those runs as Block Kit (the Home view, the `/crew runs` answer);
+- publish.py: publishing on open and on phase changes, coalesced and paced;
+- command.py: `/crew`; listeners.py: the Bolt listeners; agents.py: what can be started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.package.models import Package
+from core.store.runs import RunManager
+
+from ..threads.dispatch import BindingRuntime, Dispatcher
+from ..threads.store import ThreadStore
+from .agents import agent_entries
+from .command import CrewCommand
+from .listeners import HomeListeners
+from .overview import Access, RunOverview
+from .publish import HomePublisher
+
+if TYPE_CHECKING:  # replicas only: a single process never loads psycopg
+    from ..replicas.threads import PostgresThreadStore
+
+__all__ = ["HomePublisher", "wire_home"]
+
+
+def wire_home(
+    app: AsyncApp,
+    *,
+    client: AsyncWebClient,
+    store: ThreadStore | PostgresThreadStore,
+    runs: RunManager,
+    access: Access,
+    bindings: Mapping[str, BindingRuntime],
+    dispatcher: Dispatcher,
+    refresh_interval: float,
+) -> HomePublisher:
+    """Register the Home tab and `/crew` on `app` (before the thread listeners) and follow run phases."""
+
+    def package_of(binding: str, package_id: str) -> Package | None:
+        runtime = bindings.get(binding) or bindings["default"]
+        found = runtime.package(package_id)
+        return found or next((b.package(package_id) for b in bindings.values() if b.package(package_id)), None)
+
+    overview = RunOverview(store, runs, access, package_of)
+    agents = agent_entries(bindings, access)
+    publisher = HomePublisher(client, overview, lambda: agents, access, store, interval=refresh_interval)
+    command = CrewCommand(access=access, dispatcher=dispatcher, publisher=publisher, client=client)
+    HomeListeners(publisher, command).register(app)
+    dispatcher.phase_watchers.append(publisher.run_changed)
+    return publisher
