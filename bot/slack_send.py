@@ -174,7 +174,7 @@ class Sender:
             self._loop_task = None
         await asyncio.gather(*self._tasks, return_exceptions=True)
         while self._dirty:
-            slot = self._slots[next(iter(self._dirty))]
+            slot = min((self._slots[k] for k in self._dirty), key=lambda s: (s.head_priority, s.since))
             if slot.send is not None and slot.not_before > time.monotonic() and not slot.kept:
                 self._dirty.pop(slot.key, None)  # a refresh for later: not wanted now
                 continue
@@ -229,8 +229,9 @@ class Sender:
                     self._launch(slot)
                     continue
                 wait = math.inf  # woken when a call in flight returns
-            try:
-                await asyncio.wait_for(self._wake.wait(), None if math.isinf(wait) else wait)
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                async with asyncio.timeout(None if math.isinf(wait) else wait):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
