@@ -19,7 +19,7 @@ from .slack_io import SlackIO
 from .slack_send import MAX_TRACKED, CallBudget, Priority, Sender
 
 Render = Callable[[], SlackMessage]
-DEFAULT_BURST = 5
+DEFAULT_BURST = 10
 
 
 @dataclass
@@ -30,14 +30,14 @@ class _Shown:
 
 class StatusBoard:
     def __init__(
-        self, io: SlackIO, *, interval: float = 1.0, rate: float = 0.75, burst: int = DEFAULT_BURST
+        self, io: SlackIO, *, interval: float = 1.0, rate: float = 0.67, burst: int = DEFAULT_BURST
     ) -> None:
-        """`rate` edits per second on average (0: no limit), `burst` at once; half the burst is kept for
-        what people must read."""
+        """`rate` edits per second on average (0: no limit), `burst` at once; two thirds of the burst are
+        kept for what people must read."""
         self.io = io
         budget = CallBudget(rate * 60.0, burst) if rate > 0 else None
         io.edit_budget = budget  # the edits made directly (an answered question's outcome) count too
-        self.sender = Sender("chat.update", budget=budget, reserve=burst // 2, interval=interval)
+        self.sender = Sender("chat.update", budget=budget, reserve=burst * 2 // 3, interval=interval)
         self._shown: dict[str, _Shown] = {}
 
     @property
