@@ -8,9 +8,11 @@ their timing, shows what went first.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
+from bot.config import BotConfig
 from bot.native.fallbacks import STREAM, Fallbacks
 from bot.native.status_line import StatusLines
 from bot.native.stream import ReplyStream
@@ -20,9 +22,12 @@ from bot.slack_send import CallBudget, Priority
 from bot.status import StatusBoard
 from bot.threads.store import ThreadKey
 from tests.fakes import FakeSlack
+from tests.scripts import script_create_story
+from tests.test_bot_support import bot_harness, message_text
 
 WAIT = 30.0
 STARVED = 0.001  # edits per second: nothing but the burst within a test
+QUESTION = "Give its key"  # the end of create-story's question
 
 
 @pytest.fixture
@@ -141,3 +146,37 @@ async def test_with_room_a_refused_stream_shows_its_first_words_and_then_the_who
     whole = await slack.wait_for("chat.update", lambda p: "take?" in str(p), timeout=WAIT)
     assert slack.calls_to("chat.update").index(whole) == 0
     await board.close()
+
+
+async def test_in_a_busy_workspace_a_question_is_shown_whole_while_other_threads_redraws_wait(
+    project: Path,
+) -> None:
+    def starved(config: BotConfig) -> None:
+        config.limits.status_edits_per_second = STARVED
+        config.limits.status_edit_burst = 4
+        config.limits.status_update_interval = 0.0
+
+    async with bot_harness(project, configure=starved) as h:
+        script_create_story(h.llm)
+        h.slack.fail_next("chat.startStream", "not_allowed", times=1000)
+        assert h.bot is not None and h.bot.board.io.edit_budget is not None
+        h.bot.board.io.edit_budget.spend(4)  # the workspace's edits are spent: only urgent ones may go now
+
+        first = await h.mention("create-story", channel="C2")
+        await h.slack.wait_for("chat.postMessage", lambda p: p["channel"] == "C2" and QUESTION in message_text(p))
+        plan = h.status_message(first, channel="C2")
+        assert "Waiting for your reply" not in message_text(plan)  # its redraw waits for budget
+
+        mark = h.mark()
+        await h.mention("create-story", channel="C1")
+        question = await h.slack.wait_for(
+            "chat.postMessage", lambda p: p["channel"] == "C1" and QUESTION in message_text(p), since=mark
+        )
+        assert "Which story should I prepare?" in message_text(question)  # whole, in one post
+        shown_at = next(i for i, (m, p) in enumerate(h.slack.calls) if p is question)
+        assert not [p for p in h.slack.calls_to("chat.update") if p["ts"] == plan["ts"]]  # still queued
+
+        await h.bot.board.close()  # shutdown sends what waited
+        redraws = [i for i, (m, p) in enumerate(h.slack.calls) if m == "chat.update" and p["ts"] == plan["ts"]]
+        assert redraws and min(redraws) > shown_at
+        assert "Waiting for your reply" in message_text(h.status_message(first, channel="C2"))
