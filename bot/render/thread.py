@@ -303,6 +303,8 @@ class ThreadRenderer:
             message = blocks.completion(snapshot, key=self.key)
             self.completion_ts = await self.io.post(record.channel, record.thread_ts, message)
             self.posted += 1
+            if self.surface is not None and self.completion_ts:
+                self.surface.lines.replied(record.key)  # the post cleared the status line
             self.completed_run = run_id
         elif failed_now:
             await self.post([blocks.failure(snapshot, key=self.key, message=explained.message if explained else None)])
