@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from core.document.state import read_state
 from core.events import RunPhase
 from core.run.runaway import looks_like_question
 from tests.fakes.llm_server import Reply
+from tests.conftest import EXAMPLES
+from tests.fakes.llm_server import ScriptedLLM
+from tests.test_cli_run import cli
 from tests.scripts import Body, create_story_responder, engine_harness, hello_branch_responder, messages
+from tests.test_bot_support import bot_harness, message_text
 
 SLIP = "Step done. Moving on."
 NUDGE_MARK = "has not moved"
@@ -93,3 +99,28 @@ def test_what_counts_as_asking() -> None:
     not_asking = ["Step done. Moving on.", "I wrote the intake file.", "", None]
     assert all(looks_like_question(text) for text in asking)
     assert not any(looks_like_question(text) for text in not_asking)
+
+
+async def test_in_slack_the_slip_is_shown_and_the_run_still_completes(project: Path) -> None:
+    async with bot_harness(project, ["hello-branch"]) as h:
+        h.llm.responder = SlippingModel(slips=1)
+        top = await h.mention("hello-branch")
+        await h.posted_text("completed", timeout=60)
+        await h.settle()
+        said = [message_text(m) for m in h.thread(top)]
+        assert any(SLIP in text for text in said)  # what the model said stays in the thread
+        assert "Completed" in message_text(h.status_message(top))
+        assert sum(nudges(body) > 0 for body in h.llm.requests) >= 1
+
+
+async def test_in_the_terminal_the_slip_is_printed_and_the_run_still_completes(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    async with ScriptedLLM() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        llm.responder = SlippingModel(slips=1)
+        argv = ["run", str(EXAMPLES / "hello-branch"), "--project", str(project)]
+        code, out, err = await cli(argv, "", monkeypatch, capsys)
+    assert code == 0, err
+    assert SLIP in out and "Run complete." in out.split(SLIP)[1]  # no prompt for the user in between
