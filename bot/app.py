@@ -417,7 +417,12 @@ def _build(
         thread_store, handover, slots = _replica_parts(shared, lanes, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
-    board = StatusBoard(io, interval=config.limits.status_update_interval, rate=config.limits.status_edits_per_second)
+    board = StatusBoard(
+        io,
+        interval=config.limits.status_update_interval,
+        rate=config.limits.status_edits_per_second,
+        burst=config.limits.status_edit_burst,
+    )
     deduper = Deduper(thread_store)
     access = AccessPolicy(
         allowed_channels=frozenset(config.access.allowed_channels),

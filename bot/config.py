@@ -84,8 +84,11 @@ class Limits(_Strict):
     max_turns_without_progress: int = Field(default=40, ge=1)
     max_turns_per_input: int = Field(default=400, ge=1)
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
-    # All chat.update calls together: chat.update is Tier 3 (about 50 per minute per workspace).
-    status_edits_per_second: float = Field(default=0.8, gt=0)
+    # All chat.update calls together: chat.update is Tier 3 (about 50 per minute per workspace, with
+    # bursts). 0.67 per second plus a burst of 10 stays within 50 in any minute; two thirds of the burst
+    # are kept for what people must read (a reply's final text, Paused / Failed / Completed).
+    status_edits_per_second: float = Field(default=0.67, gt=0)
+    status_edit_burst: int = Field(default=10, ge=1)
     stream_flush_interval: float = Field(default=1.0, ge=0)  # seconds between appends to one streamed reply
     status_line_interval: float = Field(default=2.0, ge=0)  # seconds between status-line changes of one thread
     status_lines_per_second: float = Field(default=1.5, gt=0)  # all status-line calls together

@@ -19,6 +19,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .render.blocks import SlackMessage
 from .render.mrkdwn import defuse_mentions
+from .slack_send import CallBudget
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,8 @@ class SlackIO:
         self.client = client
         # Awaited before anything reaches a user: replicas make the run's writes durable first.
         self.before_send = before_send
+        # chat.update's workspace budget (set by the status board): every edit counts, whoever makes it.
+        self.edit_budget: CallBudget | None = None
         if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
             client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
         # slack_sdk decides whether to format its debug lines (the whole request and response) from
@@ -104,7 +107,10 @@ class SlackIO:
         )
         return str(response["ts"]) if response is not None else None
 
-    async def update(self, channel: str, ts: str, message: SlackMessage) -> bool:
+    async def update(self, channel: str, ts: str, message: SlackMessage, *, budgeted: bool = False) -> bool:
+        """Edit a message now (`budgeted`: its call was already taken from the edit budget)."""
+        if not budgeted and self.edit_budget is not None:
+            self.edit_budget.spend()
         response = await self._call("chat.update", self.client.chat_update(channel=channel, ts=ts, **message.payload()))
         return response is not None
 

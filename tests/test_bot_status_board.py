@@ -8,6 +8,7 @@ import pytest
 
 from bot.render.blocks import SlackMessage
 from bot.slack_io import SlackIO
+from bot.slack_send import Priority
 from bot.status import StatusBoard
 from tests.fakes import FakeSlack
 
@@ -33,8 +34,8 @@ async def test_a_phase_is_shown_even_when_the_run_moves_on_before_the_edit_is_se
     ts = await board.post("C1", "1.0", state("Running"))
     assert ts is not None
     # Stopped, then at once resumed by a reply that waited for the stop: nothing runs in between.
-    board.schedule("C1", ts, lambda: state("Paused"), urgent=True)
-    board.schedule("C1", ts, lambda: state("Running · step 2"), urgent=True)
+    board.schedule("C1", ts, lambda: state("Paused"), priority=Priority.URGENT, milestone="paused")
+    board.schedule("C1", ts, lambda: state("Running · step 2"), priority=Priority.LIVE)
     assert await board.idle(WAIT)
     assert edits(slack, ts) == ["Paused", "Running · step 2"]
     await board.close()
@@ -46,7 +47,7 @@ async def test_progress_between_phases_is_still_coalesced(slack: FakeSlack) -> N
     assert ts is not None
     for step in range(5):
         board.schedule("C1", ts, lambda step=step: state(f"Running · tool {step}"))
-    board.schedule("C1", ts, lambda: state("Paused"), urgent=True)
+    board.schedule("C1", ts, lambda: state("Paused"), priority=Priority.URGENT, milestone="paused")
     assert await board.idle(WAIT)
     assert edits(slack, ts) == ["Paused"]
     await board.close()
@@ -56,7 +57,7 @@ async def test_close_sends_every_kept_phase(slack: FakeSlack) -> None:
     board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=0.0)
     ts = await board.post("C1", "1.0", state("Running"))
     assert ts is not None
-    board.schedule("C1", ts, lambda: state("Paused"), urgent=True)
-    board.schedule("C1", ts, lambda: state("Completed"), urgent=True)
+    board.schedule("C1", ts, lambda: state("Paused"), priority=Priority.URGENT, milestone="paused")
+    board.schedule("C1", ts, lambda: state("Completed"), priority=Priority.URGENT, milestone="completed")
     await board.close()  # before the sender had a turn
     assert edits(slack, ts) == ["Paused", "Completed"]

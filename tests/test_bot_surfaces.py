@@ -7,7 +7,7 @@ from pathlib import Path
 from bot.native.agent_view import suggested_prompts, thread_title
 from bot.bolt_app import is_own_edit
 from bot.render.plan import PlanBook, describe_tool, plan_status
-from bot.native.rate import CallBudget
+from bot.slack_send import CallBudget
 from core.events import RunPhase
 from core.package.loader import load_package
 from core.store.runs_model import RunError, RunRecord, RunSnapshot

@@ -9,8 +9,11 @@ agent's name underneath.
 An answer cut off by a lost model connection is closed with a short note; the answer asked for
 again streams into a new message.
 
-If Slack refuses streaming in this thread the reply is posted and then edited in place (today's
-behaviour), through the status board so the edits share chat.update's budget. If the stream
+If Slack refuses streaming in this thread the reply is posted and then edited in place, through the
+status board so the edits share chat.update's budget: the first words are posted only while that
+budget has room beyond what is kept for urgent edits (else the reply is posted whole when it is
+done, by chat.postMessage, whose limit is per channel), the growing text is a LIVE edit and the
+final text an URGENT one, sent ahead of every plan redraw. If the stream
 expired on Slack's side, the streamed message is finished with chat.update. If the user pressed
 Slack's stop control, the run is stopped as `*stop` would.
 """
@@ -30,8 +33,8 @@ from ..render import blocks
 from ..render.blocks import SlackMessage
 from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
 from ..render.mrkdwn import defuse_markdown_mentions
-from .rate import CallBudget
 from ..slack_io import SlackIO
+from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
 from ..threads.store import ThreadKey
 
@@ -88,7 +91,8 @@ class ReplyStream:
             pending = pending[:-1]
         if self.streaming and (not pending or await self._append(pending)):
             return
-        if not self.stopped:
+        # Posting the first words commits to an edit with the whole text later: only with room for it.
+        if not self.stopped and (self._ts is not None or self.board.room()):
             await self._show(final=False)
 
     async def finish(self, text: str) -> None:
@@ -171,7 +175,7 @@ class ReplyStream:
             self._ts = await self.io.post(channel, thread_ts, messages[0])
         else:
             first = messages[0]
-            self.board.schedule(channel, self._ts, lambda: first, urgent=final)
+            self.board.schedule(channel, self._ts, lambda: first, priority=Priority.URGENT if final else Priority.LIVE)
         for message in rest:
             await self.io.post(channel, thread_ts, message)
         self._sent_now()

@@ -18,8 +18,8 @@ from core.store.runs_model import RunSnapshot
 
 from .fallbacks import SLACK_FAILURES, TITLE, Fallbacks
 from ..render.plan import PlanBook
-from .rate import CallBudget
 from ..slack_io import SlackIO
+from ..slack_send import CallBudget
 from ..status import StatusBoard
 from .status_line import StatusLines
 from .stream import ReplyStream

@@ -35,6 +35,7 @@ from .blocks import SlackMessage
 from ..native.fallbacks import PLAN
 from .plan import describe_tool, plan_status
 from ..slack_io import SlackIO
+from ..slack_send import Priority
 from ..status import StatusBoard
 from ..native.stream import ReplyStream
 from ..native.surface import AgentSurface
@@ -198,7 +199,7 @@ class ThreadRenderer:
             if snapshot.phase == RunPhase.WAITING_USER and not snapshot.paused and snapshot.steps_done == 0:
                 snapshot = snapshot.model_copy(update={"phase": RunPhase.RUNNING})  # created, about to pump
             if record.status_run_id == snapshot.run_id and record.status_ts:
-                await self._redraw(snapshot, urgent=True)  # the same run, re-bound: still one status message
+                await self._redraw(snapshot, *_weight(snapshot))  # the same run, re-bound: still one status message
             else:
                 await self._new_status(snapshot)
             if self.surface is not None:
@@ -210,7 +211,7 @@ class ThreadRenderer:
                 await self._new_status(output.snapshot)
                 self.fresh_status = False
             else:
-                await self._redraw(output.snapshot, urgent=True)
+                await self._redraw(output.snapshot, Priority.URGENT, _weight(output.snapshot)[1])  # asked for
         elif isinstance(output, WidgetRequest):
             await self.post(widget_messages(output.widget, key=self.key, run_id=output.run_id or record.session.run_id))
         elif isinstance(output, Notice):
@@ -247,10 +248,14 @@ class ThreadRenderer:
             return
         retrying = isinstance(output.event, LLMRetrying)
         self._note = retry_note(output.event) if isinstance(output.event, LLMRetrying) else None
-        urgent = retrying or output.event.kind == "phase_changed"
-        await self._redraw(output.snapshot, urgent=urgent)
+        if retrying or output.event.kind == "phase_changed":
+            await self._redraw(output.snapshot, *_weight(output.snapshot))
+        else:
+            await self._redraw(output.snapshot, Priority.BACKGROUND)  # progress: coalesced with what is left
 
-    async def _redraw(self, snapshot: RunSnapshot, *, urgent: bool, queued: bool = False) -> None:
+    async def _redraw(
+        self, snapshot: RunSnapshot, priority: Priority, milestone: str | None = None, *, queued: bool = False
+    ) -> None:
         record = self.record
         if not record.status_ts:
             return
@@ -259,7 +264,7 @@ class ThreadRenderer:
         def render() -> SlackMessage:
             return self._status_message(snapshot, queued=queued, working=True, note=note)
 
-        self.board.schedule(record.channel, record.status_ts, render, urgent=urgent)
+        self.board.schedule(record.channel, record.status_ts, render, priority=priority, milestone=milestone)
 
     async def show_queued(self) -> None:
         """The call waits for a free run slot: say so on the status message (or in the thread)."""
@@ -269,7 +274,7 @@ class ThreadRenderer:
         if self.surface is not None:
             self.surface.lines.working(record.key, "Queued: waiting for a free run slot")
         if snapshot is not None and record.status_ts and record.status_run_id == run_id:
-            await self._redraw(snapshot, urgent=True, queued=True)
+            await self._redraw(snapshot, *_weight(snapshot), queued=True)
         else:
             await self.post([blocks.notice(":clock3: Queued — I'll start as soon as a run slot frees up.")])
 
@@ -284,7 +289,10 @@ class ThreadRenderer:
             await self.post([self._error(e) for e in errors])
             return
         if record.status_ts and record.status_run_id == run_id:
-            self.board.schedule(record.channel, record.status_ts, lambda: self._status_message(snapshot), urgent=True)
+            priority, milestone = _weight(snapshot)
+            self.board.schedule(
+                record.channel, record.status_ts, lambda: self._status_message(snapshot), priority=priority, milestone=milestone
+            )
         before = self.phase_before if self.run_before == run_id else None
         outcome = _outcome(snapshot)
         failed_now = outcome == RunPhase.FAILED and before != RunPhase.FAILED
@@ -295,10 +303,23 @@ class ThreadRenderer:
             message = blocks.completion(snapshot, key=self.key)
             self.completion_ts = await self.io.post(record.channel, record.thread_ts, message)
             self.posted += 1
+            if self.surface is not None and self.completion_ts:
+                self.surface.lines.replied(record.key)  # the post cleared the status line
             self.completed_run = run_id
         elif failed_now:
             await self.post([blocks.failure(snapshot, key=self.key, message=explained.message if explained else None)])
         record.last_phase = outcome
+
+
+def _weight(snapshot: RunSnapshot) -> tuple[Priority, str | None]:
+    """How soon a drawing of the run must be shown, and the phase it must not be replaced before it is:
+    an outcome or a pause is what the person reads; routine phases (running, waiting) only go before progress."""
+    outcome = _outcome(snapshot)
+    if outcome in (RunPhase.COMPLETED, RunPhase.FAILED):
+        return Priority.URGENT, outcome.value
+    if snapshot.paused:
+        return Priority.URGENT, "paused"
+    return Priority.LIVE, None
 
 
 def _outcome(snapshot: RunSnapshot) -> RunPhase:

@@ -172,7 +172,7 @@ class Pump:
     # ---- the loop ---------------------------------------------------------------
 
     async def _loop(self) -> None:
-        guard = RunawayGuard(self.engine.settings)
+        guard = RunawayGuard(self.engine.settings).begin(self.graph, self.fm)
         closing_turn = False
         ctx = self._tool_context()
         while True:
@@ -195,6 +195,11 @@ class Pump:
             if not reply.tool_calls:
                 if self.complete:
                     await self._finish(RunPhase.COMPLETED)
+                slip = guard.slip_note(reply.content, self.graph, self.fm)
+                if slip is not None:  # nudged once; the next turn ending the same way goes to the user
+                    self.audit({"kind": "engine.nudged", "nodeId": self._node_id()})
+                    self.history.append({"role": "user", "content": slip}, part="runtime_note", scope=self._scope())
+                    continue
                 await self._wait_user()
 
             was_complete = self.complete

@@ -1,0 +1,282 @@
+"""Slack calls that can wait: one sender per rate budget, what people must read first, the rest coalesced.
+
+Slack limits each method per workspace (chat.update is Tier 3: about 50 calls a minute with short
+bursts; the assistant status line has a limit of its own), and every run in the workspace shares
+that budget. Many events want to change one message or one status line, and only the newest state
+matters, so callers `put` a key's newest state (a way to send it) with a priority:
+
+- URGENT: what a person must read or act on (a reply's final text, Paused / Failed / Completed).
+  Sent at once, before anything else, from a reserve of the burst that nothing else may spend.
+- LIVE: a reply while it is being written, a routine phase change.
+- BACKGROUND: plan redraws and status lines: at most one call per key per `interval`, oldest
+  first, out of what the reserve leaves.
+
+A state put as a milestone (a phase) is never replaced before it is sent: a newer state waits
+behind it. Calls for different keys go out concurrently (up to `concurrency`), one at a time per
+key, so a slow or retried call never holds back another thread. Nothing a run does waits for a call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[], Awaitable[bool]]  # makes the call; False when there was nothing to send after all
+MAX_TRACKED = 2000  # keys remembered (last call time) for their interval; older idle ones are forgotten
+MAX_KEPT = 8  # milestones waiting behind newer states, per key; beyond that the oldest go
+
+
+class CallBudget:
+    """A token bucket: `per_minute` calls on average, up to `burst` at once."""
+
+    def __init__(self, per_minute: float, burst: int) -> None:
+        self.rate = per_minute / 60.0
+        self.burst = float(burst)
+        self._tokens = float(burst)
+        self._at = time.monotonic()
+
+    def level(self) -> float:
+        now = time.monotonic()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+        return self._tokens
+
+    def take(self) -> bool:
+        """Spend one call if the budget has one now."""
+        if self.level() >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False
+
+    def spend(self, calls: float = 1.0) -> None:
+        """Spend (or, negative, give back) calls whether or not the budget has them: a call that cannot
+        wait still counts, and what follows waits longer."""
+        self._tokens = min(self.burst, self.level() - calls)
+
+    def seconds_until(self, level: float) -> float:
+        missing = level - self.level()
+        if missing <= 0:
+            return 0.0
+        return missing / self.rate if self.rate > 0 else math.inf
+
+
+class Priority(IntEnum):
+    URGENT = 0
+    LIVE = 1
+    BACKGROUND = 2
+
+
+@dataclass
+class _Slot:
+    key: Hashable
+    send: Send | None = None  # the newest state not sent yet
+    priority: Priority = Priority.BACKGROUND
+    milestone: str | None = None
+    not_before: float = 0.0  # a state asked for later (a refresh), not wanted now
+    kept: list[tuple[Send, Priority]] = field(default_factory=list)  # milestones superseded before they were sent
+    since: float = 0.0  # when it became dirty: oldest first within a priority
+    last_sent: float = -math.inf
+    busy: bool = False
+
+    @property
+    def dirty(self) -> bool:
+        return self.send is not None or bool(self.kept)
+
+    @property
+    def head_priority(self) -> Priority:
+        return self.kept[0][1] if self.kept else self.priority
+
+
+class Sender:
+    def __init__(
+        self,
+        name: str,
+        *,
+        budget: CallBudget | None,
+        reserve: float = 0.0,
+        interval: float = 0.0,
+        concurrency: int = 4,
+    ) -> None:
+        """`budget` None: no rate limit. `reserve` calls of the budget are kept for URGENT states."""
+        self.name, self.budget, self.reserve, self.interval = name, budget, reserve, interval
+        self.concurrency = max(1, concurrency)
+        self.calls = 0
+        self._slots: dict[Hashable, _Slot] = {}
+        self._dirty: dict[Hashable, None] = {}  # insertion-ordered set of keys with something to send
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake: asyncio.Event | None = None
+        self._settled: asyncio.Event | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+
+    # ---- what callers do ---------------------------------------------------------
+
+    def put(
+        self,
+        key: Hashable,
+        send: Send,
+        *,
+        priority: Priority = Priority.BACKGROUND,
+        milestone: str | None = None,
+        not_before: float = 0.0,
+    ) -> None:
+        """`send` shows the key's newest state; it replaces a pending one unless that is a different milestone."""
+        slot = self._slots.pop(key, None) or _Slot(key=key)
+        self._slots[key] = slot  # most recently used last
+        self._trim()
+        if slot.send is not None and slot.milestone is not None and slot.milestone != milestone:
+            slot.kept.append((slot.send, slot.priority))
+            del slot.kept[:-MAX_KEPT]
+            slot.send = None
+        if slot.send is not None:
+            priority = min(priority, slot.priority)
+            milestone = milestone or slot.milestone
+            not_before = min(not_before, slot.not_before)
+        if not slot.dirty:
+            slot.since = time.monotonic()
+        slot.send, slot.priority, slot.milestone, slot.not_before = send, priority, milestone, not_before
+        self._dirty[key] = None
+        self._kick()
+
+    def sent_now(self, key: Hashable) -> None:
+        """The key's state was just shown another way (a new message): the interval starts now."""
+        slot = self._slots.pop(key, None) or _Slot(key=key)
+        self._slots[key] = slot
+        slot.last_sent = time.monotonic()
+        self._trim()
+
+    def room(self) -> bool:
+        """Whether the budget has a call to spare beyond the urgent reserve right now."""
+        return self.budget is None or self.budget.level() >= 1.0 + self.reserve
+
+    async def idle(self, timeout: float | None = None) -> bool:
+        """True once every state wanted now has been sent (within `timeout` seconds)."""
+        if self._settled is None:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._settled.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Send what is still wanted, without the rate limit (shutdown), and stop."""
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+            self._loop_task = None
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        while self._dirty:
+            slot = min((self._slots[k] for k in self._dirty), key=lambda s: (s.head_priority, s.since))
+            if slot.send is not None and slot.not_before > time.monotonic() and not slot.kept:
+                self._dirty.pop(slot.key, None)  # a refresh for later: not wanted now
+                continue
+            await self._call(slot, self._take(slot))
+
+    # ---- the loop ------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._wake is None or self._settled is None:
+            self._wake, self._settled = asyncio.Event(), asyncio.Event()
+        if self._loop_task is None or self._loop_task.done():
+            self._loop_task = asyncio.create_task(self._run(), name=f"sender-{self.name}")
+        self._settled.clear()
+        self._wake.set()
+
+    def _next(self, now: float) -> tuple[_Slot | None, float, bool]:
+        """The slot to send now, else how long to wait; and whether anything is wanted now."""
+        best: _Slot | None = None
+        wait, wanted = math.inf, False
+        for key in self._dirty:
+            slot = self._slots[key]
+            priority = slot.head_priority
+            later = slot.not_before - now if not slot.kept else 0.0
+            if later > 0:
+                wait = min(wait, later)
+                continue
+            wanted = True
+            if slot.busy:
+                continue
+            due = 0.0 if priority is Priority.URGENT else slot.last_sent + self.interval - now
+            if due > 0:
+                wait = min(wait, due)
+                continue
+            if best is None or (priority, slot.since) < (best.head_priority, best.since):
+                best = slot
+        if best is None or self.budget is None:
+            return best, wait, wanted
+        needed = 1.0 if best.head_priority is Priority.URGENT else 1.0 + self.reserve
+        if self.budget.level() >= needed:
+            return best, 0.0, wanted
+        return None, min(wait, self.budget.seconds_until(needed)), wanted
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._settled is not None
+        while True:
+            self._wake.clear()
+            slot, wait, wanted = self._next(time.monotonic())
+            if not wanted and not self._tasks:
+                self._settled.set()
+            if slot is not None:
+                if len(self._tasks) < self.concurrency:
+                    self._launch(slot)
+                    continue
+                wait = math.inf  # woken when a call in flight returns
+            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                async with asyncio.timeout(None if math.isinf(wait) else wait):
+                    await self._wake.wait()
+            except TimeoutError:
+                pass
+
+    def _take(self, slot: _Slot) -> Send:
+        if slot.kept:
+            send, _ = slot.kept.pop(0)
+        else:
+            assert slot.send is not None
+            send, slot.send, slot.priority, slot.milestone = slot.send, None, Priority.BACKGROUND, None
+        if not slot.dirty:
+            self._dirty.pop(slot.key, None)
+        return send
+
+    def _launch(self, slot: _Slot) -> None:
+        send = self._take(slot)
+        slot.busy = True
+        if self.budget is not None:
+            self.budget.spend()
+        task = asyncio.create_task(self._call(slot, send, budgeted=True))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _call(self, slot: _Slot, send: Send, *, budgeted: bool = False) -> None:
+        slot.busy = True
+        try:
+            made = await send()
+        except Exception:  # a bug in one key's call must not stop every other key's
+            log.exception("slack call failed", extra={"sender": self.name})
+            made = True
+        finally:
+            slot.busy = False
+        if made:
+            self.calls += 1
+            slot.last_sent = time.monotonic()
+        elif budgeted and self.budget is not None:
+            self.budget.spend(-1.0)  # nothing went out: the call is given back
+
+    def _trim(self) -> None:
+        excess = len(self._slots) - MAX_TRACKED
+        if excess <= 0:
+            return
+        for key in [k for k, s in self._slots.items() if k not in self._dirty and not s.busy][:excess]:
+            del self._slots[key]
