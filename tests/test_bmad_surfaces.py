@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
+from tests.bmad_trees import BMAD_V6_SRC as V60
 from tests.bmad_trees import BMAD_V62_SRC as V62
 from tests.bmad_trees import BMAD_V611_SRC as V611
 from tests.bmad_trees import installed_bmad
@@ -27,6 +28,14 @@ def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     require(V611)
     out = tmp_path_factory.mktemp("v611") / "team.bmad"
     assert main(["import", "bmad", str(V611), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def v60_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(V60)
+    out = tmp_path_factory.mktemp("v60") / "team.bmad"
+    assert main(["import", "bmad", str(V60), "-o", str(out)]) == 0
     return out
 
 
@@ -66,6 +75,13 @@ async def test_v62_workflows_run_from_the_terminal(
         capsys: pytest.CaptureFixture[str]) -> None:
     out = await _run_in_terminal(v62_package, project, workflow, monkeypatch, capsys)
     assert first_step in out
+
+
+@pytest.mark.parametrize("workflow", ["create-prd", "create-story"])
+async def test_v60_planning_and_implementation_run_from_the_terminal(
+        v60_package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    await _run_in_terminal(v60_package, project, workflow, monkeypatch, capsys)
 
 
 async def test_chat_menu_of_an_imported_agent_routes_a_phrase(
