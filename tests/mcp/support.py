@@ -32,9 +32,10 @@ from tests.scripts import (
 TRACKER_SERVER = Path(__file__).with_name("tracker_server.py")
 LOOKUP = "tracker__lookup_ticket"
 CREATE = "tracker__create_ticket"
-LOOKED_UP = "T-1 is 'Login page is slow'."
-CREATED = "Done: the ticket is open."
-NOT_CREATED = "I did not open the ticket: the call was denied, so nothing changed in the tracker."
+# Each answer ends asking what next, as a model in a workflow step does (a bare report would be nudged).
+LOOKED_UP = "T-1 is 'Login page is slow'. What next?"
+CREATED = "Done: the ticket is open. Anything else?"
+NOT_CREATED = "I did not open the ticket: the call was denied, so nothing changed in the tracker. What next?"
 ASK = "What should I do with the tracker?"
 
 
