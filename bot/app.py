@@ -55,7 +55,8 @@ from .slack_io import SlackIO
 from .status import StatusBoard
 from .native.status_line import StatusLines
 from .native.surface import AgentSurface
-from .threads.store import ThreadRecord, ThreadStore
+from .base.thread import ThreadRecord
+from .threads.store import ThreadStore
 
 if TYPE_CHECKING:
     from .replicas.handover import Handover

@@ -21,7 +21,7 @@ from ..render.blocks import SlackMessage
 from ..config import GitOptions
 from ..render.delivery import delivering_note, delivery_message
 from ..slack_io import SlackIO
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from ..render.mrkdwn import defuse_markdown_mentions
 from ..slack_io import SlackIO
 from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 STOPPED_BY_USER = "stopped_by_user"
 EXPIRED = "message_not_in_streaming_state"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import actions as act
-from ..actions import ButtonValue
+from ..base import actions as act
+from ..base.actions import ButtonValue
 from .blocks import BlockJSON, actions_block, button
 from .mrkdwn import escape
 

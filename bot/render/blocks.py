@@ -30,8 +30,8 @@ from core.events import RunPhase
 from core.outputs import AgentCard, MenuEntry
 from core.store.runs_model import RunSnapshot
 
-from .. import actions as act
-from ..actions import ButtonValue, Clicked
+from ..base import actions as act
+from ..base.actions import ButtonValue, Clicked
 from .delivery import delivery_blocks
 from .feedback import feedback_block
 from .markdown import markdown_messages

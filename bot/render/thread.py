@@ -30,7 +30,7 @@ from core.store.runs_model import RunSnapshot
 
 from . import blocks
 from ..native.agent_view import thread_title
-from ..actions import ButtonValue
+from ..base.actions import ButtonValue
 from .blocks import SlackMessage
 from ..native.fallbacks import PLAN
 from .plan import describe_tool, plan_status
@@ -39,7 +39,7 @@ from ..slack_send import Priority
 from ..status import StatusBoard
 from ..native.stream import ReplyStream
 from ..native.surface import AgentSurface
-from ..threads.store import ThreadRecord
+from ..base.thread import ThreadRecord
 from .widgets import widget_messages
 
 SnapshotSource = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]

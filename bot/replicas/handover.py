@@ -20,8 +20,8 @@ from core.store.postgres import PostgresRuntimeStore
 
 from ..threads.lanes import ThreadLanes
 from .membership import Replicas
-from .event import ThreadEvent
-from ..threads.store import ThreadKey
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey
 
 if TYPE_CHECKING:
     from ..threads.dispatch import Dispatcher

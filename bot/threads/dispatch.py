@@ -27,25 +27,26 @@ from core.store.runs import RunManager
 from core.store.runs_model import RunSnapshot
 from core.session.service import SessionService
 
-from .. import actions as act
+from ..base import actions as act
 from ..render import blocks
 from ..access import AccessPolicy, Verdict, parse_handover
-from ..actions import ButtonValue, Clicked
+from ..base.actions import ButtonValue, Clicked, FormContext
 from ..native.agent_view import suggested_prompts
 from ..completion.artifacts import ArtifactUnavailable, read_artifact
 from ..config import BotConfig
 from .dedupe import Deduper
 from ..completion.delivery import Deliveries
 from ..completion.feedback import FeedbackRecorder
-from ..render.forms import FormContext, build_modal
+from ..render.forms import build_modal
 from .lanes import ThreadLanes
 from ..render.mrkdwn import escape
 from ..render.thread import ThreadRenderer
 from ..slack_io import SlackIO, upload_refusal
 from ..status import StatusBoard
 from ..native.surface import AgentSurface
-from ..replicas.event import ThreadEvent
-from .store import ThreadKey, ThreadRecord, ThreadStore
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey, ThreadRecord
+from .store import ThreadStore
 from ..render.widgets import answered_text, answer_for, form_answered, form_mode
 
 if TYPE_CHECKING:

@@ -7,9 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..actions import ButtonValue, Clicked
-from ..render.forms import FormContext
-from ..threads.store import ThreadKey
+from .actions import ButtonValue, Clicked, FormContext
+from .thread import ThreadKey
 
 
 class ThreadEvent(BaseModel):
@@ -22,7 +21,7 @@ class ThreadEvent(BaseModel):
     message_ts: str = ""
     opening: bool = False
     # click
-    click: str = ""  # action kind (bot.actions)
+    click: str = ""  # action kind (bot.base.actions)
     value: ButtonValue | None = None
     clicked: Clicked | None = None  # the message the element sat on, to show the click's outcome there
     # form
