@@ -40,7 +40,7 @@ from ..completion.feedback import FeedbackRecorder
 from ..render.forms import build_modal
 from .lanes import ThreadLanes
 from ..render.mrkdwn import escape
-from ..render.thread import ThreadRenderer
+from .view import ThreadRenderer
 from ..slack_io import SlackIO, upload_refusal
 from ..status import StatusBoard
 from ..native.surface import AgentSurface

@@ -41,28 +41,28 @@ from core.session.service import SessionService
 from core.store.files import RuntimeStore
 from core.tools.registry import ToolHost
 
-from .access import AccessPolicy
-from .bolt_app import CrewBoltApp
-from .config import BotConfig
-from .connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
-from .threads.dedupe import Deduper
-from .threads.dispatch import BindingRuntime, Dispatcher
+from ..access import AccessPolicy
+from ..bolt_app import CrewBoltApp
+from ..config import BotConfig
+from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
+from ..threads.dedupe import Deduper
+from ..threads.dispatch import BindingRuntime, Dispatcher
 from .handlers import Handlers
-from .home import HomePublisher, wire_home
-from .threads.lanes import ThreadLanes
-from .native.fallbacks import Fallbacks
-from .slack_io import SlackIO
-from .status import StatusBoard
-from .native.status_line import StatusLines
-from .native.surface import AgentSurface
-from .base.thread import ThreadRecord
-from .threads.store import ThreadStore
+from ..home import HomePublisher, wire_home
+from ..threads.lanes import ThreadLanes
+from ..native.fallbacks import Fallbacks
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from ..native.status_line import StatusLines
+from ..native.surface import AgentSurface
+from ..base.thread import ThreadRecord
+from ..threads.store import ThreadStore
 
 if TYPE_CHECKING:
-    from .replicas.handover import Handover
-    from .replicas.shared import SharedStore
-    from .replicas.slots import GlobalSlots
-    from .replicas.threads import PostgresThreadStore
+    from ..replicas.handover import Handover
+    from ..replicas.shared import SharedStore
+    from ..replicas.slots import GlobalSlots
+    from ..replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> Crew
     or an unreachable database."""
     if not config.database_url:
         return _build(config, RuntimeStore(config.home), None, llm_settings)
-    from .replicas.shared import SharedStore  # psycopg and the lease layer: loaded by replicas only
+    from ..replicas.shared import SharedStore
 
     shared = SharedStore.connect(config.database_url, config.home, config.lease_seconds)
     try:
@@ -505,9 +505,9 @@ def _replica_parts(
     shared: SharedStore, lanes: ThreadLanes, max_runs: int
 ) -> tuple[PostgresThreadStore, Handover, GlobalSlots]:
     """The thread store, hand-over and model cap that replicas share through Postgres."""
-    from .replicas.handover import Handover  # replicas only, like psycopg under them
-    from .replicas.slots import GlobalSlots
-    from .replicas.threads import PostgresThreadStore
+    from ..replicas.handover import Handover
+    from ..replicas.slots import GlobalSlots
+    from ..replicas.threads import PostgresThreadStore
 
     return PostgresThreadStore(shared.pool), Handover(shared.replicas, shared.runtime, lanes), GlobalSlots(
         shared.replicas, max_runs
