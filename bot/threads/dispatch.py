@@ -46,11 +46,11 @@ from ..status import StatusBoard
 from ..native.surface import AgentSurface
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
+from ..replicas.handover import Handover, ThreadWork
 from .store import ThreadStore
 from ..render.widgets import answered_text, answer_for, form_answered, form_mode
 
 if TYPE_CHECKING:
-    from ..replicas.handover import Handover
     from ..replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,15 @@ class Dispatcher:
         self.deduper = deduper
         self.handover = handover  # replicas over Postgres: thread work goes through their shared queue
         if handover is not None:
-            handover.dispatcher = self
+            handover.connect(
+                ThreadWork(
+                    run_event=self.run_event,
+                    control_signal=self.control_signal,
+                    idle_run=self.idle_run,
+                    resume_thread=self.resume_thread,
+                    stop_local_runs=self.stop_local_runs,
+                )
+            )
         self.slots: Slots = slots or asyncio.Semaphore(config.limits.max_concurrent_runs)
         self.deliveries = Deliveries(io, runs, config.git)
         self.phase_watchers: list[Callable[[ThreadRecord], None]] = []  # told when a thread's run changes phase
@@ -163,6 +171,16 @@ class Dispatcher:
             if run is not None:
                 await self.handover.refresh(record.key, run)  # another replica may have moved it on
         return await asyncio.to_thread(read)
+
+    async def idle_run(self, key: ThreadKey) -> str | None:
+        """The thread's current run, if this replica is not pumping it."""
+        record = await self.store.get(key)
+        run_id = record.session.run_id if record else None
+        return run_id if run_id and not self.engine.is_pumping(run_id) else None
+
+    def stop_local_runs(self) -> None:
+        for run_id in self.engine.pumping_runs():
+            self.engine.request_stop(run_id)
 
     async def _load(self, key: ThreadKey) -> ThreadRecord | None:
         return self.live_record(key) or await self.store.get(key)
