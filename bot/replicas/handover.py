@@ -36,8 +36,8 @@ class Lanes(Protocol):
 
 
 @dataclass(frozen=True)
-class ThreadWork:
-    """What the hand-over asks of this replica's thread work (the dispatcher connects it when built)."""
+class HandoverCallbacks:
+    """What the hand-over asks of this replica's thread work (connected at start-up)."""
 
     run_event: Callable[[ThreadEvent], Awaitable[None]]  # one queued event, in the thread's order
     control_signal: Callable[[ThreadEvent], None]  # a pause/stop for a run this replica may be pumping
@@ -51,12 +51,12 @@ class Handover:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
-        self.work: ThreadWork | None = None  # see connect
+        self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
         # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
         self._copying: weakref.WeakValueDictionary[ThreadKey, asyncio.Lock] = weakref.WeakValueDictionary()
 
-    def connect(self, work: ThreadWork) -> None:
+    def connect(self, work: HandoverCallbacks) -> None:
         """The thread work that runs the events this replica takes out of the queue."""
         self.work = work
 

@@ -46,7 +46,8 @@ from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
-from ..threads.dispatch import BindingRuntime, Dispatcher
+from ..threads.binding import BindingRuntime
+from ..threads.dispatch import Dispatcher
 from .handlers import Handlers
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
@@ -478,6 +479,8 @@ def _build(
         slots=slots,
         surface=surface,
     )
+    if handover is not None:  # replicas: events come back from the shared queue to this dispatcher
+        handover.connect(dispatcher.handover_callbacks())
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
