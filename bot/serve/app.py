@@ -31,10 +31,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.checkout.binding import Checkout
 from core.run.engine import Engine, EngineSettings
 from core.model.client import LLMClient, LLMSettings
-from core.errors import CrewError
-from core.package.loader import load_package
-from core.package.validate import PackageInvalid
-from core.package.models import Graph, Package
+from core.package.models import Graph
 from core.store.runs_model import RunSnapshot
 from core.store.runs import RunManager
 from core.session.service import SessionService
@@ -49,6 +46,7 @@ from ..threads.dedupe import Deduper
 from ..threads.binding import BindingRuntime
 from ..threads.dispatch import Dispatcher
 from .handlers import Handlers
+from .packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
@@ -314,28 +312,6 @@ def _give_back_free_heap() -> None:
         return
     if trim is not None:
         trim(0)
-
-
-class PackageLoadFailed(CrewError):
-    """A bound package is invalid: which one, and its problems (package-relative files)."""
-
-    def __init__(self, path: Path, error: PackageInvalid) -> None:
-        super().__init__(error.code, f"{path}: {error.message}", {"package": str(path)})
-        self.path = path
-        self.problems = error.problems
-
-
-def load_packages(config: BotConfig, cache_dir: Path) -> dict[Path, Package]:
-    """Load every bound package once; the first invalid one stops start-up with its problems."""
-    loaded: dict[Path, Package] = {}
-    for binding in config.bindings().values():
-        for path in binding.packages:
-            if path not in loaded:
-                try:
-                    loaded[path] = load_package(path, cache_dir=cache_dir)
-                except PackageInvalid as exc:
-                    raise PackageLoadFailed(path, exc) from None
-    return loaded
 
 
 def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> CrewBot:
