@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
+
+from core.router import parse_global_command
 
 from .actions import ButtonValue, Clicked, FormContext
 from .thread import ThreadKey
@@ -20,6 +22,7 @@ class ThreadEvent(BaseModel):
     text: str = ""
     message_ts: str = ""
     opening: bool = False
+    command: str | None = None  # the `*command` the text is, parsed once when the event is made
     # click
     click: str = ""  # action kind (bot.base.actions)
     value: ButtonValue | None = None
@@ -27,6 +30,15 @@ class ThreadEvent(BaseModel):
     # form
     form: FormContext | None = None
     answer: Any = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_command(cls, data: Any) -> Any:
+        """Typed text is parsed for a global command here, once; later steps and other replicas read `command`."""
+        if isinstance(data, dict) and data.get("kind") == "text" and "command" not in data:
+            text = data.get("text")
+            return {**data, "command": parse_global_command(text) if isinstance(text, str) and text else None}
+        return data
 
     @property
     def key(self) -> ThreadKey:

@@ -12,8 +12,6 @@ import asyncio
 import uuid
 from typing import Any
 
-from core.router import parse_global_command
-
 from ..base import actions as act
 from ..render import blocks
 from ..base.actions import ButtonValue, Clicked, FormContext
@@ -42,10 +40,10 @@ class Dispatcher(EventWork):
         self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
     ) -> None:
         """A thread reply, a mention or a DM, queued for the thread (before Slack gets its ack)."""
-        command = parse_global_command(text)
         event = ThreadEvent(
             kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
         )
+        command = event.command
         if self.handover is not None:
             signal = None
             if command in URGENT_COMMANDS or command is None:

@@ -6,8 +6,6 @@ The command in typed text was parsed once, when the event was made (`ThreadEvent
 from __future__ import annotations
 
 
-from core.router import parse_global_command
-
 from ..base import actions as act
 from ..render import blocks
 from ..access import Verdict, parse_handover
@@ -28,7 +26,10 @@ class EventWork(ClickWork):
         """The thread's work for one event, in the thread's order."""
         key = event.key
         if event.kind == "text":
-            await self._text(key, event.user, event.text, event.message_ts, opening=event.opening, dedupe=event.dedupe)
+            await self._text(
+                key, event.user, event.text, event.message_ts,
+                opening=event.opening, dedupe=event.dedupe, command=event.command,
+            )
         elif event.kind == "click" and event.value is not None:
             if event.dedupe and not await self.deduper.claim_persisted(event.dedupe):
                 return  # already handled as an urgent control by the replica pumping the run
@@ -50,7 +51,7 @@ class EventWork(ClickWork):
         if live is None or not self.pumping(live):
             return
         if event.kind == "text":
-            command = parse_global_command(event.text) if event.text else None
+            command = event.command
             if command in URGENT_COMMANDS:
                 self.lanes.spawn(self._urgent(live, event.user, command, event.dedupe), name=f"urgent:{event.key}")
             elif not event.text and self.access.may_act(event.user, live.session).allowed:
@@ -70,7 +71,15 @@ class EventWork(ClickWork):
         await self._control_now(record, user, command)
 
     async def _text(
-        self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
+        self,
+        key: ThreadKey,
+        user: str,
+        text: str,
+        message_ts: str,
+        *,
+        opening: bool,
+        dedupe: list[str],
+        command: str | None,
     ) -> None:
         record = await self.store.get(key)
         if record is None and not opening:
@@ -99,7 +108,6 @@ class EventWork(ClickWork):
         if handover is not None:
             await self._hand_over(record, user, handover)
             return
-        command = parse_global_command(text)
         acting = self.access.may_act(user, session)
         if not acting.allowed:
             await self._as_guest(record, user, text, command, message_ts, acting)
