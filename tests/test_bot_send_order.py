@@ -16,7 +16,7 @@ from bot.config import BotConfig
 from bot.native.fallbacks import STREAM, Fallbacks
 from bot.native.status_line import StatusLines
 from bot.native.stream import ReplyStream
-from bot.render.blocks import SlackMessage
+from bot.render.message import SlackMessage
 from bot.slack_io import SlackIO
 from bot.slack_send import CallBudget, Priority
 from bot.status import StatusBoard

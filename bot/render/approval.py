@@ -11,7 +11,8 @@ from typing import Any
 
 from ..base import actions as act
 from ..base.actions import ButtonValue
-from .blocks import BlockJSON, actions_block, button
+from .message import BlockJSON
+from .blocks import actions_block, button
 from .mrkdwn import escape
 
 APPROVAL_TYPE = "mcp_approval"  # core.tools.mcp.approval.APPROVAL_TYPE

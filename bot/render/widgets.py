@@ -10,7 +10,8 @@ from typing import Any
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, FormMode
-from .blocks import BlockJSON, SlackMessage, actions_block, button, choices, context, reply, section
+from .message import BlockJSON, SlackMessage
+from .blocks import actions_block, button, choices, context, reply, section
 from .approval import approval_answer, approval_controls, approval_outcome, is_approval
 from .mrkdwn import escape, to_mrkdwn
 

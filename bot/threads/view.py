@@ -31,7 +31,7 @@ from core.store.runs_model import RunSnapshot
 from ..render import blocks
 from ..native.agent_view import thread_title
 from ..base.actions import ButtonValue
-from ..render.blocks import SlackMessage
+from ..render.message import SlackMessage
 from ..native.fallbacks import PLAN
 from ..render.plan import describe_tool, plan_status
 from ..slack_io import SlackIO
