@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from typing import Any
 
 from ..base import actions as act
@@ -60,7 +61,7 @@ class Dispatcher(EventWork):
             if command is None and self.access.may_act(user, live.session).allowed:
                 # Queued behind the pump; the user is told why nothing happens yet.
                 self.lanes.spawn(self._refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
-        self.lanes.submit(key, lambda: self.run_event(event))
+        self.lanes.submit(key, partial(self.run_event, event))
 
     async def on_click(
         self,
@@ -99,7 +100,7 @@ class Dispatcher(EventWork):
             # The signal leaves the clicked message out: a NOTIFY payload is limited to 8000 bytes.
             await self.handover.push(event, event.model_copy(update={"clicked": None}) if urgent else None)
             return
-        self.lanes.submit(key, lambda: self.run_event(event))
+        self.lanes.submit(key, partial(self.run_event, event))
 
     async def on_form(self, context: FormContext, answer: Any, user: str) -> None:
         key = ThreadKey.parse(context.s)
@@ -109,7 +110,7 @@ class Dispatcher(EventWork):
         if self.handover is not None:
             await self.handover.push(event)
             return
-        self.lanes.submit(key, lambda: self.run_event(event))
+        self.lanes.submit(key, partial(self.run_event, event))
 
     async def open_checkouts(self) -> None:
         await self.upkeep.open_checkouts()
