@@ -55,7 +55,7 @@ def _bot_main(
 
 
 async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int, lease: float) -> None:
-    from bot.app import build, freeze_startup_heap
+    from bot.serve.app import build, freeze_startup_heap
     from bot.config import load_config
     from bot.logging import setup_logging
 

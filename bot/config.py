@@ -170,7 +170,7 @@ class FileConfig(_Strict):
 
 
 class BotConfig(BaseModel):
-    """Everything `bot.app.build` needs, paths absolute."""
+    """Everything `bot.serve.app.build` needs, paths absolute."""
 
     default: Binding
     channels: dict[str, Binding] = Field(default_factory=dict)

@@ -17,7 +17,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
-from .render.blocks import SlackMessage
+from .render.message import SlackMessage
 from .render.mrkdwn import defuse_mentions
 from .slack_send import CallBudget
 

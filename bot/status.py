@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .render.blocks import SlackMessage
+from .render.message import SlackMessage
 from .slack_io import SlackIO
 from .slack_send import MAX_TRACKED, CallBudget, Priority, Sender
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from psycopg.types.json import Jsonb
 
-from bot.threads.store import ThreadRecord, open_table
+from bot.base.thread import ThreadRecord
+from bot.threads.store import open_table
 from core.store.database import open_pool
 from core.errors import CrewError
 from core.store.files import RuntimeStore

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.app import CrewBot, PackageLoadFailed, build, freeze_startup_heap
+from bot.serve.app import CrewBot, build, freeze_startup_heap
+from bot.serve.packages import PackageLoadFailed
 from bot.connection import TokenRefused
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import resolve_format, setup_logging

@@ -8,8 +8,8 @@ import pytest
 from slack_sdk.errors import SlackObjectFormationError
 
 from bot.render import blocks
-from bot.actions import ButtonValue
-from bot.render.forms import FormContext, build_modal, parse_submission
+from bot.base.actions import ButtonValue, FormContext
+from bot.render.forms import build_modal, parse_submission
 from bot.render.mrkdwn import split_text, to_mrkdwn
 from bot.render.widgets import answer_for, widget_messages
 from core.events import RunPhase

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.config import Access
-from bot.threads.store import ThreadKey
+from bot.base.thread import ThreadKey
 from tests.scripts import hello_branch_responder, script_create_story
 from tests.test_bot_support import Harness, Mode, bot_harness, elements, element_text, message_text
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.app import build
+from bot.serve.app import build
 from bot.config import ConfigError, load_config
 from bot.logging import JsonFormatter, redact
 from cli.main import build_parser

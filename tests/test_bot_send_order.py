@@ -16,11 +16,11 @@ from bot.config import BotConfig
 from bot.native.fallbacks import STREAM, Fallbacks
 from bot.native.status_line import StatusLines
 from bot.native.stream import ReplyStream
-from bot.render.blocks import SlackMessage
+from bot.render.message import SlackMessage
 from bot.slack_io import SlackIO
 from bot.slack_send import CallBudget, Priority
 from bot.status import StatusBoard
-from bot.threads.store import ThreadKey
+from bot.base.thread import ThreadKey
 from tests.fakes import FakeSlack
 from tests.scripts import script_create_story
 from tests.test_bot_support import bot_harness, message_text

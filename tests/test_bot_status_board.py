@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.render.blocks import SlackMessage
+from bot.render.message import SlackMessage
 from bot.slack_io import SlackIO
 from bot.slack_send import Priority
 from bot.status import StatusBoard

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot.app import CrewBot, build
+from bot.serve.app import CrewBot, build
 from bot.config import Access, BotConfig, load_config
 from core.model.client import LLMSettings
 from tests.conftest import EXAMPLES

@@ -106,7 +106,7 @@ async def test_a_status_line_still_wanted_is_sent_again_before_slack_drops_it() 
     from bot.native.fallbacks import Fallbacks
     from bot.slack_io import SlackIO
     from bot.native.status_line import StatusLines
-    from bot.threads.store import ThreadKey
+    from bot.base.thread import ThreadKey
     from tests.fakes import FakeSlack
 
     async with FakeSlack() as slack:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.actions import ButtonValue
+from bot.base.actions import ButtonValue
 from tests.fakes import Reply
 from tests.scripts import Body, hello_branch_responder, hello_linear_responder
 from tests.test_bot_support import bot_harness, file_option, file_select, message_text

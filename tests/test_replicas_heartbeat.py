@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from bot.replicas.heartbeat import HeartbeatThread
 from bot.replicas.membership import Replicas
-from bot.threads.store import ThreadKey
+from bot.base.thread import ThreadKey
 from tests.test_replicas_store import async_pool, sync_pool  # noqa: F401  (fixtures: a real Postgres)
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")

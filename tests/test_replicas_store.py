@@ -14,7 +14,8 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from bot.replicas.slots import GlobalSlots
 from bot.replicas.membership import Replicas
-from bot.threads.store import ThreadKey, ThreadRecord, ThreadStore
+from bot.base.thread import ThreadKey, ThreadRecord
+from bot.threads.store import ThreadStore
 from bot.replicas.threads import PostgresThreadStore
 from cli.main import main as cli_main
 from core.store.atomic import append_line, atomic_write_text
@@ -136,7 +137,7 @@ async def _until(call, done, *, beat: Replicas, timeout: float = 20.0) -> None: 
 async def test_threads_with_queued_events_or_a_running_run_and_no_live_driver_are_orphans(
     async_pool: AsyncConnectionPool, sync_pool: ConnectionPool, tmp_path: Path, project: Path
 ) -> None:
-    from bot.replicas.event import ThreadEvent
+    from bot.base.event import ThreadEvent
 
     a = Replicas(async_pool, "", lease_seconds=30, replica_id="a")
     async with async_pool.connection() as conn:
@@ -247,7 +248,7 @@ def test_migrate_to_a_database_that_is_not_there_says_so(capsys: pytest.CaptureF
 async def test_signals_arrive_again_after_the_listening_connection_drops(
     async_pool: AsyncConnectionPool, database_url: str
 ) -> None:
-    from bot.replicas.event import ThreadEvent
+    from bot.base.event import ThreadEvent
 
     a = Replicas(async_pool, database_url, lease_seconds=30, replica_id="a")
     received: asyncio.Queue[dict[str, object]] = asyncio.Queue()

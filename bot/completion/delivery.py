@@ -17,11 +17,11 @@ from core.package.models import Package
 from core.store.runs import RunManager
 
 from ..render import blocks
-from ..render.blocks import SlackMessage
+from ..render.message import SlackMessage
 from ..config import GitOptions
 from ..render.delivery import delivering_note, delivery_message
 from ..slack_io import SlackIO
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 

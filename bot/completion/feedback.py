@@ -9,10 +9,10 @@ import logging
 from core.errors import CrewError
 from core.store.runs import RunManager
 
-from ..actions import ButtonValue
+from ..base.actions import ButtonValue
 from ..render.feedback import THANKS
 from ..slack_io import SlackIO
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 

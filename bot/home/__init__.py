@@ -17,7 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.package.models import Package
 from core.store.runs import RunManager
 
-from ..threads.dispatch import BindingRuntime, Dispatcher
+from ..threads.binding import BindingRuntime
+from ..threads.dispatch import Dispatcher
 from ..threads.store import ThreadStore
 from .agents import agent_entries
 from .command import CrewCommand

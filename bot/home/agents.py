@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from core.router import display_trigger, resolve, visible_items
 from core.session.service import CHAT_WORDS, SessionService
 
-from ..threads.dispatch import BindingRuntime
+from ..threads.binding import BindingRuntime
 from .overview import Access
 from .view import AgentEntry
 

@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..render.mrkdwn import escape
 from ..threads.dispatch import Dispatcher
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 from .agents import agents_list, names_something
 from .overview import Access
 from .publish import HomePublisher

@@ -20,7 +20,7 @@ from core.run.history import History
 from core.store.runs import RunManager
 from core.store.runs_model import RunRecord, valid_records
 
-from ..threads.store import ThreadBrief, ThreadKey
+from ..base.thread import ThreadBrief, ThreadKey
 
 WAITING_SHOWN = 20  # runs read in full per section; the rest are counted ("and N more")
 ACTIVE_SHOWN = 20

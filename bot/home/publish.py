@@ -20,7 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
-from ..threads.store import ThreadRecord
+from ..base.thread import ThreadRecord
 from .overview import Access, RunOverview
 from .view import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
 

@@ -25,7 +25,7 @@ from slack_sdk.models.views import View
 from core.events import RunPhase
 
 from ..render.mrkdwn import escape
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 from .overview import Overview, RunLine
 
 VIEW_BLOCKS = 100  # Slack's limit for a Home tab view

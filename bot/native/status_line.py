@@ -20,7 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .fallbacks import SLACK_FAILURES, STATUS, Fallbacks
 from ..slack_io import SlackIO
 from ..slack_send import CallBudget, Priority, Sender
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 
 WORKING_REACTION = "hourglass_flowing_sand"

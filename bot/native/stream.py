@@ -30,13 +30,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.outputs import AgentCard
 
 from ..render import blocks
-from ..render.blocks import SlackMessage
+from ..render.message import SlackMessage, defused
 from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
 from ..render.mrkdwn import defuse_markdown_mentions
 from ..slack_io import SlackIO
 from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 STOPPED_BY_USER = "stopped_by_user"
 EXPIRED = "message_not_in_streaming_state"
@@ -105,7 +105,7 @@ class ReplyStream:
             try:
                 stream = self._stream or await self._open()
                 header = blocks.agent_header(self.agent)
-                footer = [blocks.defused(blocks.context(header))] if header else None
+                footer = [defused(blocks.context(header))] if header else None
                 await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
                 self.text, self.sent = whole, len(whole)
                 return

@@ -23,7 +23,7 @@ from ..slack_send import CallBudget
 from ..status import StatusBoard
 from .status_line import StatusLines
 from .stream import ReplyStream
-from ..threads.store import ThreadKey, ThreadRecord
+from ..base.thread import ThreadKey, ThreadRecord
 
 # A run's workflow graph and a way to name its agents, for the plan (None: the package is gone).
 PlanSource = Callable[[ThreadRecord, RunSnapshot], tuple[Graph, Callable[[str | None], str]] | None]

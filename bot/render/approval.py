@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import actions as act
-from ..actions import ButtonValue
-from .blocks import BlockJSON, actions_block, button
+from ..base import actions as act
+from ..base.actions import ButtonValue
+from .message import BlockJSON
+from .blocks import actions_block, button
 from .mrkdwn import escape
 
 APPROVAL_TYPE = "mcp_approval"  # core.tools.mcp.approval.APPROVAL_TYPE

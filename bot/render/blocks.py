@@ -15,19 +15,14 @@ arguments, so a kept entry can never be out of date.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeAlias
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
     Block,
     ButtonElement,
-    ContextBlock,
-    MarkdownTextObject,
     Option,
     PlainTextObject,
-    SectionBlock,
     StaticSelectElement,
 )
 
@@ -35,74 +30,30 @@ from core.events import RunPhase
 from core.outputs import AgentCard, MenuEntry
 from core.store.runs_model import RunSnapshot
 
-from .. import actions as act
-from ..actions import ButtonValue, Clicked
+from ..base import actions as act
+from ..base.actions import ButtonValue, Clicked
 from .delivery import delivery_blocks
 from .feedback import feedback_block
-from .mrkdwn import defuse_mentions, escape, split_text, to_mrkdwn, truncate
+from .markdown import markdown_messages
+from .message import (
+    KEPT_BLOCKS,
+    MAX_BLOCKS,
+    SECTION_LIMIT,
+    BlockJSON,
+    SlackMessage,
+    context,
+    section,
+    serialise,
+)
+from .mrkdwn import escape, split_text, to_mrkdwn, truncate
 
-MAX_BLOCKS = 50
 TEXT_BLOCKS_PER_MESSAGE = 40  # leaves room for a header and controls
-SECTION_LIMIT = 3000
 BUTTON_TEXT_LIMIT = 75
 BUTTONS_PER_ACTIONS = 25
 SELECT_OPTIONS_LIMIT = 100
 OPTION_TEXT_LIMIT = 75
 OPTION_VALUE_LIMIT = 150
 BLOCK_ID_LIMIT = 255
-FALLBACK_LIMIT = 300
-KEPT_BLOCKS = 256  # recent inputs whose block JSON each caching builder keeps
-
-BlockJSON: TypeAlias = dict[str, Any]
-"""A block as slack_sdk serialised it; shared between messages, so never modified."""
-
-
-@dataclass
-class SlackMessage:
-    """One chat.postMessage / chat.update body."""
-
-    text: str  # notification / accessibility fallback
-    blocks: list[BlockJSON] = field(default_factory=list)
-
-    def payload(self) -> dict[str, Any]:
-        """The API arguments. No text in it may notify anyone: model, user and package text reach
-        the fallback `text` (the one notifications show) and the blocks' mrkdwn."""
-        assert len(self.blocks) <= MAX_BLOCKS
-        text = defuse_mentions(truncate(self.text, FALLBACK_LIMIT)) or " "
-        return {"text": text, "blocks": [defused(block) for block in self.blocks]}
-
-
-def defused(value: Any) -> Any:
-    """A block with every mrkdwn text defused; unchanged parts are shared, not copied (blocks are cached)."""
-    if isinstance(value, dict):
-        if value.get("type") == "mrkdwn" and isinstance(value.get("text"), str):
-            text = defuse_mentions(value["text"])
-            return value if text is value["text"] else {**value, "text": text}
-        changed = {k: v2 for k, v in value.items() if (v2 := defused(v)) is not v}
-        return {**value, **changed} if changed else value
-    if isinstance(value, list):
-        items = [defused(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
-    return value
-
-
-# ---- small builders ---------------------------------------------------------
-
-
-def serialise(block: Block) -> BlockJSON:
-    """The block's JSON; slack_sdk checks Slack's limits here and raises if one is broken."""
-    return block.to_dict()
-
-
-@lru_cache(maxsize=KEPT_BLOCKS)
-def section(mrkdwn_text: str) -> BlockJSON:
-    return serialise(SectionBlock(text=MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))))
-
-
-@lru_cache(maxsize=KEPT_BLOCKS)
-def context(mrkdwn_text: str) -> BlockJSON:
-    return serialise(ContextBlock(elements=[MarkdownTextObject(text=truncate(mrkdwn_text, SECTION_LIMIT))]))
-
 
 def actions_block(elements: Sequence[ButtonElement | StaticSelectElement], block_id: str | None = None) -> BlockJSON:
     return serialise(ActionsBlock(block_id=block_id, elements=list(elements)))
@@ -177,8 +128,6 @@ def agent_header(agent: AgentCard | None) -> str | None:
 
 
 def reply(text: str, agent: AgentCard | None = None) -> list[SlackMessage]:
-    from .markdown import markdown_messages  # markdown blocks render the model's Markdown as written
-
     return markdown_messages(text, header=agent_header(agent))
 
 

@@ -1,20 +1,26 @@
 """The completion message's git part (a Commit & push button, or the pushed branch and its PR link)
 and the message that reports a delivery. Paths and remote URLs never appear; branch names do.
 
-Built straight on slack_sdk's models (not bot.blocks), so the completion builder can call it."""
+Built straight on slack_sdk's models (not bot.render.blocks), so the completion builder can call it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from slack_sdk.models.blocks import ActionsBlock, ButtonElement, ContextBlock, MarkdownTextObject, PlainTextObject
-from slack_sdk.models.blocks import SectionBlock
+from slack_sdk.models.blocks import (
+    ActionsBlock,
+    ButtonElement,
+    ContextBlock,
+    MarkdownTextObject,
+    PlainTextObject,
+    SectionBlock,
+)
 
 from core.checkout.delivery import Delivery
 from core.store.runs_model import RunSnapshot
 
-from .. import actions as act
-from ..actions import ButtonValue
+from ..base import actions as act
+from ..base.actions import ButtonValue
 from .mrkdwn import escape
 
 DELIVER_LABEL = "Commit & push"

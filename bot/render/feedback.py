@@ -7,8 +7,8 @@ from typing import Any
 
 from slack_sdk.models.blocks import ContextActionsBlock, FeedbackButtonObject, FeedbackButtonsElement, PlainTextObject
 
-from .. import actions as act
-from ..actions import ButtonValue
+from ..base import actions as act
+from ..base.actions import ButtonValue
 
 POSITIVE = "good"
 NEGATIVE = "bad"

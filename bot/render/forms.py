@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel
 from slack_sdk.models.blocks import (
     Block,
     InputBlock,
@@ -31,11 +30,10 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from ..actions import FORM_CALLBACK
+from ..base.actions import FORM_CALLBACK, FormContext, FormMode
 from .mrkdwn import to_mrkdwn, truncate
 
 FieldKind = Literal["text", "multiline", "number", "integer", "boolean", "enum", "multi_enum"]
-FormMode = Literal["form", "multi_select", "changes", "feedback"]
 VALUE_ACTION = "value"
 BLOCK_PREFIX = "field:"
 MAX_FIELDS = 90  # a modal holds 100 blocks; keep room for the intro
@@ -55,16 +53,6 @@ class FormField:
     @property
     def block_id(self) -> str:
         return f"{BLOCK_PREFIX}{self.name}"[:255]
-
-
-class FormContext(BaseModel):
-    """Carried in the modal's private_metadata, so the submission knows where it belongs."""
-
-    s: str  # thread key
-    w: str  # widget id
-    r: str | None = None  # run id
-    m: FormMode = "form"
-    t: str | None = None  # ts of the message whose button opened the form, to show the outcome there
 
 
 def _options(values: list[Any], labels: dict[str, str] | None = None) -> list[tuple[str, str]]:

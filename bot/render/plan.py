@@ -20,7 +20,7 @@ from core.package.models import Graph
 from core.store.runs_model import RunSnapshot
 
 from . import blocks
-from .blocks import BlockJSON, SlackMessage
+from .message import BlockJSON, SlackMessage
 
 TOOL_VERBS = {
     "fs_read": "Reading",

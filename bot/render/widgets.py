@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import actions as act
-from ..actions import ButtonValue
-from .blocks import BlockJSON, SlackMessage, actions_block, button, choices, context, reply, section
+from ..base import actions as act
+from ..base.actions import ButtonValue, FormMode
+from .message import BlockJSON, SlackMessage
+from .blocks import actions_block, button, choices, context, reply, section
 from .approval import approval_answer, approval_controls, approval_outcome, is_approval
-from .forms import FormMode
 from .mrkdwn import escape, to_mrkdwn
 
 CONFIRM_WIDGET = "workflow_state_change_confirm"

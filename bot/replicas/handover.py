@@ -12,32 +12,53 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from core.events import RunPhase
 from core.store.runs_model import RunRecord
 from core.store.postgres import PostgresRuntimeStore
 
-from ..threads.lanes import ThreadLanes
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey
 from .membership import Replicas
-from .event import ThreadEvent
-from ..threads.store import ThreadKey
-
-if TYPE_CHECKING:
-    from ..threads.dispatch import Dispatcher
 
 log = logging.getLogger(__name__)
 
 
+class Lanes(Protocol):
+    """The local per-thread order (bot.threads.lanes): thread events run one at a time, in order."""
+
+    def lane(self, key: ThreadKey) -> object | None: ...
+
+    def submit(self, key: ThreadKey, job: Callable[[], Coroutine[Any, Any, None]]) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HandoverCallbacks:
+    """What the hand-over asks of this replica's thread work (connected at start-up)."""
+
+    run_event: Callable[[ThreadEvent], Awaitable[None]]  # one queued event, in the thread's order
+    control_signal: Callable[[ThreadEvent], None]  # a pause/stop for a run this replica may be pumping
+    idle_run: Callable[[ThreadKey], Awaitable[str | None]]  # the thread's current run when nothing pumps it here
+    resume_thread: Callable[[ThreadKey, str], Awaitable[None]]  # resume a run left `running`
+    stop_local_runs: Callable[[], None]  # ask every run pumping here to stop
+
+
 class Handover:
-    def __init__(self, replicas: Replicas, runtime: PostgresRuntimeStore, lanes: ThreadLanes) -> None:
+    def __init__(self, replicas: Replicas, runtime: PostgresRuntimeStore, lanes: Lanes) -> None:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
-        self.dispatcher: Dispatcher | None = None  # set by Dispatcher
+        self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
         # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
         self._copying: weakref.WeakValueDictionary[ThreadKey, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def connect(self, work: HandoverCallbacks) -> None:
+        """The thread work that runs the events this replica takes out of the queue."""
+        self.work = work
 
     async def start(self) -> int:
         """Join the replicas; returns how many threads this replica took over at once."""
@@ -84,9 +105,9 @@ class Handover:
             await self._take_over(key, current=previous == self.replicas.id)
             while (item := await self.replicas.next_event(key)) is not None:
                 seq, event = item
-                if event is not None and self.dispatcher is not None:
+                if event is not None and self.work is not None:
                     try:
-                        await self.dispatcher.run_event(event)
+                        await self.work.run_event(event)
                     except Exception:  # one broken event must not block the thread's queue for good
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
                 await self.replicas.done(seq)
@@ -101,12 +122,11 @@ class Handover:
             self.kick(key)  # queued by another replica while we were letting go
 
     async def _take_over(self, key: ThreadKey, *, current: bool) -> None:
-        dispatcher = self.dispatcher
-        if dispatcher is None:
+        work = self.work
+        if work is None:
             return
-        record = await dispatcher.store.get(key)
-        run_id = record.session.run_id if record else None
-        if not run_id or dispatcher.engine.is_pumping(run_id):
+        run_id = await work.idle_run(key)
+        if not run_id:
             return
         run = await asyncio.to_thread(self.runtime.read_record, run_id)
         if run is None:
@@ -114,7 +134,7 @@ class Handover:
         if not current:
             await self._rebuild(key, run)
         if run.phase == RunPhase.RUNNING:
-            await dispatcher.resume_thread(key, run_id)
+            await work.resume_thread(key, run_id)
 
     async def refresh(self, key: ThreadKey, run: RunRecord) -> None:
         """Bring a run's local folder up to date for reading (an upload, a status) unless this replica
@@ -137,17 +157,16 @@ class Handover:
             self.kick(key)  # we drive it now: make sure the event is looked at after the current job
 
     def _on_control(self, payload: dict[str, Any]) -> None:
-        if self.dispatcher is None:
+        if self.work is None:
             return
         try:
             event = ThreadEvent.model_validate(payload)
         except ValueError:
             return
-        self.dispatcher.control_signal(event)
+        self.work.control_signal(event)
 
     def _on_lost(self) -> None:
         """Our heartbeat failed for a whole lease time: another replica may resume our runs now."""
-        if self.dispatcher is not None:
+        if self.work is not None:
             log.error("lost contact with Postgres for a whole lease time; stopping local runs")
-            for run_id in self.dispatcher.engine.pumping_runs():
-                self.dispatcher.engine.request_stop(run_id)
+            self.work.stop_local_runs()

@@ -25,9 +25,9 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from .event import ThreadEvent
+from ..base.event import ThreadEvent
 from .heartbeat import HeartbeatThread
-from ..threads.store import ThreadKey
+from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 

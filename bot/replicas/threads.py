@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from ..threads.store import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
+from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
 
 
 class PostgresThreadStore:

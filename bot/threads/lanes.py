@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from .store import ThreadKey, ThreadRecord
+from ..base.thread import ThreadKey, ThreadRecord
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ FORM_CALLBACK = f"{PREFIX}:form"
 
 ARTIFACT_SELECT = "artifact_select"
 
+FormMode = Literal["form", "multi_select", "changes", "feedback"]
 ControlAction = Literal["pause", "stop", "resume", "retry", "status"]
 
 
@@ -96,3 +97,13 @@ class Clicked:
             return None
         blocks = [b for b in message.get("blocks") or [] if isinstance(b, dict)]
         return cls(ts=str(ts), text=str(message.get("text") or ""), blocks=blocks)
+
+
+class FormContext(BaseModel):
+    """Carried in the modal's private_metadata, so the submission knows where it belongs."""
+
+    s: str  # thread key
+    w: str  # widget id
+    r: str | None = None  # run id
+    m: FormMode = "form"
+    t: str | None = None  # ts of the message whose button opened the form, to show the outcome there

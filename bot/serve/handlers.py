@@ -21,14 +21,14 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.models.blocks import MarkdownTextObject, PlainTextObject, SectionBlock
 from slack_sdk.models.views import View
 
-from . import actions as act
-from .actions import ButtonValue, Clicked
-from .native.agent_view import PROMPTS_TITLE, PromptPacer
-from .threads.dedupe import Deduper
-from .threads.dispatch import Dispatcher
-from .render.forms import decode_context, parse_submission
-from .native.fallbacks import SLACK_FAILURES, error_code
-from .threads.store import ThreadKey
+from ..base import actions as act
+from ..base.actions import ButtonValue, Clicked
+from ..native.agent_view import PROMPTS_TITLE, PromptPacer
+from ..threads.dedupe import Deduper
+from ..threads.dispatch import Dispatcher
+from ..render.forms import decode_context, parse_submission
+from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 

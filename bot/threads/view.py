@@ -28,19 +28,19 @@ from core.outputs import (
 )
 from core.store.runs_model import RunSnapshot
 
-from . import blocks
+from ..render import blocks
 from ..native.agent_view import thread_title
-from ..actions import ButtonValue
-from .blocks import SlackMessage
+from ..base.actions import ButtonValue
+from ..render.message import SlackMessage
 from ..native.fallbacks import PLAN
-from .plan import describe_tool, plan_status
+from ..render.plan import describe_tool, plan_status
 from ..slack_io import SlackIO
 from ..slack_send import Priority
 from ..status import StatusBoard
 from ..native.stream import ReplyStream
 from ..native.surface import AgentSurface
-from ..threads.store import ThreadRecord
-from .widgets import widget_messages
+from ..base.thread import ThreadRecord
+from ..render.widgets import widget_messages
 
 SnapshotSource = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 

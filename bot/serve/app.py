@@ -31,37 +31,37 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.checkout.binding import Checkout
 from core.run.engine import Engine, EngineSettings
 from core.model.client import LLMClient, LLMSettings
-from core.errors import CrewError
-from core.package.loader import load_package
-from core.package.validate import PackageInvalid
-from core.package.models import Graph, Package
+from core.package.models import Graph
 from core.store.runs_model import RunSnapshot
 from core.store.runs import RunManager
 from core.session.service import SessionService
 from core.store.files import RuntimeStore
 from core.tools.registry import ToolHost
 
-from .access import AccessPolicy
-from .bolt_app import CrewBoltApp
-from .config import BotConfig
-from .connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
-from .threads.dedupe import Deduper
-from .threads.dispatch import BindingRuntime, Dispatcher
+from ..access import AccessPolicy
+from ..bolt_app import CrewBoltApp
+from ..config import BotConfig
+from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
+from ..threads.dedupe import Deduper
+from ..threads.binding import BindingRuntime
+from ..threads.dispatch import Dispatcher
 from .handlers import Handlers
-from .home import HomePublisher, wire_home
-from .threads.lanes import ThreadLanes
-from .native.fallbacks import Fallbacks
-from .slack_io import SlackIO
-from .status import StatusBoard
-from .native.status_line import StatusLines
-from .native.surface import AgentSurface
-from .threads.store import ThreadRecord, ThreadStore
+from .packages import load_packages
+from ..home import HomePublisher, wire_home
+from ..threads.lanes import ThreadLanes
+from ..native.fallbacks import Fallbacks
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from ..native.status_line import StatusLines
+from ..native.surface import AgentSurface
+from ..base.thread import ThreadRecord
+from ..threads.store import ThreadStore
 
 if TYPE_CHECKING:
-    from .replicas.handover import Handover
-    from .replicas.shared import SharedStore
-    from .replicas.slots import GlobalSlots
-    from .replicas.threads import PostgresThreadStore
+    from ..replicas.handover import Handover
+    from ..replicas.shared import SharedStore
+    from ..replicas.slots import GlobalSlots
+    from ..replicas.threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -314,34 +314,12 @@ def _give_back_free_heap() -> None:
         trim(0)
 
 
-class PackageLoadFailed(CrewError):
-    """A bound package is invalid: which one, and its problems (package-relative files)."""
-
-    def __init__(self, path: Path, error: PackageInvalid) -> None:
-        super().__init__(error.code, f"{path}: {error.message}", {"package": str(path)})
-        self.path = path
-        self.problems = error.problems
-
-
-def load_packages(config: BotConfig, cache_dir: Path) -> dict[Path, Package]:
-    """Load every bound package once; the first invalid one stops start-up with its problems."""
-    loaded: dict[Path, Package] = {}
-    for binding in config.bindings().values():
-        for path in binding.packages:
-            if path not in loaded:
-                try:
-                    loaded[path] = load_package(path, cache_dir=cache_dir)
-                except PackageInvalid as exc:
-                    raise PackageLoadFailed(path, exc) from None
-    return loaded
-
-
 def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> CrewBot:
     """Wire a bot from validated config. Raises PackageInvalid / CrewError for bad packages, model settings
     or an unreachable database."""
     if not config.database_url:
         return _build(config, RuntimeStore(config.home), None, llm_settings)
-    from .replicas.shared import SharedStore  # psycopg and the lease layer: loaded by replicas only
+    from ..replicas.shared import SharedStore
 
     shared = SharedStore.connect(config.database_url, config.home, config.lease_seconds)
     try:
@@ -477,6 +455,8 @@ def _build(
         slots=slots,
         surface=surface,
     )
+    if handover is not None:  # replicas: events come back from the shared queue to this dispatcher
+        handover.connect(dispatcher.handover_callbacks())
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
@@ -504,9 +484,9 @@ def _replica_parts(
     shared: SharedStore, lanes: ThreadLanes, max_runs: int
 ) -> tuple[PostgresThreadStore, Handover, GlobalSlots]:
     """The thread store, hand-over and model cap that replicas share through Postgres."""
-    from .replicas.handover import Handover  # replicas only, like psycopg under them
-    from .replicas.slots import GlobalSlots
-    from .replicas.threads import PostgresThreadStore
+    from ..replicas.handover import Handover
+    from ..replicas.slots import GlobalSlots
+    from ..replicas.threads import PostgresThreadStore
 
     return PostgresThreadStore(shared.pool), Handover(shared.replicas, shared.runtime, lanes), GlobalSlots(
         shared.replicas, max_runs

@@ -1,0 +1,69 @@
+"""A completed run's file button: the artifact is checked against the thread and the run, then uploaded
+into the thread."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from core.errors import CrewError
+from core.store.runs import RunManager
+from core.store.runs_model import RunSnapshot
+
+from ..base.actions import ButtonValue
+from ..base.thread import ThreadRecord
+from ..slack_io import SlackIO, upload_refusal
+from .artifacts import ArtifactUnavailable, read_artifact
+
+OUT_OF_DATE = "That file list is out of date; use the newest completion message."
+
+Snapshot = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
+
+
+class Uploads:
+    def __init__(self, io: SlackIO, runs: RunManager) -> None:
+        self.io = io
+        self.runs = runs
+
+    async def upload(
+        self, record: ThreadRecord, value: ButtonValue, snapshot: Snapshot, *, project: Path, package_root: Path
+    ) -> str | None:
+        """Upload the file `value` names into the thread; None when done, else what to tell the user."""
+        key = record.key
+        if not value.r:
+            return OUT_OF_DATE
+        if not await self.started_here(record, value.r):  # a forged value naming another thread's run
+            return "That file belongs to a run of another conversation."
+        current = await snapshot(record, value.r)
+        recorded = current.artifacts if current else []
+        path = value.f
+        if path is None and value.i is not None and 0 <= value.i < len(recorded):
+            path = recorded[value.i]
+        if not path:
+            return OUT_OF_DATE
+        try:
+            run = await asyncio.to_thread(self.runs.get, value.r)
+        except CrewError:
+            run = None
+        workspace = Path(run.workspace) if run is not None else project  # a run's own worktree, if any
+        try:
+            data = await read_artifact(workspace, package_root, path, recorded)
+        except ArtifactUnavailable as exc:
+            return exc.message
+        failure = await self.io.upload(key.channel, key.thread_ts, Path(path).name, data, path)
+        return upload_refusal(path, failure) if failure is not None else None
+
+    async def started_here(self, record: ThreadRecord, run_id: str) -> bool:
+        """True when the run belongs to this thread's conversation (checked before reading anything of it)."""
+        session = record.session
+        if run_id in (session.run_id, session.last_run_id, record.status_run_id):
+            return True
+
+        def owner() -> str | None:
+            try:
+                return self.runs.get(run_id).session_id
+            except CrewError:
+                return None
+
+        return await asyncio.to_thread(owner) == session.id

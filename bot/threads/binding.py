@@ -1,0 +1,24 @@
+"""One channel binding at run time: the project a channel works on and the packages it offers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.checkout.binding import Checkout
+from core.package.models import Package
+from core.session.service import SessionService
+
+
+@dataclass
+class BindingRuntime:
+    """One channel binding at run time: its project, its loaded packages and their session service."""
+
+    name: str
+    project: Path
+    packages: list[Package]
+    service: SessionService
+    checkout: Checkout | None = None  # None: a plain folder, as before
+
+    def package(self, package_id: str | None) -> Package | None:
+        return next((p for p in self.packages if p.id == package_id), None)

@@ -1,0 +1,86 @@
+"""Upkeep of the bot's projects and threads: opening the git checkouts, cleaning up old run worktrees,
+resuming the runs a previous process left `running`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
+
+from core.errors import CrewError
+from core.run.engine import Engine
+from core.store.runs import RunManager
+
+from ..base.thread import ThreadKey, ThreadRecord
+from .binding import BindingRuntime
+from .lanes import ThreadLanes
+
+log = logging.getLogger(__name__)
+
+TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
+
+
+class Records(Protocol):
+    async def all(self) -> Iterable[ThreadRecord]: ...
+
+
+class Upkeep:
+    def __init__(
+        self, bindings: dict[str, BindingRuntime], runs: RunManager, engine: Engine, lanes: ThreadLanes
+    ) -> None:
+        self.bindings = bindings
+        self.runs = runs
+        self.engine = engine
+        self.lanes = lanes
+        self._tidied_at = 0.0
+
+    async def open_checkouts(self) -> None:
+        """Find out which projects are git repositories (cloning `repo:` URLs), then tidy old worktrees.
+        A failure is logged and retried when a run needs the repository."""
+        for binding in self.bindings.values():
+            if binding.checkout is not None:
+                try:
+                    await binding.checkout.open()
+                except CrewError as exc:
+                    log.warning("project repository unavailable", extra={"binding": binding.name, "code": exc.code})
+        await self.tidy_worktrees()
+
+    async def tidy_worktrees(self) -> int:
+        """Remove worktrees of runs completed longer ago than the retention time (work stays on the branch)."""
+        self._tidied_at = time.monotonic()
+        records = await asyncio.to_thread(self.runs.list)
+        busy = frozenset(r.run_id for r in records if self.engine.is_pumping(r.run_id))
+        removed = 0
+        for binding in self.bindings.values():
+            if binding.checkout is not None:
+                try:
+                    removed += await binding.checkout.prune(records, keep=busy)
+                except CrewError as exc:
+                    log.warning("worktree clean-up skipped", extra={"code": exc.code})
+        return removed
+
+    def maybe_tidy(self) -> None:
+        """At most once per TIDY_INTERVAL, clean up old worktrees in the background."""
+        if time.monotonic() - self._tidied_at >= TIDY_INTERVAL:
+            self._tidied_at = time.monotonic()
+            self.lanes.spawn(self._tidy(), name="tidy-worktrees")
+
+    async def _tidy(self) -> None:
+        await self.tidy_worktrees()
+
+    async def resume_interrupted(self, store: Records, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
+        """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""
+        interrupted = {r.run_id for r in await asyncio.to_thread(self.engine.interrupted_runs)}
+        if not interrupted:
+            return 0
+        count = 0
+        for record in await store.all():
+            run_id = record.session.run_id
+            if run_id not in interrupted:
+                continue
+            count += 1
+            key = record.key
+            self.lanes.submit(key, lambda key=key, run_id=run_id: resume(key, run_id))
+        return count
