@@ -12,38 +12,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from core.events import RunPhase
 from core.store.runs_model import RunRecord
-from core.store.postgres import PostgresRuntimeStore
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from .membership import Replicas
+from .callbacks import HandoverCallbacks, Lanes
+
+if TYPE_CHECKING:  # only a bot with a database builds a Handover; psycopg stays unloaded otherwise
+    from core.store.postgres import PostgresRuntimeStore
+
+    from .membership import Replicas
 
 log = logging.getLogger(__name__)
-
-
-class Lanes(Protocol):
-    """The local per-thread order (bot.threads.lanes): thread events run one at a time, in order."""
-
-    def lane(self, key: ThreadKey) -> object | None: ...
-
-    def submit(self, key: ThreadKey, job: Callable[[], Coroutine[Any, Any, None]]) -> bool: ...
-
-
-@dataclass(frozen=True)
-class HandoverCallbacks:
-    """What the hand-over asks of this replica's thread work (connected at start-up)."""
-
-    run_event: Callable[[ThreadEvent], Awaitable[None]]  # one queued event, in the thread's order
-    control_signal: Callable[[ThreadEvent], None]  # a pause/stop for a run this replica may be pumping
-    idle_run: Callable[[ThreadKey], Awaitable[str | None]]  # the thread's current run when nothing pumps it here
-    resume_thread: Callable[[ThreadKey, str], Awaitable[None]]  # resume a run left `running`
-    stop_local_runs: Callable[[], None]  # ask every run pumping here to stop
 
 
 class Handover:

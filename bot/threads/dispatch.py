@@ -19,7 +19,7 @@ from ..base.actions import ButtonValue, Clicked, FormContext
 from ..native.agent_view import suggested_prompts
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from ..replicas.handover import HandoverCallbacks
+from ..replicas.callbacks import HandoverCallbacks
 from .events import BUSY_NOTE, EventWork
 from .work import URGENT_COMMANDS
 

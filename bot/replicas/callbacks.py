@@ -1,0 +1,30 @@
+"""What the replica hand-over asks of the thread work, apart from the hand-over itself, so the thread
+work can name it without loading the Postgres side (a single-process bot never imports psycopg)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey
+
+
+class Lanes(Protocol):
+    """The local per-thread order (bot.threads.lanes): thread events run one at a time, in order."""
+
+    def lane(self, key: ThreadKey) -> object | None: ...
+
+    def submit(self, key: ThreadKey, job: Callable[[], Coroutine[Any, Any, None]]) -> bool: ...
+
+
+@dataclass(frozen=True)
+class HandoverCallbacks:
+    """What the hand-over asks of this replica's thread work (connected at start-up)."""
+
+    run_event: Callable[[ThreadEvent], Awaitable[None]]  # one queued event, in the thread's order
+    control_signal: Callable[[ThreadEvent], None]  # a pause/stop for a run this replica may be pumping
+    idle_run: Callable[[ThreadKey], Awaitable[str | None]]  # the thread's current run when nothing pumps it here
+    resume_thread: Callable[[ThreadKey, str], Awaitable[None]]  # resume a run left `running`
+    stop_local_runs: Callable[[], None]  # ask every run pumping here to stop
