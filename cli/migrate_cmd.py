@@ -14,10 +14,10 @@ from pathlib import Path
 from psycopg.types.json import Jsonb
 
 from bot.threads.store import ThreadRecord, open_table
-from core.store.database import open_pool
-from core.errors import CrewError
-from core.store.files import RuntimeStore
-from core.store.postgres import PostgresRuntimeStore
+from core.api.stores import open_pool
+from core.api.errors import CrewError
+from core.api.stores import RuntimeStore
+from core.api.stores import PostgresRuntimeStore
 
 EXIT_USAGE = 2
 

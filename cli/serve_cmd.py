@@ -16,7 +16,7 @@ from bot.app import CrewBot, PackageLoadFailed, build, freeze_startup_heap
 from bot.connection import TokenRefused
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import resolve_format, setup_logging
-from core.errors import CrewError
+from core.api.errors import CrewError
 
 EXIT_USAGE = 2
 

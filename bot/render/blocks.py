@@ -31,9 +31,9 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from core.events import RunPhase
-from core.outputs import AgentCard, MenuEntry
-from core.store.runs_model import RunSnapshot
+from core.api.events import RunPhase
+from core.api.sessions import AgentCard, MenuEntry
+from core.api.runs import RunSnapshot
 
 from .. import actions as act
 from ..actions import ButtonValue, Clicked

@@ -10,8 +10,8 @@ from typing import Any
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, ContextBlock, MarkdownTextObject, PlainTextObject
 from slack_sdk.models.blocks import SectionBlock
 
-from core.checkout.delivery import Delivery
-from core.store.runs_model import RunSnapshot
+from core.api.checkout import Delivery
+from core.api.runs import RunSnapshot
 
 from .. import actions as act
 from ..actions import ButtonValue

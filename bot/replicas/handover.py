@@ -14,9 +14,9 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from core.events import RunPhase
-from core.store.runs_model import RunRecord
-from core.store.postgres import PostgresRuntimeStore
+from core.api.events import RunPhase
+from core.api.runs import RunRecord
+from core.api.stores import PostgresRuntimeStore
 
 from ..threads.lanes import ThreadLanes
 from .membership import Replicas

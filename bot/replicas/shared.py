@@ -10,8 +10,8 @@ from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from core.store.database import check_url, open_pool
-from core.store.postgres import PostgresRuntimeStore
+from core.api.stores import check_url, open_pool
+from core.api.stores import PostgresRuntimeStore
 
 from .membership import Replicas
 

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.checkout.binding import Checkout
-from core.run.engine import Engine
-from core.errors import CrewError
-from core.events import RunPhase
-from core.outputs import ErrorOutput, Output
-from core.package.models import Package
-from core.router import parse_global_command
-from core.store.runs import RunManager
-from core.store.runs_model import RunSnapshot
-from core.session.service import SessionService
+from core.api.checkout import Checkout
+from core.api.runs import Engine
+from core.api.errors import CrewError
+from core.api.events import RunPhase
+from core.api.sessions import ErrorOutput, Output
+from core.api.packages import Package
+from core.api.sessions import parse_global_command
+from core.api.runs import RunManager
+from core.api.runs import RunSnapshot
+from core.api.sessions import SessionService
 
 from .. import actions as act
 from ..render import blocks
