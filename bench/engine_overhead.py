@@ -148,6 +148,7 @@ class TimedLLM:
 
 class TimedTools(ToolHost):
     def __init__(self, clock: Clock) -> None:
+        super().__init__()
         self.clock = clock
 
     async def execute(self, name: str, raw_arguments: str, ctx: Any, *, call_id: str = "") -> Any:
