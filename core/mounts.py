@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import CrewError
+from .base.errors import CrewError
 from .tools.base import Mounts
 
 MOUNT_NAMES = ("@project", "@pkg", "@state")

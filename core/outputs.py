@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field
 
-from .events import EngineEvent
+from .base.events import EngineEvent
 from .store.runs_model import RunSnapshot
 
 

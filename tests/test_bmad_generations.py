@@ -13,7 +13,7 @@ import pytest
 
 from cli.main import main
 from core.bmad_import import BmadImportError, import_bmad
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
 from core.router import menu_entries, resolve

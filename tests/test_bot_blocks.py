@@ -12,7 +12,7 @@ from bot.actions import ButtonValue
 from bot.render.forms import FormContext, build_modal, parse_submission
 from bot.render.mrkdwn import split_text, to_mrkdwn
 from bot.render.widgets import answer_for, widget_messages
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.outputs import AgentCard, MenuEntry
 from core.store.runs_model import RunError, RunSnapshot, RunUsage
 

@@ -12,7 +12,7 @@ from core.run.history import History, HistoryCache, estimate_tokens, fit_message
 from core.package.loader import load_package
 from core.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import PromptComposer, render_tool_policy
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.pipelining import pipelining
 from tests.scripts import (
     EXAMPLES,

@@ -17,10 +17,10 @@ from bot.replicas.membership import Replicas
 from bot.threads.store import ThreadKey, ThreadRecord, ThreadStore
 from bot.replicas.threads import PostgresThreadStore
 from cli.main import main as cli_main
-from core.store.atomic import append_line, atomic_write_text
+from core.base.atomic import append_line, atomic_write_text
 from core.store.database import open_pool
-from core.errors import CrewError
-from core.events import RunPhase
+from core.base.errors import CrewError
+from core.base.events import RunPhase
 from core.package.loader import load_package
 from core.store.runs import RunManager
 from core.store.files import RuntimeStore

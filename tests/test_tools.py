@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from core.base.atomic import append_jsonl, atomic_write_json, atomic_write_text
 from core.mounts import resolve
 from core.package.models import Agent, Graph
 from core.policy import SystemToolPolicy, effective_policy

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 
 __all__ = ["CrewError"]

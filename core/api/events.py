@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..events import (
+from ..base.events import (
     ArtifactWritten, AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, NodeStarted,
     PhaseChanged, RunPhase, StateUpdated, SubworkflowReturned, SubworkflowStarted, ToolExecuted,
     progress_text, retry_note,

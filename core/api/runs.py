@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model.client import LLMClient, LLMSettings
-from ..prompts.wrappers import widget_submit_text
+from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
 from ..run.history import History
 from ..store.runs import RunManager, new_run_id, resolve_workflow

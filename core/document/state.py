@@ -18,10 +18,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from ..store.atomic import atomic_write_bytes
-from ..errors import CrewError
-from .frontmatter import FrontmatterError
-from ..run.nesting import MAX_DEPTH, too_deep
+from ..base.atomic import atomic_write_bytes
+from ..base.errors import CrewError
+from ..base.frontmatter import FrontmatterError
+from ..base.nesting import MAX_DEPTH, too_deep
 from ..package.models import Graph
 from ..schemas import validator
 from .codec import Draft, Known, known, normalise, parse_text, plain, remember, render_draft, render_text

@@ -35,7 +35,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import ValidationError
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from .api import ASK_THE_OPERATOR, DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall, endpoint_name
 from .stream import StreamedCalls, StreamMode
 from .wire import MessageJSON, ToolSet, request_body

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.document.frontmatter import FrontmatterError
-from core.document.frontmatter import parse as parse_frontmatter
-from core.run.nesting import MAX_DEPTH, too_deep
+from core.base.frontmatter import FrontmatterError
+from core.base.frontmatter import parse as parse_frontmatter
+from core.base.nesting import MAX_DEPTH, too_deep
 
 from .foreign import BMAD_TREE_CODE, bmad_tree_kind, classic_workflow_files, missing_manifest
 from .problems import (

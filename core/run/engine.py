@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from .conversation import ConversationReply, TurnDeltaListener, converse
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
-from ..errors import CrewError
-from ..events import RunPhase
+from ..base.errors import CrewError
+from ..base.events import RunPhase
 from .history import HistoryCache
 from ..model.client import LLMClient
 from ..model.wire import ToolSet

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..events import EngineEvent, RunPhase
+from ..base.events import EngineEvent, RunPhase
 from .history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
 from ..policy import SystemToolPolicy
 from ..store.runs_model import RunError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..events import ToolExecuted
+from ..base.events import ToolExecuted
 from .tool_round import redact
 
 

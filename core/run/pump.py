@@ -20,9 +20,9 @@ from typing import Any
 
 from ..document import state as run_state
 from . import mcp_approval, subflow
-from ..store.atomic import remove_stale_temps
-from ..errors import CrewError
-from ..events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
+from ..base.atomic import remove_stale_temps
+from ..base.errors import CrewError
+from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
 from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from ..model.client import LLMReply
@@ -31,7 +31,7 @@ from ..package.models import Package, Workflow
 from ..policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
-from ..prompts.wrappers import confirms_state_change, wrap_user_input
+from ..base.wrappers import confirms_state_change, wrap_user_input
 from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard

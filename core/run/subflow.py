@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..package.models import Graph, Node, Package, Workflow
 from ..prompts.composer import render
 from ..store.runs import RunManager

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from ..events import ArtifactWritten, EngineEvent, ToolExecuted
+from ..base.events import ArtifactWritten, EngineEvent, ToolExecuted
 from .history import History, offload_large_result
 from ..model.client import ToolCall
 from ..tools.base import Mounts, ToolContext, ToolOutcome

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..outputs import Clarify, Dismissed, ErrorOutput, Notice, ShowMenu
 from ..package.models import Agent, Package
 from ..policy import effective_policy

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..mounts import SandboxViolation, resolve
 from ..package.models import Package
 from ..tools.base import Mounts

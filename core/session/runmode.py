@@ -10,8 +10,8 @@ import asyncio
 from typing import Literal
 
 from ..run.engine import PumpResult
-from ..errors import CrewError
-from ..events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
+from ..base.errors import CrewError
+from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
 from ..outputs import (
     Dismissed,
     ErrorOutput,

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 
 DATABASE_ENV = "CREWAGENT_DATABASE_URL"
 _SCHEMA_LOCK = 0x63726577  # advisory lock key held while the schema is created

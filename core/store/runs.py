@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
-from .atomic import atomic_write_text
-from ..errors import CrewError
-from ..events import RunPhase, StateUpdated
+from ..base.atomic import atomic_write_text
+from ..base.errors import CrewError
+from ..base.events import RunPhase, StateUpdated
 from ..package.models import Agent, Graph, Package, Workflow
 from .runs_model import RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
 from .files import RuntimeStore, project_id_for

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..events import RunPhase, progress_text
+from ..base.events import RunPhase, progress_text
 
 
 _last_stamp: tuple[int, str] = (-1, "")  # (ms since the epoch, its text): one tuple, so threads see a pair

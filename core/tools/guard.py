@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..mounts import SandboxViolation
 from ..document.state import STATE_ALIAS, Build, StateWrite, commit_state, is_complete
 from .base import ToolContext
