@@ -13,7 +13,7 @@ from bot.render.forms import FormContext, build_modal, parse_submission
 from bot.render.mrkdwn import split_text, to_mrkdwn
 from bot.render.widgets import answer_for, widget_messages
 from core.base.events import RunPhase
-from core.outputs import AgentCard, MenuEntry
+from core.session.outputs import AgentCard, MenuEntry
 from core.store.runs_model import RunError, RunSnapshot, RunUsage
 
 KEY = "T1:C1:1700000000.000100"

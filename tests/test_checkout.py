@@ -13,7 +13,7 @@ from core.checkout.git import GitError, run_git
 from core.checkout.urls import remote_repo, scrub
 from core.checkout.worktrees import branch_name
 from core.base.errors import CrewError
-from core.mounts import SandboxViolation, resolve
+from core.tools.mounts import SandboxViolation, resolve
 from core.tools.base import Mounts
 from core.base.events import RunPhase
 from core.store.runs_model import RunRecord

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from core.router import DataRef
+from core.session.router import DataRef
 from core.session.data import load_data
 from core.base.errors import CrewError
 from tests.hostile_support import hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)

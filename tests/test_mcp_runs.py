@@ -10,7 +10,7 @@ import pytest
 
 from core.base.events import RunPhase
 from core.package.loader import load_package
-from core.policy import SystemToolPolicy
+from core.tools.policy import SystemToolPolicy
 from core.base.wrappers import widget_submit_text
 from core.run.engine import Engine, EngineSettings
 from core.tools.mcp.hub import McpHub

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..model.client import LLMClient, LLMSettings
 from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
-from ..run.history import History
+from ..store.history import History
 from ..store.runs import RunManager, new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord, RunSnapshot, valid_records
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..outputs import (
+from ..session.outputs import (
     AgentCard, Clarify, Dismissed, ErrorOutput, MenuEntry, Notice, Output, Reply, ReplyDelta,
     RunProgress, RunStarted, RunStatus, ShowAgents, ShowMenu, WidgetRequest,
 )
-from ..router import display_trigger, parse_global_command, resolve, visible_items
+from ..session.router import display_trigger, parse_global_command, resolve, visible_items
 from ..session.model import Session
 from ..session.service import CHAT_WORDS, SessionService
 

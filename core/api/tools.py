@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..mounts import resolve
-from ..policy import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
+from ..tools.mounts import resolve
+from ..tools.policy import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
 from ..tools.base import Mounts
 from ..tools.registry import ToolHost
 

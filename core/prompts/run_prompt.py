@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base.errors import CrewError
-from ..run.history import History, message_tokens
+from ..store.history import History, message_tokens
 from ..package.models import Package, Workflow
 from ..tools.base import ToolContext
 from .composer import Intent, PromptComposer

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..base.errors import CrewError
-from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
+from ..store.history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
 from ..model.client import DeltaListener, LLMClient
 from ..model.wire import MessageJSON, ToolSet
 from ..package.models import Agent, Package
-from ..policy import SystemToolPolicy, effective_policy
+from ..tools.policy import SystemToolPolicy, effective_policy
 from ..prompts.composer import PromptComposer
 from ..base.wrappers import wrap_user_input
 from ..tools.base import Mounts, ToolContext

@@ -16,7 +16,7 @@ from .conversation import ConversationReply, TurnDeltaListener, converse
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
 from ..base.errors import CrewError
 from ..base.events import RunPhase
-from .history import HistoryCache
+from ..store.history import HistoryCache
 from ..model.client import LLMClient
 from ..model.wire import ToolSet
 from ..package.models import Agent, Package

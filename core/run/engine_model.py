@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..base.events import EngineEvent, RunPhase
-from .history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
-from ..policy import SystemToolPolicy
+from ..store.history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
+from ..tools.policy import SystemToolPolicy
 from ..store.runs_model import RunError
 
 Intent = Literal["start", "continue", "resume"]

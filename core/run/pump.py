@@ -24,11 +24,11 @@ from ..base.atomic import remove_stale_temps
 from ..base.errors import CrewError
 from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
-from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
+from ..store.history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from ..model.client import LLMReply
 from ..model.wire import ToolSet
 from ..package.models import Package, Workflow
-from ..policy import effective_policy
+from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
 from ..base.wrappers import confirms_state_change, wrap_user_input

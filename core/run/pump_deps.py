@@ -20,7 +20,7 @@ from ..store.runs_model import RunRecord
 from ..tools.base import ToolContext
 from ..tools.registry import ToolHost
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
-from .history import HistoryCache
+from ..store.history import HistoryCache
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Literal
 from ..checkout.binding import Checkout
 from ..run.engine import Engine
 from ..base.errors import CrewError
-from ..outputs import AgentCard, Output
+from .outputs import AgentCard, Output
 from ..package.models import Agent, Package
 from ..store.runs import RunManager
 from ..tools.base import Mounts

@@ -18,9 +18,9 @@ import yaml
 
 from ..base import safe_yaml
 from ..base.errors import CrewError
-from ..mounts import SandboxViolation, resolve
+from ..tools.mounts import SandboxViolation, resolve
 from ..base.regular_files import NotRegularFile, open_regular
-from ..router import DataRef
+from .router import DataRef
 from ..tools.base import Mounts
 
 PREVIEW_CHARS = 4000

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..base.errors import CrewError
-from ..outputs import Clarify, Dismissed, ErrorOutput, Notice, ShowMenu
+from .outputs import Clarify, Dismissed, ErrorOutput, Notice, ShowMenu
 from ..package.models import Agent, Package
-from ..policy import effective_policy
-from ..router import ResolvedCommand, menu_entries
+from ..tools.policy import effective_policy
+from .router import ResolvedCommand, menu_entries
 from . import runmode
 from .context import Deps, Outbox, card
 from .data import load_data

@@ -10,7 +10,7 @@ import asyncio
 from pathlib import Path
 
 from ..base.errors import CrewError
-from ..mounts import SandboxViolation, resolve
+from ..tools.mounts import SandboxViolation, resolve
 from ..tools.base import Mounts
 from .data import data_alias
 

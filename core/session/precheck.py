@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from ..base.errors import CrewError
-from ..mounts import SandboxViolation, resolve
+from ..tools.mounts import SandboxViolation, resolve
 from ..package.models import Package
 from ..tools.base import Mounts
 from .data import data_alias

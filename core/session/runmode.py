@@ -12,7 +12,7 @@ from typing import Literal
 from ..run.engine import PumpResult
 from ..base.errors import CrewError
 from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
-from ..outputs import (
+from .outputs import (
     Dismissed,
     ErrorOutput,
     Notice,

@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..base.errors import CrewError
-from ..mounts import Resolved, resolve
+from .mounts import Resolved, resolve
 from ..base.regular_files import NotRegularFile, check_regular, open_regular
 from .args import ListArgs, ReadArgs
 from .base import ToolContext, ToolOutcome, ok

@@ -29,7 +29,7 @@ from typing import Any
 
 
 from ..base.errors import CrewError
-from ..mounts import Resolved, alias_of, resolve
+from .mounts import Resolved, alias_of, resolve
 from .args import SearchArgs
 from .base import ToolContext, ToolOutcome, fail, ok
 

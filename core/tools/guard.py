@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base.errors import CrewError
-from ..mounts import SandboxViolation
+from .mounts import SandboxViolation
 from ..document.state import STATE_ALIAS, Build, StateWrite, commit_state, is_complete
 from .base import ToolContext
 

@@ -22,7 +22,7 @@ from .adapter import SEPARATOR, McpTool, argument_problems
 from .hub import McpHub, result_size
 
 if TYPE_CHECKING:
-    from ...run.history import History
+    from ...store.history import History
 
 APPROVAL_TYPE = "mcp_approval"
 PENDING_STATUS = "awaiting_approval"

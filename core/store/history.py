@@ -17,7 +17,7 @@ from typing import Any
 from ..base.atomic import AppendLog, atomic_write_text
 from ..model.wire import MessageJSON
 from ..base.wrappers import unwrap_user_input
-from ..store.runs_model import utc_now
+from .runs_model import utc_now
 
 Message = dict[str, Any]
 
