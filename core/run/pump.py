@@ -22,7 +22,7 @@ from ..document import state as run_state
 from . import mcp_approval, subflow
 from ..base.atomic import remove_stale_temps
 from ..base.errors import CrewError
-from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
+from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
 from ..store.history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from ..model.client import LLMReply
@@ -349,16 +349,7 @@ class Pump:
         agent_id = effective_agent_id(self.graph, self.fm, record.active_agent_id)
         child, created = subflow.open_child(deps.runs, record, self.package, call, self.fm, agent_id)
         user_input, self.child_input = self.child_input, None
-        started = SubworkflowStarted(
-            run_id=record.run_id,
-            node_id=call.node.id,
-            caller_workflow_id=self.workflow.id,
-            child_run_id=child.run_id,
-            workflow_id=call.workflow.id,
-            workflow_name=call.workflow.display_name,
-            resumed=not created,
-        )
-        await self.reporter.emit(started)
+        await self.reporter.emit(subflow.started_event(record, call, self.workflow.id, child, created))
         self.audit({"kind": "subworkflow.started", "nodeId": call.node.id, "childRunId": child.run_id,
                     "workflowId": call.workflow.id, "resumed": not created})
         intent: Intent = "start" if created else ("continue" if user_input else "resume")
@@ -384,16 +375,7 @@ class Pump:
         self._reload_state(returned.frontmatter)
         self.history.append({"role": "user", "content": returned.note}, part="runtime_note", scope=self._scope())
         await self._state_updated()
-        back = SubworkflowReturned(
-            run_id=record.run_id,
-            node_id=call.node.id,
-            child_run_id=child.run_id,
-            workflow_id=call.workflow.id,
-            workflow_name=name,
-            variables=returned.variables,
-            artifacts=returned.artifacts,
-        )
-        await self.reporter.emit(back)
+        await self.reporter.emit(subflow.returned_event(record, call, child, returned))
         return await self._reanchor(ctx)
 
     def _child_sink(self) -> EventSink | None:
