@@ -1,7 +1,7 @@
 """The completion message's git part (a Commit & push button, or the pushed branch and its PR link)
 and the message that reports a delivery. Paths and remote URLs never appear; branch names do.
 
-Built straight on slack_sdk's models (not bot.blocks), so the completion builder can call it."""
+Built straight on slack_sdk's models (not bot.render.blocks), so the completion builder can call it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Slack caps the markdown blocks of one message at 12,000 characters together, so a longer reply
 becomes several messages, cut at paragraph or line breaks (code fences closed and reopened).
-Block types that take mrkdwn (sections, context, buttons) still go through bot.mrkdwn.
+Block types that take mrkdwn (sections, context, buttons) still go through bot.render.mrkdwn.
 """
 
 from __future__ import annotations

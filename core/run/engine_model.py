@@ -1,4 +1,4 @@
-"""The engine's settings and what one pump returns (shared by core.engine and core.pump)."""
+"""The engine's settings and what one pump returns (shared by core.run.engine and core.run.pump)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ message is in the conversation log before the next step and every state write is
 atomic, so a killed process resumes from `@state/workflow.md` + the log.
 
 The prompt is composed incrementally (core.prompts.run_prompt), tool calls are executed and
-recorded by core.tool_round, and progress is reported by core.run_reporter; this module is the
+recorded by core.run.tool_round, and progress is reported by core.run.reporter; this module is the
 loop itself: turns, the state as the model changes it, and how a pump ends.
 """
 
