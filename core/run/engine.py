@@ -25,7 +25,7 @@ from .pump import Pump
 from .pump_deps import PumpControl, PumpDeps
 from ..store.runs import RunManager
 from ..store.runs_model import RunRecord
-from ..store.files import RuntimeStore
+from ..store.protocol import RunStore
 from ..tools.base import EffectivePolicy, ToolContext
 from ..tools.registry import ToolHost
 
@@ -35,7 +35,7 @@ __all__ = ["Engine", "EngineSettings", "EventSink", "Intent", "PumpResult"]
 class Engine:
     def __init__(
         self,
-        store: RuntimeStore,
+        store: RunStore,
         runs: RunManager,
         llm: LLMClient,
         settings: EngineSettings | None = None,

@@ -14,7 +14,7 @@ from ..model.client import LLMClient, LLMReply
 from ..model.wire import ToolSet
 from ..package.models import Package
 from ..prompts.composer import PromptComposer
-from ..store.files import RuntimeStore
+from ..store.protocol import RunStore
 from ..store.runs import RunManager
 from ..store.runs_model import RunRecord
 from ..tools.base import ToolContext
@@ -37,7 +37,7 @@ ChildPump = Callable[[RunRecord, Package, Intent, "str | None", "EventSink | Non
 
 @dataclass(frozen=True)
 class PumpDeps:
-    store: RuntimeStore
+    store: RunStore
     runs: RunManager
     llm: LLMClient
     settings: EngineSettings

@@ -14,7 +14,8 @@ from ..base.errors import CrewError
 from ..base.events import RunPhase, StateUpdated
 from ..package.models import Agent, Graph, Package, Workflow
 from .runs_model import RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
-from .files import RuntimeStore, project_id_for
+from .files import project_id_for
+from .protocol import RunStore
 
 
 def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
@@ -95,7 +96,7 @@ def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
 
 
 class RunManager:
-    def __init__(self, store: RuntimeStore) -> None:
+    def __init__(self, store: RunStore) -> None:
         self.store = store
 
     def create(
