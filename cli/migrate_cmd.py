@@ -13,6 +13,7 @@ from pathlib import Path
 
 from psycopg.types.json import Jsonb
 
+from bot.replicas.schema import REPLICA_SCHEMA
 from bot.threads.store import ThreadRecord, open_table
 from core.api.stores import open_pool
 from core.api.errors import CrewError
@@ -24,7 +25,7 @@ EXIT_USAGE = 2
 
 def migrate(source_home: Path, url: str) -> dict[str, int]:
     source = RuntimeStore(source_home)
-    pool = open_pool(url)
+    pool = open_pool(url, schema=REPLICA_SCHEMA)
     target = PostgresRuntimeStore(pool, source.home)
     counts = {"runs": 0, "files": 0, "threads": 0, "deliveries": 0}
     try:

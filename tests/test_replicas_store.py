@@ -18,6 +18,7 @@ from bot.threads.store import ThreadKey, ThreadRecord, ThreadStore
 from bot.replicas.threads import PostgresThreadStore
 from cli.main import main as cli_main
 from core.base.atomic import append_line, atomic_write_text
+from bot.replicas.schema import REPLICA_SCHEMA
 from core.store.database import open_pool
 from core.base.errors import CrewError
 from core.base.events import RunPhase
@@ -32,7 +33,7 @@ KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
 @pytest.fixture
 def sync_pool(database_url: str) -> Iterator[ConnectionPool]:
-    pool = open_pool(database_url)
+    pool = open_pool(database_url, schema=REPLICA_SCHEMA)
     try:
         yield pool
     finally:
