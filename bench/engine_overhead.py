@@ -39,9 +39,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.store.atomic import atomic_write_bytes  # noqa: E402
+from core.base.atomic import atomic_write_bytes  # noqa: E402
 from core.run.engine import Engine  # noqa: E402
-from core.events import RunPhase  # noqa: E402
+from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
 from core.store.runs import RunManager  # noqa: E402
@@ -148,6 +148,7 @@ class TimedLLM:
 
 class TimedTools(ToolHost):
     def __init__(self, clock: Clock) -> None:
+        super().__init__()
         self.clock = clock
 
     async def execute(self, name: str, raw_arguments: str, ctx: Any, *, call_id: str = "") -> Any:

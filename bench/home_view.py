@@ -31,7 +31,7 @@ from bot.home.overview import RunOverview  # noqa: E402
 from bot.home.view import AgentEntry, HomeContext, home_view  # noqa: E402
 from bot.base.thread import ThreadKey, ThreadRecord  # noqa: E402
 from bot.threads.store import ThreadStore  # noqa: E402
-from core.events import RunPhase  # noqa: E402
+from core.base.events import RunPhase  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
 from core.store.files import INDEX_FILE, RuntimeStore  # noqa: E402
 from core.store.runs import RunManager  # noqa: E402

@@ -127,14 +127,14 @@ class _Profile:
 # Where a sampled work-loop stack is spent: the innermost frame matching a rule names the bucket
 # (library frames such as json, pathlib, pydantic or aiohttp count for the code that called them).
 SAMPLE_BUCKETS: list[tuple[str, tuple[str, ...]]] = [
-    ("file writes: temp file + rename, log appends (core/store/atomic.py)", ("/core/store/atomic.py",)),
+    ("file writes: temp file + rename, log appends (core/base/atomic.py)", ("/core/base/atomic.py",)),
     ("state file read + parse (core/document, yaml)", ("/core/document/", "/yaml/")),
     ("model call: openai SDK + httpx2 + aiohttp", ("/openai/", "/httpx2/", "/httpcore2/")),
     ("Slack Web API calls (slack_sdk + aiohttp)", ("/slack_sdk/", "/bot/slack_io.py")),
     ("Block Kit rendering", ("/bot/render/",)),
     ("tools (fs_*), besides their writes", ("/core/tools/",)),
     ("run records + run index (core/store/runs.py, core/store/files.py)", ("/core/store/runs.py", "/core/store/files.py")),
-    ("conversation history + audit events", ("/core/run/history.py", "/core/run/reporter.py", "/core/run/tool_round.py")),
+    ("conversation history + audit events", ("/core/store/history.py", "/core/run/reporter.py", "/core/run/tool_round.py")),
     ("session service (core/session)", ("/core/session/",)),
     ("engine: prompts, pump", ("/core/",)),
     ("bot: dispatch, lanes, status board, thread store", ("/bot/",)),

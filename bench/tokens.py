@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from core.run.engine import Engine, EngineSettings  # noqa: E402
-from core.events import RunPhase  # noqa: E402
+from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
 from core.store.runs import RunManager  # noqa: E402

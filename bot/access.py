@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.session.model import Session
+from core.api.sessions import Session
 
 
 @dataclass(frozen=True)

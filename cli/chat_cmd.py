@@ -18,21 +18,21 @@ from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.checkout.binding import Checkout, CheckoutSpec
-from core.run.engine import Engine
-from core.errors import CrewError
-from core.events import PhaseChanged, RunPhase
+from core.api.checkout import Checkout, CheckoutSpec
+from core.api.runs import Engine
+from core.api.errors import CrewError
+from core.api.events import PhaseChanged, RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.model.client import LLMClient
-from core.outputs import Output
-from core.package.loader import PackageInvalid, load_package
-from core.package.models import Package
-from core.router import parse_global_command
-from core.store.runs import RunManager
-from core.store.runs_model import RunRecord
-from core.session.model import Session
-from core.session.service import SessionService
-from core.store.files import RuntimeStore
+from core.api.runs import LLMClient
+from core.api.sessions import Output
+from core.api.packages import PackageInvalid, load_package
+from core.api.packages import Package
+from core.api.sessions import parse_global_command
+from core.api.runs import RunManager
+from core.api.runs import RunRecord
+from core.api.sessions import Session
+from core.api.sessions import SessionService
+from core.api.stores import RuntimeStore
 
 from .package_errors import print_invalid
 from .line_feed import LineFeed, Prompt, stdout_prompt

@@ -11,13 +11,13 @@ import asyncio
 import re
 import sys
 
-from core.checkout.binding import Author
-from core.errors import CrewError
-from core.events import RunPhase
-from core.package.loader import load_package
-from core.store.runs import RunManager
-from core.store.runs_model import RunRecord
-from core.store.files import RuntimeStore
+from core.api.checkout import Author
+from core.api.errors import CrewError
+from core.api.events import RunPhase
+from core.api.packages import load_package
+from core.api.runs import RunManager
+from core.api.runs import RunRecord
+from core.api.stores import RuntimeStore
 
 from .render import Write, stdout_write
 from .run_cmd import resume_hint, run_checkout

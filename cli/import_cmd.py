@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.bmad_import import BmadImportError, import_bmad, write_package
-from core.package.problems import PackageInvalid
+from core.api.packages import BmadImportError, import_bmad, write_package
+from core.api.packages import PackageInvalid
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,18 +14,19 @@ from pathlib import Path
 from psycopg.types.json import Jsonb
 
 from bot.base.thread import ThreadRecord
+from bot.replicas.schema import REPLICA_SCHEMA
 from bot.threads.store import open_table
-from core.store.database import open_pool
-from core.errors import CrewError
-from core.store.files import RuntimeStore
-from core.store.postgres import PostgresRuntimeStore
+from core.api.stores import open_pool
+from core.api.errors import CrewError
+from core.api.stores import RuntimeStore
+from core.api.stores import PostgresRuntimeStore
 
 EXIT_USAGE = 2
 
 
 def migrate(source_home: Path, url: str) -> dict[str, int]:
     source = RuntimeStore(source_home)
-    pool = open_pool(url)
+    pool = open_pool(url, schema=REPLICA_SCHEMA)
     target = PostgresRuntimeStore(pool, source.home)
     counts = {"runs": 0, "files": 0, "threads": 0, "deliveries": 0}
     try:

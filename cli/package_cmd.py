@@ -7,11 +7,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.errors import CrewError
-from core.package.archive import pack_package
-from core.package.loader import PackageInvalid, Problem, validate_path
-from core.package.validate import BMAD_TREE_CODE
-from core.package.models import Package
+from core.api.errors import CrewError
+from core.api.packages import pack_package
+from core.api.packages import PackageInvalid, Problem, validate_path
+from core.api.packages import BMAD_TREE_CODE
+from core.api.packages import Package
 
 from .package_errors import bmad_tree_advice
 

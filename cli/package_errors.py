@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.package.problems import Problem
-from core.package.validate import BMAD_TREE_CODE, bmad_tree_kind
+from core.api.packages import Problem
+from core.api.packages import BMAD_TREE_CODE, bmad_tree_kind
 
 
 def bmad_tree_advice(path: Path) -> str | None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.events import (
+from core.api.events import (
     ArtifactWritten,
     AssistantText,
     AssistantTextDelta,
@@ -29,8 +29,8 @@ from core.events import (
     progress_text,
     retry_note,
 )
-from core.package.models import Package
-from core.store.runs_model import RunSnapshot
+from core.api.packages import Package
+from core.api.runs import RunSnapshot
 
 Write = Callable[[str], None]
 ReadLine = Callable[[str], str | None]

@@ -12,18 +12,18 @@ import signal
 import sys
 from pathlib import Path
 
-from core.run.engine import Engine, EngineSettings, PumpResult
-from core.errors import CrewError
-from core.events import RunPhase
+from core.api.runs import Engine, EngineSettings, PumpResult
+from core.api.errors import CrewError
+from core.api.events import RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.model.client import LLMClient
-from core.package.loader import PackageInvalid, load_package
-from core.package.models import Package
-from core.prompts.wrappers import widget_submit_text
-from core.checkout.binding import Checkout, CheckoutSpec
-from core.store.runs import RunManager, new_run_id, resolve_workflow
-from core.store.runs_model import RunRecord
-from core.store.files import RuntimeStore
+from core.api.runs import LLMClient
+from core.api.packages import PackageInvalid, load_package
+from core.api.packages import Package
+from core.api.runs import widget_submit_text
+from core.api.checkout import Checkout, CheckoutSpec
+from core.api.runs import RunManager, new_run_id, resolve_workflow
+from core.api.runs import RunRecord
+from core.api.stores import RuntimeStore
 
 from .package_errors import print_invalid
 from .render import (

@@ -6,14 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.errors import CrewError
-from core.events import RunPhase
-from core.run.history import History
-from core.package.loader import load_package
-from core.package.models import Package
-from core.store.runs import RunManager
-from core.store.runs_model import RunRecord, RunSnapshot
-from core.store.files import RuntimeStore
+from core.api.errors import CrewError
+from core.api.events import RunPhase
+from core.api.runs import History
+from core.api.packages import load_package
+from core.api.packages import Package
+from core.api.runs import RunManager
+from core.api.runs import RunRecord, RunSnapshot
+from core.api.stores import RuntimeStore
 
 from .render import Write, render_snapshot, stdout_write
 

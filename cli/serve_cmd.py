@@ -17,7 +17,7 @@ from bot.serve.packages import PackageLoadFailed
 from bot.connection import TokenRefused
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import resolve_format, setup_logging
-from core.errors import CrewError
+from core.api.errors import CrewError
 
 EXIT_USAGE = 2
 

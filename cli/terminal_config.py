@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from bot.config import FileConfig, terminal_config, tool_policy_of
-from core.model.client import LLMSettings
-from core.run.engine import EngineSettings
-from core.store.files import RuntimeStore
-from core.tools.registry import ToolHost
+from core.api.runs import LLMSettings
+from core.api.runs import EngineSettings
+from core.api.stores import RuntimeStore
+from core.api.tools import ToolHost
 
 
 def file_config(args: argparse.Namespace) -> FileConfig:

@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from core.run.engine import Engine, EngineSettings, PumpResult
-from core.events import EngineEvent, RunPhase
+from core.base.events import EngineEvent, RunPhase
 from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
 from core.package.models import Package
-from core.prompts.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
+from core.base.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
 from core.store.runs import RunManager
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore

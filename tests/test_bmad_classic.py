@@ -22,7 +22,7 @@ from core.bmad_import.report import ImportReport
 from core.bmad_import.source import open_source
 from core.bmad_import.step_files import workflow_files
 from core.bmad_import.step_workflows import WorkflowBuilder
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package
 from tests.bmad_trees import BMAD_V6_SRC
 from tests.bmad_walker import walker

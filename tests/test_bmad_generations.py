@@ -13,10 +13,10 @@ import pytest
 
 from cli.main import main
 from core.bmad_import import BmadImportError, import_bmad
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
-from core.router import menu_entries, resolve
+from core.session.router import menu_entries, resolve
 from tests.bmad_trees import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC
 from tests.bmad_walker import Move, walker
 from tests.scripts import drive, engine_harness

@@ -11,10 +11,10 @@ import pytest
 
 from cli.main import main
 from core.bmad_import import import_bmad
-from core.events import RunPhase
-from core.document.frontmatter import parse as parse_frontmatter
+from core.base.events import RunPhase
+from core.base.frontmatter import parse as parse_frontmatter
 from core.package.loader import load_package, validate_path
-from core.router import resolve
+from core.session.router import resolve
 from tests.bmad_trees import BMAD_V6_SRC, installed_bmad, needs_bmad_v6
 from tests.bmad_walker import walker
 from tests.scripts import drive, engine_harness

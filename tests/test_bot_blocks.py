@@ -12,8 +12,8 @@ from bot.base.actions import ButtonValue, FormContext
 from bot.render.forms import build_modal, parse_submission
 from bot.render.mrkdwn import split_text, to_mrkdwn
 from bot.render.widgets import answer_for, widget_messages
-from core.events import RunPhase
-from core.outputs import AgentCard, MenuEntry
+from core.base.events import RunPhase
+from core.session.outputs import AgentCard, MenuEntry
 from core.store.runs_model import RunError, RunSnapshot, RunUsage
 
 KEY = "T1:C1:1700000000.000100"

@@ -17,7 +17,7 @@ from bot.config import Access
 from bot.home.overview import Overview, RunLine
 from bot.home.view import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
 from bot.base.thread import ThreadKey
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.scripts import hello_branch_responder
 from tests.test_bot_support import Harness, Mode, bot_harness, element_text, message_text
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.prompts.wrappers import parse_widget_submit
+from core.base.wrappers import parse_widget_submit
 from core.document.state import read_state
 from tests.fakes import Reply
 from tests.fakes.slack_events import message_event, new_ts

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.fakes.slack_events import event_envelope, message_event, new_ts
 from tests.scripts import STORY_KEY, script_create_story, script_hello_linear
 from tests.test_bot_support import bot_harness, is_status, message_text, plan_tasks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.scripts import HELLO_LINEAR_ANSWER, script_hello_linear
 from tests.test_bot_support import bot_harness, element_text, elements, is_status, message_text, plan_tasks
 

@@ -8,7 +8,7 @@ from bot.native.agent_view import suggested_prompts, thread_title
 from bot.bolt_app import is_own_edit
 from bot.render.plan import PlanBook, describe_tool, plan_status
 from bot.slack_send import CallBudget
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package
 from core.store.runs_model import RunError, RunRecord, RunSnapshot
 from tests.conftest import EXAMPLES

@@ -12,10 +12,10 @@ from core.checkout.binding import Author, Checkout, CheckoutSpec, GitSettings
 from core.checkout.git import GitError, run_git
 from core.checkout.urls import remote_repo, scrub
 from core.checkout.worktrees import branch_name
-from core.errors import CrewError
-from core.mounts import SandboxViolation, resolve
+from core.base.errors import CrewError
+from core.tools.mounts import SandboxViolation, resolve
 from core.tools.base import Mounts
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.store.runs_model import RunRecord
 from tests.gitrepos import TeamRepo, git, refusing_git_server
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import build_parser, main
-from core.errors import CrewError
+from core.base.errors import CrewError
 from core.model.client import LLMClient, LLMSettings
 from tests.bmad_trees import installed_bmad
 from tests.fakes.llm_server import ScriptedLLM

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.document.frontmatter import parse
+from core.base.frontmatter import parse
 from core.schemas import validator
 from tests.fakes.llm_server import ScriptedLLM
 from tests.pipelining import pipelining

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.document import state as run_state
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,

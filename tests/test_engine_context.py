@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from core.run.engine import EngineSettings
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package
-from core.run.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
+from core.store.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
 from core.store.runs_model import RunRecord, RunUsage
 from tests.linear_package import (
     CODENAME_ANSWER,

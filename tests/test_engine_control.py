@@ -9,7 +9,7 @@ from typing import Any
 
 from core.document import state as run_state
 from core.run.engine import Engine, EngineSettings
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.store.runs import RunManager
 from core.store.files import RuntimeStore
 from tests.fakes.llm_server import Reply

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from core.document import state as run_state
-from core.events import RunPhase
-from core.prompts.wrappers import widget_submit_text
+from core.base.events import RunPhase
+from core.base.wrappers import widget_submit_text
 from tests.scripts import HELLO_LINEAR_ANSWER, drive, engine_harness, is_post_completion, node_brief, script_hello_linear
 
 STATE = "@state/workflow.md"

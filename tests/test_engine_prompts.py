@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from core.run.engine import EngineSettings
-from core.run.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
+from core.store.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
 from core.package.loader import load_package
-from core.policy import SystemToolPolicy, effective_policy
+from core.tools.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import PromptComposer, render_tool_policy
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.pipelining import pipelining
 from tests.scripts import (
     EXAMPLES,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from core.document.state import read_state
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.run.runaway import looks_like_question
 from tests.fakes.llm_server import Reply
 from tests.conftest import EXAMPLES

@@ -12,9 +12,9 @@ from tempfile import TemporaryDirectory
 import pytest
 
 from core.document import state as run_state
-from core.store.atomic import AppendLog
-from core.errors import CrewError
-from core.events import RunPhase
+from core.base.atomic import AppendLog
+from core.base.errors import CrewError
+from core.base.events import RunPhase
 from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
 from core.store.runs import RunManager

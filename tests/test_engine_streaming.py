@@ -6,8 +6,8 @@ from pathlib import Path
 
 from cli.chat_cmd import Screen
 from cli.render import EventPrinter
-from core.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying
-from core.outputs import Reply, ReplyDelta
+from core.base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying
+from core.session.outputs import Reply, ReplyDelta
 from tests.scripts import STORY_KEY, drive, engine_harness, script_create_story
 
 

@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from core.router import DataRef
+from core.session.router import DataRef
 from core.session.data import load_data
-from core.errors import CrewError
+from core.base.errors import CrewError
 from tests.hostile_support import hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.test_tools import call, err, make_ctx, mounts  # noqa: F401  (fixture)
 

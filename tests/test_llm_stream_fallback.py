@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from core.errors import CrewError
+from core.base.errors import CrewError
 from core.model.client import LLMClient, LLMSettings
 from core.model.stream import CONNECTION_LOST
 from tests.fakes.llm_server import ScriptedLLM

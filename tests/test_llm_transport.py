@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.errors import CrewError
+from core.base.errors import CrewError
 from core.model.client import LLMClient, LLMSettings
 from core.model.wire import MessageJSON, ToolSet
 from tests.fakes.llm_server import ScriptedLLM

@@ -7,7 +7,7 @@ import base64
 from mcp import types
 
 from core.package.models import Agent
-from core.policy import SystemToolPolicy, effective_policy
+from core.tools.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import render_tool_policy
 from core.tools.mcp.adapter import result_text
 from core.tools.mcp.config import McpServerConfig, scrub

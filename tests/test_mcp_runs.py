@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.events import RunPhase
+from core.base.events import RunPhase
 from core.package.loader import load_package
-from core.policy import SystemToolPolicy
-from core.prompts.wrappers import widget_submit_text
+from core.tools.policy import SystemToolPolicy
+from core.base.wrappers import widget_submit_text
 from core.run.engine import Engine, EngineSettings
 from core.tools.mcp.hub import McpHub
 from core.tools.registry import ToolHost

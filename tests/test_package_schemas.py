@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.document.frontmatter import parse
+from core.base.frontmatter import parse
 from core.schemas import NAMES, validator
 from tests.shared_files import REFERENCE_SCHEMAS, needs
 from tests.test_package_helpers import EXAMPLES

@@ -18,10 +18,11 @@ from bot.base.thread import ThreadKey, ThreadRecord
 from bot.threads.store import ThreadStore
 from bot.replicas.threads import PostgresThreadStore
 from cli.main import main as cli_main
-from core.store.atomic import append_line, atomic_write_text
+from core.base.atomic import append_line, atomic_write_text
+from bot.replicas.schema import REPLICA_SCHEMA
 from core.store.database import open_pool
-from core.errors import CrewError
-from core.events import RunPhase
+from core.base.errors import CrewError
+from core.base.events import RunPhase
 from core.package.loader import load_package
 from core.store.runs import RunManager
 from core.store.files import RuntimeStore
@@ -33,7 +34,7 @@ KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
 @pytest.fixture
 def sync_pool(database_url: str) -> Iterator[ConnectionPool]:
-    pool = open_pool(database_url)
+    pool = open_pool(database_url, schema=REPLICA_SCHEMA)
     try:
         yield pool
     finally:

@@ -11,7 +11,7 @@ import yaml
 
 from core.package.loader import load_package
 from core.package.models import Agent, Graph, Node, Workflow
-from core.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
+from core.session.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
 from tests.shared_files import BMAD_V6_SRC, require
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from core.document import state as run_state
-from core.store.atomic import atomic_write_text
-from core.errors import CrewError
-from core.events import EngineEvent, RunPhase, StateUpdated
+from core.base.atomic import atomic_write_text
+from core.base.errors import CrewError
+from core.base.events import EngineEvent, RunPhase, StateUpdated
 from core.package.loader import load_package
 from core.store.runs import RunManager
 from core.store.files import RuntimeStore

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.mounts import SandboxViolation, normalise, resolve
+from core.tools.mounts import SandboxViolation, normalise, resolve
 from core.package.models import Graph
 from core.document.state import STATE_FILE, init_state_text
 from core.tools.base import EffectivePolicy, Mounts, ToolContext

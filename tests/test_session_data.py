@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import CrewError
-from core.router import DataRef
+from core.base.errors import CrewError
+from core.session.router import DataRef
 from core.session.data import PREVIEW_CHARS, data_alias, load_data
 from core.tools.base import Mounts
 

@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from core.events import RunPhase
+from core.base.events import RunPhase
 from tests.scripts import EXAMPLES, HELLO_LINEAR_ANSWER, script_hello_linear
 from tests.test_session_support import (
     BRAINSTORM_SCRIPT,

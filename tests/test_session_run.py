@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from core.document import state as run_state
-from core.events import RunPhase
-from core.prompts.wrappers import STATE_CHANGE_CONFIRM_ID
+from core.base.events import RunPhase
+from core.base.wrappers import STATE_CHANGE_CONFIRM_ID
 from tests.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.outputs import Output
+from core.session.outputs import Output
 from core.package.loader import load_package
 from core.package.models import Package
 from core.session.model import Session

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from core.errors import CrewError
+from core.base.errors import CrewError
 from core.package.models import Graph
 from core.document.state import STATE_FILE, init_state_text, is_complete, parse_text, read_state, record_artifacts, render_text, steps_done
 from core.tools.base import Confirmation, EffectivePolicy, Mounts, ToolContext, ToolOutcome

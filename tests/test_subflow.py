@@ -12,8 +12,8 @@ from bot.render.plan import plan_block
 from core.document import state as run_state
 from core.store.database import open_pool
 from core.run.engine import Engine, PumpResult
-from core.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
-from core.run.history import History
+from core.base.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
+from core.store.history import History
 from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package, validate_path
 from core.package.models import Package

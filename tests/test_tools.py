@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.store.atomic import append_jsonl, atomic_write_json, atomic_write_text
-from core.mounts import resolve
+from core.base.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from core.tools.mounts import resolve
 from core.package.models import Agent, Graph
-from core.policy import SystemToolPolicy, effective_policy
+from core.tools.policy import SystemToolPolicy, effective_policy
 from core.document.state import STATE_FILE, init_state_text
 from core.tools.args import SearchArgs
 from core.tools.audit import MAX_RESULT_CHARS

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from core.router import parse_global_command
+from core.api.sessions import parse_global_command
 
 from .actions import ButtonValue, Clicked, FormContext
 from .thread import ThreadKey

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.errors import CrewError
-from core.mounts import resolve
-from core.tools.base import Mounts
+from core.api.errors import CrewError
+from core.api.tools import resolve
+from core.api.tools import Mounts
 
 UPLOAD_LIMIT = 5 * 1024 * 1024
 

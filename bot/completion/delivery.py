@@ -10,11 +10,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from core.checkout.binding import Author, Checkout
-from core.errors import CrewError
-from core.events import RunPhase
-from core.package.models import Package
-from core.store.runs import RunManager
+from core.api.checkout import Author, Checkout
+from core.api.errors import CrewError
+from core.api.events import RunPhase
+from core.api.packages import Package
+from core.api.runs import RunManager
 
 from ..render import blocks
 from ..render.message import SlackMessage

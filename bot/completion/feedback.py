@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.errors import CrewError
-from core.store.runs import RunManager
+from core.api.errors import CrewError
+from core.api.runs import RunManager
 
 from ..base.actions import ButtonValue
 from ..render.feedback import THANKS

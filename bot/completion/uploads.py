@@ -7,9 +7,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from core.errors import CrewError
-from core.store.runs import RunManager
-from core.store.runs_model import RunSnapshot
+from core.api.errors import CrewError
+from core.api.runs import RunManager
+from core.api.runs import RunSnapshot
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.package.models import Package
-from core.store.runs import RunManager
+from core.api.packages import Package
+from core.api.runs import RunManager
 
 from ..threads.binding import BindingRuntime
 from ..threads.dispatch import Dispatcher

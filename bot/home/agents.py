@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.router import display_trigger, resolve, visible_items
-from core.session.service import CHAT_WORDS, SessionService
+from core.api.sessions import display_trigger, resolve, visible_items
+from core.api.sessions import CHAT_WORDS, SessionService
 
 from ..threads.binding import BindingRuntime
 from .overview import Access

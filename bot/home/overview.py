@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from core.events import RunPhase
-from core.package.models import Package
-from core.run.history import History
-from core.store.runs import RunManager
-from core.store.runs_model import RunRecord, valid_records
+from core.api.events import RunPhase
+from core.api.packages import Package
+from core.api.runs import History
+from core.api.runs import RunManager
+from core.api.runs import RunRecord, valid_records
 
 from ..base.thread import ThreadBrief, ThreadKey
 

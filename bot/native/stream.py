@@ -27,7 +27,7 @@ from collections.abc import Callable
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.outputs import AgentCard
+from core.api.sessions import AgentCard
 
 from ..render import blocks
 from ..render.message import SlackMessage, defused

@@ -19,16 +19,15 @@ from functools import lru_cache
 
 from slack_sdk.models.blocks import (
     ActionsBlock,
-    Block,
     ButtonElement,
     Option,
     PlainTextObject,
     StaticSelectElement,
 )
 
-from core.events import RunPhase
-from core.outputs import AgentCard, MenuEntry
-from core.store.runs_model import RunSnapshot
+from core.api.events import RunPhase
+from core.api.sessions import AgentCard, MenuEntry
+from core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked

@@ -15,9 +15,9 @@ from typing import Any
 
 from slack_sdk.models.blocks import PlanBlock, TaskCardBlock
 
-from core.events import RunPhase
-from core.package.models import Graph
-from core.store.runs_model import RunSnapshot
+from core.api.events import RunPhase
+from core.api.packages import Graph
+from core.api.runs import RunSnapshot
 
 from . import blocks
 from .message import BlockJSON, SlackMessage

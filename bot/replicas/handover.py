@@ -14,15 +14,15 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from core.events import RunPhase
-from core.store.runs_model import RunRecord
+from core.api.events import RunPhase
+from core.api.runs import RunRecord
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 from .callbacks import HandoverCallbacks, Lanes
 
 if TYPE_CHECKING:  # only a bot with a database builds a Handover; psycopg stays unloaded otherwise
-    from core.store.postgres import PostgresRuntimeStore
+    from core.api.stores import PostgresRuntimeStore
 
     from .membership import Replicas
 

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from core.store.database import check_url, open_pool
-from core.store.postgres import PostgresRuntimeStore
+from core.api.stores import check_url, open_pool
+from core.api.stores import PostgresRuntimeStore
 
 from .membership import Replicas
+from .schema import REPLICA_SCHEMA
 
 
 class SharedStore:
@@ -30,7 +31,7 @@ class SharedStore:
     def connect(cls, database_url: str, home: Path | None, lease_seconds: float) -> SharedStore:
         """Check the URL and open the run store's pool. Raises CrewError for a bad or unreachable database."""
         url = check_url(database_url)
-        sync_pool = open_pool(url, max_size=12)
+        sync_pool = open_pool(url, max_size=12, schema=REPLICA_SCHEMA)
         try:
             runtime = PostgresRuntimeStore(sync_pool, home)
         except BaseException:

@@ -28,15 +28,15 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.checkout.binding import Checkout
-from core.run.engine import Engine, EngineSettings
-from core.model.client import LLMClient, LLMSettings
-from core.package.models import Graph
-from core.store.runs_model import RunSnapshot
-from core.store.runs import RunManager
-from core.session.service import SessionService
-from core.store.files import RuntimeStore
-from core.tools.registry import ToolHost
+from core.api.checkout import Checkout
+from core.api.runs import Engine, EngineSettings
+from core.api.runs import LLMClient, LLMSettings
+from core.api.packages import Graph
+from core.api.runs import RunSnapshot
+from core.api.runs import RunManager
+from core.api.sessions import SessionService
+from core.api.stores import RuntimeStore
+from core.api.tools import ToolHost
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.errors import CrewError
-from core.package.loader import load_package
-from core.package.validate import PackageInvalid
-from core.package.models import Package
+from core.api.errors import CrewError
+from core.api.packages import load_package
+from core.api.packages import PackageInvalid
+from core.api.packages import Package
 
 from ..config import BotConfig
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.checkout.binding import Checkout
-from core.package.models import Package
-from core.session.service import SessionService
+from core.api.checkout import Checkout
+from core.api.packages import Package
+from core.api.sessions import SessionService
 
 
 @dataclass

@@ -6,7 +6,7 @@ Every click is checked first (`ThreadWork._clicked`): the thread must exist, the
 from __future__ import annotations
 
 
-from core.events import RunPhase
+from core.api.events import RunPhase
 
 from ..render import blocks
 from ..base.actions import ButtonValue, Clicked

@@ -9,9 +9,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from core.errors import CrewError
-from core.run.engine import Engine
-from core.store.runs import RunManager
+from core.api.errors import CrewError
+from core.api.runs import Engine
+from core.api.runs import RunManager
 
 from ..base.thread import ThreadKey, ThreadRecord
 from .binding import BindingRuntime

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
-from core.outputs import (
+from core.api.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
+from core.api.sessions import (
     Clarify,
     Dismissed,
     ErrorOutput,
@@ -26,7 +26,7 @@ from core.outputs import (
     ShowMenu,
     WidgetRequest,
 )
-from core.store.runs_model import RunSnapshot
+from core.api.runs import RunSnapshot
 
 from ..render import blocks
 from ..native.agent_view import thread_title

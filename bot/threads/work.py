@@ -11,13 +11,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.run.engine import Engine
-from core.errors import CrewError
-from core.outputs import ErrorOutput, Output
-from core.store.runs import RunManager
-from core.store.runs_model import RunSnapshot
+from core.api.runs import Engine
+from core.api.errors import CrewError
+from core.api.sessions import ErrorOutput, Output
+from core.api.runs import RunManager
+from core.api.runs import RunSnapshot
 
-from ..base import actions as act
 from ..render import blocks
 from ..access import AccessPolicy, Verdict
 from ..base.actions import ButtonValue, Clicked

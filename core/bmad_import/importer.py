@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from core.document import safe_yaml
+from core.base import safe_yaml
 
 from .agents import ImportedAgent, convert_agent
 from .config_map import ConfigKey, ConfigMap, build_config, substitute

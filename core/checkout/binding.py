@@ -17,8 +17,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import CrewError
-from ..events import RunPhase
+from ..base.errors import CrewError
+from ..base.events import RunPhase
 from ..store.runs_model import RunDelivery, RunRecord, utc_now
 from ..store.files import project_id_for
 from .delivery import Author, Delivery, commit_message, deliver

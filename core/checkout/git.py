@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from .urls import for_log
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from .frontmatter import parse
+from ..base.frontmatter import parse
 
 _LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
 _SCALARS = frozenset({str, int, float, bool, type(None)})

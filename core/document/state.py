@@ -4,8 +4,8 @@ Checks run in a fixed order — confirmation gate, ifMatchSha256, parse, default
 transition against the graph, stepsCompleted monotonicity — and only then is the file replaced
 atomically. Any rejection raises a CrewError and leaves the file byte-for-byte as it was.
 Text from the model is parsed; a Draft the runtime rendered from a frontmatter dict is checked as
-that dict (the text form, core.state_codec, renders it faithfully). The schema check skips parts
-seen valid before (core.state_schema), never the check itself.
+that dict (the text form, core.document.codec, renders it faithfully). The schema check skips parts
+seen valid before (core.document.schema), never the check itself.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
-from ..store.atomic import atomic_write_bytes
-from ..errors import CrewError
-from .frontmatter import FrontmatterError
-from ..run.nesting import MAX_DEPTH, too_deep
+from ..base.atomic import atomic_write_bytes
+from ..base.errors import CrewError
+from ..base.frontmatter import FrontmatterError
+from ..base.nesting import MAX_DEPTH, too_deep
 from ..package.models import Graph
 from ..schemas import validator
 from .codec import Draft, Known, known, normalise, parse_text, plain, remember, render_draft, render_text
 from .schema import PartwiseCheck
 
-__all__ = [  # the text helpers are re-exported: callers know them as core.state's
+__all__ = [  # the text helpers are re-exported: callers know them as core.document.state's
     "STATE_ALIAS", "STATE_FILE", "Build", "Draft", "Gate", "StateDoc", "StateWrite", "allowed_next", "apply_update",
     "check_monotonic", "check_transition", "commit_state", "init_state_text", "is_complete", "load_doc", "normalise",
     "parse_text", "read_state", "record_artifacts", "render_draft", "render_text", "schema_errors", "steps_done",

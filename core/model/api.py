@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 
 RetryListener = Callable[[int, str], Awaitable[None] | None]
 

@@ -11,7 +11,7 @@ import asyncio
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from .api import DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall
 from .wire import MessageJSON, ToolSet
 

@@ -8,7 +8,7 @@ endpoint with a body it does not reshape) rather than `chat.completions.create`:
 runs its TypedDict transform over every message and tool schema, which for a plain-JSON chat
 request changes nothing but costs ~5-8 ms of event-loop CPU per call at twenty messages, more
 than everything else a turn does. The body goes as ready JSON bytes (`content=`), built from parts
-encoded once (core.llm_wire), and the answer comes back as the raw response, validated in one
+encoded once (core.model.wire), and the answer comes back as the raw response, validated in one
 pass by pydantic (`ChatCompletion.model_validate_json`); only an answer that does not fit the
 schema (servers that omit fields) takes the SDK's lenient `construct`. Sending, retries and
 errors are still the SDK's.
@@ -35,7 +35,7 @@ from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import ValidationError
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from .api import ASK_THE_OPERATOR, DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall, endpoint_name
 from .stream import StreamedCalls, StreamMode
 from .wire import MessageJSON, ToolSet, request_body

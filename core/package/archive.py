@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import CrewError
+from core.base.errors import CrewError
 
 from .validate import PackageInvalid, Problem, check_package_dir
 

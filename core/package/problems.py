@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from jsonschema import ValidationError
 
-from core.errors import CrewError
+from core.base.errors import CrewError
 from core.schemas import validator
 
 Level = Literal["error", "warning"]

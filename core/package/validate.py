@@ -14,16 +14,17 @@ Workflow ids (the one rule, kept simple):
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.document.frontmatter import FrontmatterError
-from core.document.frontmatter import parse as parse_frontmatter
-from core.run.nesting import MAX_DEPTH, too_deep
+from core.base.frontmatter import FrontmatterError
+from core.base.frontmatter import parse as parse_frontmatter
+from core.base.nesting import MAX_DEPTH, too_deep
 
+from .docs import PackageDocs, StepDoc, WorkflowDocs, WorkflowRef, package_ref
 from .foreign import BMAD_TREE_CODE, bmad_tree_kind, classic_workflow_files, missing_manifest
+from .menu_checks import MenuChecks
+from .subflow_checks import SubworkflowChecks
 from .problems import (
     CLASSIC_CODE,
     ClassicWorkflowNotSupported,
@@ -42,74 +43,6 @@ __all__ = [
 
 MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
 _NODE_TYPES_NEEDING_BRANCHES = ("decision",)
-_PROJECT_SIDE = ("@project", "{project-root}", "{artifacts-root}", "@state", "{state-root}")
-_CLASSIC_SUFFIXES = (".yaml", ".yml", ".xml")
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-@dataclass
-class StepDoc:
-    path: str
-    frontmatter: dict[str, Any]
-    body: str
-    text: str
-
-
-@dataclass
-class WorkflowDocs:
-    """One workflow as read from disk, after its checks passed."""
-
-    id: str
-    display_name: str
-    description: str | None
-    workflow_path: str
-    graph_path: str
-    graph: dict[str, Any]
-    template: str
-    steps: dict[str, StepDoc]
-    node_files: dict[str, str]  # node id -> package-relative path actually found
-
-
-@dataclass
-class PackageDocs:
-    root: Path
-    manifest: dict[str, Any]
-    agents_path: str
-    agents: dict[str, Any]
-    workflows: list[WorkflowDocs]
-
-
-@dataclass
-class _WorkflowRef:
-    id: str
-    workflow: str
-    graph: str
-    where: str  # JSON path in bmad.json of the record (or "$.entry")
-    display_name: str | None = None
-    description: str | None = None
-
-
-@dataclass
-class _MenuTargets:
-    workflow_ids: list[str]
-    workflow_paths: list[str]
-    prompt_ids: set[str] = field(default_factory=set)
-
-
-def package_ref(ref: str) -> str | None:
-    """Normalise a package reference (`@pkg/x`, `{package-root}/x`, `./x`, `x`) to `x`.
-
-    None when the reference is not a plain relative path that stays inside the package.
-    """
-    ref = ref.strip()
-    for prefix in ("@pkg/", "{package-root}/"):
-        ref = ref.removeprefix(prefix)
-    if not ref or "\x00" in ref or "\\" in ref or ref.startswith("/") or _DRIVE.match(ref):
-        return None
-    parts = [p for p in ref.split("/") if p not in ("", ".")]
-    if not parts or ".." in parts:
-        return None
-    return "/".join(parts)
 
 
 def check_package_dir(root: Path) -> tuple[PackageDocs | None, list[Problem]]:
@@ -135,28 +68,10 @@ def _without_blank_dates(fm: dict[str, Any]) -> dict[str, Any]:
 # --- the inspection ---------------------------------------------------------------------------
 
 
-class _Inspection:
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
-        self.problems: list[Problem] = []
-
-    def error(self, file: str, path: str, message: str, fix: str, code: str = "PACKAGE_INVALID") -> None:
-        self.problems.append(Problem(file, path, message, fix, "error", code))
-
-    def warn(self, file: str, path: str, message: str, fix: str, code: str = "PACKAGE_WARNING") -> None:
-        self.problems.append(Problem(file, path, message, fix, "warning", code))
+class _Inspection(SubworkflowChecks, MenuChecks):
+    """Reads the package files and the workflows; the menu and sub-workflow checks are inherited."""
 
     # files
-
-    def locate(self, ref: str, *, base: str = "") -> str | None:
-        """Package-relative path of an existing regular file inside the package, else None."""
-        rel = package_ref(f"{base}/{ref}" if base else ref)
-        if rel is None:
-            return None
-        real = (self.root / rel).resolve()
-        if not real.is_relative_to(self.root) or not real.is_file():
-            return None
-        return rel
 
     def require_file(self, ref: Any, file: str, where: str, what: str) -> str | None:
         if not isinstance(ref, str):
@@ -262,8 +177,8 @@ class _Inspection:
         real = (self.root / rel).resolve()
         return real.is_relative_to(self.root) and real.is_dir()
 
-    def workflow_refs(self, manifest: dict[str, Any]) -> list[_WorkflowRef]:
-        refs: list[_WorkflowRef] = []
+    def workflow_refs(self, manifest: dict[str, Any]) -> list[WorkflowRef]:
+        refs: list[WorkflowRef] = []
         records = manifest.get("workflows") if isinstance(manifest.get("workflows"), list) else []
         for i, rec in enumerate(records):
             if not (isinstance(rec, dict) and all(isinstance(rec.get(k), str) for k in ("id", "workflow", "graph"))):
@@ -272,7 +187,7 @@ class _Inspection:
                 self.error("bmad.json", f"$.workflows[{i}].id", f"workflow id '{rec['id']}' is used twice",
                            "give every workflows[] record its own id")
                 continue
-            refs.append(_WorkflowRef(rec["id"], rec["workflow"], rec["graph"], f"$.workflows[{i}]",
+            refs.append(WorkflowRef(rec["id"], rec["workflow"], rec["graph"], f"$.workflows[{i}]",
                                      rec.get("displayName"), rec.get("description")))
         entry = manifest.get("entry")
         if not (isinstance(entry, dict) and isinstance(entry.get("workflow"), str) and isinstance(entry.get("graph"), str)):
@@ -292,7 +207,7 @@ class _Inspection:
                        "point entry.workflow and entry.graph at that record's paths, or rename the record")
             return refs
         description = manifest.get("description") if isinstance(manifest.get("description"), str) else None
-        return [_WorkflowRef(name, entry["workflow"], entry["graph"], "$.entry", None, description), *refs]
+        return [WorkflowRef(name, entry["workflow"], entry["graph"], "$.entry", None, description), *refs]
 
     def agent_ids(self, agents: dict[str, Any], file: str) -> set[str]:
         ids: set[str] = set()
@@ -308,7 +223,7 @@ class _Inspection:
 
     # workflows
 
-    def check_workflow(self, ref: _WorkflowRef, agent_ids: set[str] | None) -> WorkflowDocs | None:
+    def check_workflow(self, ref: WorkflowRef, agent_ids: set[str] | None) -> WorkflowDocs | None:
         wf_rel = self.require_file(ref.workflow, "bmad.json", f"{ref.where}.workflow", "workflow template")
         graph_rel = self.require_file(ref.graph, "bmad.json", f"{ref.where}.graph", "workflow graph")
         template = self.read_markdown(wf_rel, "workflow-frontmatter") if wf_rel else None
@@ -408,157 +323,6 @@ class _Inspection:
             self.warn(rel, "$.type", f"type '{fm_type}' differs from the graph's '{node['type']}'",
                       "make the step file agree with the graph (the graph wins)")
         return step
-
-    # sub-workflow calls
-
-    def check_subworkflows(self, workflows: list[WorkflowDocs], ids: set[str]) -> None:
-        """Every subworkflow node names a workflow of this package, can continue after the call,
-        and no workflow ends up calling itself (directly or through others): that run would never end."""
-        calls: dict[str, list[tuple[str, str]]] = {}  # caller id -> [(callee id, step file)]
-        known = ", ".join(sorted(ids)) or "none"
-        for wf in workflows:
-            nodes = wf.graph.get("nodes") if isinstance(wf.graph.get("nodes"), list) else []
-            edges = wf.graph.get("edges") if isinstance(wf.graph.get("edges"), list) else []
-            for i, node in enumerate(nodes):
-                nid = node.get("id") if isinstance(node, dict) else None
-                step = wf.steps.get(nid) if isinstance(nid, str) else None
-                if step is None:
-                    continue
-                ref = step.frontmatter.get("subworkflowRef")
-                if node.get("type") != "subworkflow":
-                    if ref is not None:
-                        self.warn(step.path, "$.subworkflowRef",
-                                  f"subworkflowRef is ignored: graph node '{nid}' has type '{node.get('type')}'",
-                                  f"set the type of node '{nid}' in {wf.graph_path} to subworkflow, or remove "
-                                  "subworkflowRef")
-                    continue
-                if not isinstance(ref, str) or not ref.strip():
-                    self.error(step.path, "$.subworkflowRef",
-                               f"subworkflow node '{nid}' does not say which workflow it runs",
-                               f"add 'subworkflowRef: <workflow id>' to the frontmatter (one of: {known})",
-                               "SUBWORKFLOW_REF_INVALID")
-                elif ref not in ids:
-                    self.error(step.path, "$.subworkflowRef",
-                               f"subworkflowRef '{ref}' is not a workflow of this package",
-                               f"use the id of a workflow listed in bmad.json (one of: {known})",
-                               "SUBWORKFLOW_REF_INVALID")
-                else:
-                    calls.setdefault(wf.id, []).append((ref, step.path))
-                passing = step.frontmatter.get("passVariables")
-                if passing is not None and not (isinstance(passing, list) and all(isinstance(v, str) for v in passing)):
-                    self.error(step.path, "$.passVariables", "passVariables must be a list of variable names",
-                               "write it as a YAML list of names, e.g. passVariables: [featureName]",
-                               "SUBWORKFLOW_REF_INVALID")
-                if not any(isinstance(e, dict) and e.get("from") == nid for e in edges):
-                    self.error(wf.graph_path, f"$.nodes[{i}]",
-                               f"subworkflow node '{nid}' has no outgoing edge, so '{wf.id}' could not go on "
-                               "after the call",
-                               f"add an edge from '{nid}' to the node that follows the call",
-                               "GRAPH_INTEGRITY_INVALID")
-        for caller, targets in calls.items():
-            for callee, step_path in targets:
-                back = _call_path(calls, callee, caller)
-                if back is not None:
-                    chain = " → ".join([caller, *back])
-                    self.error(step_path, "$.subworkflowRef",
-                               f"workflow '{caller}' calls '{callee}', which leads back to '{caller}' ({chain}); "
-                               "such a run would never end",
-                               f"remove this call, or make sure '{callee}' never calls '{caller}' again",
-                               "SUBWORKFLOW_CYCLE")
-
-    # menus
-
-    def check_menus(self, agents: dict[str, Any], file: str, refs: list[_WorkflowRef]) -> None:
-        targets = _MenuTargets([r.id for r in refs], [p for r in refs if (p := package_ref(r.workflow))])
-        items = agents.get("agents") if isinstance(agents.get("agents"), list) else []
-        for i, agent in enumerate(items):
-            if not isinstance(agent, dict):
-                continue
-            prompts = agent.get("prompts") if isinstance(agent.get("prompts"), list) else []
-            targets.prompt_ids = {p["id"] for p in prompts if isinstance(p, dict) and isinstance(p.get("id"), str)}
-            menu = agent.get("menu") if isinstance(agent.get("menu"), list) else []
-            for j, item in enumerate(menu):
-                if not isinstance(item, dict) or str(item.get("unavailable") or "").strip():
-                    continue  # an item an import marked unavailable is refused with its reason: nothing to fix
-                where = f"$.agents[{i}].menu[{j}]"
-                self.check_menu_refs(item, file, where, targets)
-                triggers = item.get("triggers") if isinstance(item.get("triggers"), list) else []
-                for k, trigger in enumerate(triggers):
-                    if isinstance(trigger, dict):
-                        self.check_menu_refs(trigger, file, f"{where}.triggers[{k}]", targets)
-                if item.get("ide-only") is True and item.get("web-only") is True:
-                    self.error(file, where, "the item is both ide-only and web-only, so no surface can show it",
-                               "keep at most one of ide-only / web-only")
-
-    def check_menu_refs(self, item: dict[str, Any], file: str, where: str, targets: _MenuTargets) -> None:
-        workflow, exec_, action, data = (item.get(k) for k in ("workflow", "exec", "action", "data"))
-        if isinstance(workflow, str) and workflow.strip():
-            self.check_menu_workflow(workflow.strip(), file, f"{where}.workflow", targets)
-        if isinstance(exec_, str) and exec_.strip():
-            self.check_menu_exec(exec_.strip(), file, f"{where}.exec", targets)
-        if isinstance(data, str) and data.strip():
-            self.check_menu_file(data.strip(), file, f"{where}.data", "data file", required=False)
-        if isinstance(action, str) and action.startswith("#") and action[1:] not in targets.prompt_ids:
-            self.warn(file, f"{where}.action", f"prompt '{action[1:]}' is not defined in this agent's prompts",
-                      "add a prompt with that id, or fix the action")
-
-    def check_menu_workflow(self, value: str, file: str, where: str, targets: _MenuTargets) -> None:
-        if value in targets.workflow_ids or package_ref(value) in targets.workflow_paths:
-            return
-        if value.lower().endswith(_CLASSIC_SUFFIXES):
-            self.warn(file, where, f"'{value}' is a classic BMAD workflow; this menu item will be refused",
-                      "point the item at a v1.1 workflow id or workflow.md", CLASSIC_CODE)
-            return
-        self.error(file, where,
-                   f"workflow '{value}' is neither a workflow id ({', '.join(targets.workflow_ids) or 'none'}) "
-                   f"nor a workflow.md listed in bmad.json ({', '.join(targets.workflow_paths) or 'none'})",
-                   "use one of those ids or paths", "UNKNOWN_WORKFLOW")
-
-    def check_menu_exec(self, value: str, file: str, where: str, targets: _MenuTargets) -> None:
-        """An exec runs the workflow whose workflow.md it names exactly, else it is a markdown script.
-        A workflow-named file that is not a listed workflow would never run as one: an error."""
-        if package_ref(value) in targets.workflow_paths:
-            return
-        name = value.rsplit("/", 1)[-1].lower()
-        if name.startswith("workflow") and name.endswith(".md"):
-            listed = ", ".join(targets.workflow_paths) or "none"
-            self.error(file, where,
-                       f"exec '{value}' names a workflow file that is not one of this package's workflows ({listed})",
-                       "point exec at one of those workflow.md paths, or add a bmad.json workflows[] record "
-                       "(id, workflow, graph) for this file", "UNKNOWN_WORKFLOW")
-            return
-        self.check_menu_file(value, file, where, "exec file", required=True)
-
-    def check_menu_file(self, value: str, file: str, where: str, what: str, *, required: bool) -> None:
-        if value.startswith(_PROJECT_SIDE):
-            return  # lives in the project, checked when the item is used
-        if required and value.lower().endswith(_CLASSIC_SUFFIXES):
-            self.warn(file, where, f"'{value}' is a classic BMAD workflow; this menu item will be refused",
-                      "point the item at a markdown file", CLASSIC_CODE)
-            return
-        if self.locate(value) is not None:
-            return
-        reason = "is not a path inside the package" if package_ref(value) is None else "does not exist in the package"
-        fix = "add the file to the package, or use an @project/... path for project files"
-        if required:
-            self.error(file, where, f"{what} '{value}' {reason}", fix, "FILE_MISSING")
-        else:
-            self.warn(file, where, f"{what} '{value}' {reason}", fix)
-
-
-def _call_path(calls: dict[str, list[tuple[str, str]]], start: str, goal: str) -> list[str] | None:
-    """The workflows from `start` to `goal` along sub-workflow calls (both included), or None."""
-    paths: dict[str, list[str]] = {start: [start]}
-    queue = [start]
-    while queue:
-        current = queue.pop(0)
-        if current == goal:
-            return paths[current]
-        for callee, _ in calls.get(current, []):
-            if callee not in paths:
-                paths[callee] = [*paths[current], callee]
-                queue.append(callee)
-    return None
 
 
 def _first_heading(markdown: str) -> str | None:

@@ -1,7 +1,7 @@
 """Prompt composition: layered system messages, run anchors and the user-input shells (D§5)."""
 
 from .composer import PromptComposer, effective_agent_id, render_persona, render_tool_policy
-from .wrappers import (
+from ..base.wrappers import (
     STATE_CHANGE_CONFIRM_ID,
     confirms_state_change,
     parse_widget_submit,

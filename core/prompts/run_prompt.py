@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CrewError
-from ..run.history import History, message_tokens
+from ..base.errors import CrewError
+from ..store.history import History, message_tokens
 from ..package.models import Package, Workflow
 from ..tools.base import ToolContext
 from .composer import Intent, PromptComposer

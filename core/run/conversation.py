@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..errors import CrewError
-from .history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
+from ..base.errors import CrewError
+from ..store.history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
 from ..model.client import DeltaListener, LLMClient
 from ..model.wire import MessageJSON, ToolSet
 from ..package.models import Agent, Package
-from ..policy import SystemToolPolicy, effective_policy
+from ..tools.policy import SystemToolPolicy, effective_policy
 from ..prompts.composer import PromptComposer
-from ..prompts.wrappers import wrap_user_input
+from ..base.wrappers import wrap_user_input
 from ..tools.base import Mounts, ToolContext
 from ..tools.registry import ToolHost, wire_name
 
@@ -29,7 +29,7 @@ CONVERSATION_RESULT_LIMIT = 50_000
 
 
 class TurnDeltaListener(Protocol):
-    """Hears the assistant text of model call `turn` as it streams (`restart`: see core.llm_stream)."""
+    """Hears the assistant text of model call `turn` as it streams (`restart`: see core.model.stream)."""
 
     def __call__(self, turn: int, text: str, *, restart: bool = False) -> Awaitable[None]: ...
 

@@ -1,8 +1,8 @@
 """The execution engine's front door: start or continue a run's pump, and control it while it runs.
 
-`Engine.pump` drives a run until it needs the user (see core.pump for the loop itself);
+`Engine.pump` drives a run until it needs the user (see core.run.pump for the loop itself);
 `request_pause` / `request_stop` act between turns; `converse` serves the one-shot conversations
-outside runs (see core.conversation). One Engine serves every run of the process and keeps the
+outside runs (see core.run.conversation). One Engine serves every run of the process and keeps the
 per-package prompt caches and the encoded tool specs.
 """
 
@@ -14,17 +14,18 @@ from typing import Any, Literal
 
 from .conversation import ConversationReply, TurnDeltaListener, converse
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
-from ..errors import CrewError
-from ..events import RunPhase
-from .history import HistoryCache
+from ..base.errors import CrewError
+from ..base.events import RunPhase
+from ..store.history import HistoryCache
 from ..model.client import LLMClient
 from ..model.wire import ToolSet
 from ..package.models import Agent, Package
 from ..prompts.composer import PromptComposer
-from .pump import Pump, PumpControl
+from .pump import Pump
+from .pump_deps import PumpControl, PumpDeps
 from ..store.runs import RunManager
 from ..store.runs_model import RunRecord
-from ..store.files import RuntimeStore
+from ..store.protocol import RunStore
 from ..tools.base import EffectivePolicy, ToolContext
 from ..tools.registry import ToolHost
 
@@ -34,7 +35,7 @@ __all__ = ["Engine", "EngineSettings", "EventSink", "Intent", "PumpResult"]
 class Engine:
     def __init__(
         self,
-        store: RuntimeStore,
+        store: RunStore,
         runs: RunManager,
         llm: LLMClient,
         settings: EngineSettings | None = None,
@@ -137,7 +138,18 @@ class Engine:
             raise CrewError("RUN_BUSY", "This run is already working; wait for it, or pause/stop it first.")
         self._active[record.run_id] = control
         try:
-            return await Pump(self, record, package, intent, user_input, on_event, control).run()
+            deps = PumpDeps(
+                store=self.store,
+                runs=self.runs,
+                llm=self.llm,
+                settings=self.settings,
+                histories=self.histories,
+                composer=self.composer,
+                tools=self.tools,
+                prepared_tool_set=self.prepared_tool_set,
+                run_child=self.run_pump,
+            )
+            return await Pump(deps, record, package, intent, user_input, on_event, control).run()
         finally:
             self._active.pop(record.run_id, None)
 
@@ -153,7 +165,7 @@ class Engine:
         extra_context: Sequence[str] = (),
         on_delta: TurnDeltaListener | None = None,
     ) -> ConversationReply:
-        """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.conversation)."""
+        """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.run.conversation)."""
         return await converse(
             self.llm,
             package,

@@ -1,4 +1,4 @@
-"""The engine's settings and what one pump returns (shared by core.engine and core.pump)."""
+"""The engine's settings and what one pump returns (shared by core.run.engine and core.run.pump)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..events import EngineEvent, RunPhase
-from .history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
-from ..policy import SystemToolPolicy
+from ..base.events import EngineEvent, RunPhase
+from ..store.history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
+from ..tools.policy import SystemToolPolicy
 from ..store.runs_model import RunError
 
 Intent = Literal["start", "continue", "resume"]

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..events import ToolExecuted
+from ..base.events import ToolExecuted
 from .tool_round import redact
 
 
 async def settle_in_pump(pump: Any) -> bool:  # a core.run.pump.Pump (not imported: no cycle)
     """Resolve approvals the run waits for; True when the input was the approval answer itself."""
-    host = pump.engine.tools
+    host = pump.deps.tools
     if host.mcp is None:
         return False
     from ..tools.mcp.approval import NOTE_PART, settle

@@ -6,7 +6,7 @@ message is in the conversation log before the next step and every state write is
 atomic, so a killed process resumes from `@state/workflow.md` + the log.
 
 The prompt is composed incrementally (core.prompts.run_prompt), tool calls are executed and
-recorded by core.tool_round, and progress is reported by core.run_reporter; this module is the
+recorded by core.run.tool_round, and progress is reported by core.run.reporter; this module is the
 loop itself: turns, the state as the model changes it, and how a pump ends.
 """
 
@@ -16,43 +16,33 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..document import state as run_state
 from . import mcp_approval, subflow
-from ..store.atomic import remove_stale_temps
-from ..errors import CrewError
-from ..events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, SubworkflowReturned, SubworkflowStarted, WidgetRequested
+from ..base.atomic import remove_stale_temps
+from ..base.errors import CrewError
+from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
-from .history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
+from ..store.history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
 from ..model.client import LLMReply
 from ..model.wire import ToolSet
 from ..package.models import Package, Workflow
-from ..policy import effective_policy
+from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
-from ..prompts.wrappers import confirms_state_change, wrap_user_input
+from ..base.wrappers import confirms_state_change, wrap_user_input
 from .reporter import RunReporter
+from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
 from .tool_round import ToolRecorder
 from ..tools.base import Confirmation, Mounts, ToolContext
 from ..tools.registry import wire_name
 
-if TYPE_CHECKING:
-    from .engine import Engine
-
 Message = dict[str, Any]
 REPLY_ALLOWANCE_TOKENS = 1_000  # what a reply may add to a call, for the token budget check
 
-
-@dataclass
-class PumpControl:
-    """Set by Engine.request_pause / request_stop while the pump runs."""
-
-    pause: bool = False
-    stop: bool = False
-    llm_task: asyncio.Task[LLMReply] | None = None
 
 
 class PumpEnded(Exception):
@@ -64,7 +54,7 @@ class PumpEnded(Exception):
 
 @dataclass
 class Pump:
-    engine: Engine
+    deps: PumpDeps
     record: RunRecord
     package: Package
     intent: Intent
@@ -88,7 +78,7 @@ class Pump:
                 await self._fail(exc.code, exc.message)
         except PumpEnded as ended:
             if hasattr(self, "history"):
-                self.engine.histories.keep(self.history)  # the next pump of this run need not re-read the log
+                self.deps.histories.keep(self.history)  # the next pump of this run need not re-read the log
             return ended.result
         finally:
             self._release_logs()
@@ -101,10 +91,10 @@ class Pump:
             self.history.log.release()
 
     async def _run(self) -> None:
-        engine, record = self.engine, self.record
-        self.audit = engine.store.audit_sink(record)
+        deps, record = self.deps, self.record
+        self.audit = deps.store.audit_sink(record)
         self.audit.log.hold()  # this pump alone writes the run's logs until it ends: keep them open
-        self.reporter = RunReporter(record, engine.runs, self.audit, self.on_event)
+        self.reporter = RunReporter(record, deps.runs, self.audit, self.on_event)
         workflow = self.package.workflow(record.workflow_id)
         if workflow is None:
             await self._fail(
@@ -114,12 +104,12 @@ class Pump:
             )
         self.workflow: Workflow = workflow
         self.graph = workflow.graph
-        self.state_dir = engine.store.state_dir(record)
+        self.state_dir = deps.store.state_dir(record)
         removed = remove_stale_temps(self.state_dir)  # left by a process killed mid-write; this pump alone writes here
         if removed:
             self.audit({"kind": "state.temp_removed", "files": removed})
         self.mounts = Mounts(project=Path(record.workspace), pkg=self.package.root, state=self.state_dir)
-        self.composer = engine.composer(self.package)
+        self.composer = deps.composer(self.package)
         self.prompt = RunPrompt(
             self.composer,
             self.package,
@@ -127,26 +117,26 @@ class Pump:
             active_agent_id=record.active_agent_id,
             intent=self.intent,
             data_context=record.extra.get("data_context") or (),
-            budget_tokens=engine.settings.history_budget_tokens,
-            full_history=engine.settings.full_history,
+            budget_tokens=deps.settings.history_budget_tokens,
+            full_history=deps.settings.full_history,
         )
         self.confirmation = Confirmation(granted=confirms_state_change(self.user_input))
         try:
-            self.history = engine.histories.open(engine.store.conversation_log(record))
+            self.history = deps.histories.open(deps.store.conversation_log(record))
             if self.history.log is not None:
                 self.history.log.hold()
             self._reload_state()
         except CrewError as exc:
             await self._fail(exc.code, f"The run state cannot be read: {exc.message}")
         self.recorder = ToolRecorder(
-            engine.tools,
+            deps.tools,
             self.history,
             self.reporter.emit,
             run_id=record.run_id,
             mounts=self.mounts,
-            home=engine.store.home,
-            results_dir=engine.store.tool_results_dir(record),
-            large_result_bytes=engine.settings.large_result_bytes,
+            home=deps.store.home,
+            results_dir=deps.store.tool_results_dir(record),
+            large_result_bytes=deps.settings.large_result_bytes,
         )
         self.child_input: str | None = None  # for the sub-workflow this run waits on, if it does
         if self.user_input is not None and self.user_input.strip():
@@ -172,7 +162,7 @@ class Pump:
     # ---- the loop ---------------------------------------------------------------
 
     async def _loop(self) -> None:
-        guard = RunawayGuard(self.engine.settings).begin(self.graph, self.fm)
+        guard = RunawayGuard(self.deps.settings).begin(self.graph, self.fm)
         closing_turn = False
         ctx = self._tool_context()
         while True:
@@ -248,7 +238,7 @@ class Pump:
     # ---- one LLM call -------------------------------------------------------------
 
     async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
-        tools = await self.engine.prepared_tool_set(ctx)
+        tools = await self.deps.prepared_tool_set(ctx)
         messages = self.prompt.messages(
             ctx,
             tools.names,
@@ -264,7 +254,7 @@ class Pump:
         self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
 
         async def on_retry(attempt: int, reason: str) -> None:
-            attempts = self.engine.llm.settings.attempts
+            attempts = self.deps.llm.settings.attempts
             await self.reporter.emit(
                 LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason, attempts=attempts)
             )
@@ -275,7 +265,7 @@ class Pump:
             )
             await self.reporter.emit(piece)
 
-        call = self.engine.llm.complete(
+        call = self.deps.llm.complete(
             messages,
             tools,
             on_retry=on_retry,
@@ -328,7 +318,7 @@ class Pump:
 
     async def _check_token_budget(self, messages: list[Message], tools: ToolSet) -> None:
         """Pause before a call that would take the run past its token budget (resumable with a higher one)."""
-        budget = self.record.token_budget or self.engine.settings.run_token_budget
+        budget = self.record.token_budget or self.deps.settings.run_token_budget
         if budget is None:
             return
         used = self.record.usage.total_tokens
@@ -355,25 +345,16 @@ class Pump:
         When the child needs the user (a question, a widget, a pause or stop, a failure), this pump
         ends the same way; the next pump of this run goes on with the child.
         """
-        engine, record = self.engine, self.record
+        deps, record = self.deps, self.record
         agent_id = effective_agent_id(self.graph, self.fm, record.active_agent_id)
-        child, created = subflow.open_child(engine.runs, record, self.package, call, self.fm, agent_id)
+        child, created = subflow.open_child(deps.runs, record, self.package, call, self.fm, agent_id)
         user_input, self.child_input = self.child_input, None
-        started = SubworkflowStarted(
-            run_id=record.run_id,
-            node_id=call.node.id,
-            caller_workflow_id=self.workflow.id,
-            child_run_id=child.run_id,
-            workflow_id=call.workflow.id,
-            workflow_name=call.workflow.display_name,
-            resumed=not created,
-        )
-        await self.reporter.emit(started)
+        await self.reporter.emit(subflow.started_event(record, call, self.workflow.id, child, created))
         self.audit({"kind": "subworkflow.started", "nodeId": call.node.id, "childRunId": child.run_id,
                     "workflowId": call.workflow.id, "resumed": not created})
         intent: Intent = "start" if created else ("continue" if user_input else "resume")
         spent_before = child.usage.model_copy()
-        result = await engine.run_pump(child, self.package, intent, user_input, self._child_sink(), self.control)
+        result = await deps.run_child(child, self.package, intent, user_input, self._child_sink(), self.control)
         record.usage.add_since(child.usage, spent_before)  # the caller's usage covers its sub-workflows
         self.llm_calls += result.llm_calls
         self.llm_seconds += result.llm_seconds
@@ -385,25 +366,16 @@ class Pump:
         if result.phase is not RunPhase.COMPLETED:
             reason = ("Stopped" if self.control.stop else "Paused") if result.paused else None
             await self._wait_user(paused=result.paused, reason=reason, widget=result.widget, error=result.error)
-        child_fm = run_state.read_state(engine.store.state_dir(child))
+        child_fm = run_state.read_state(deps.store.state_dir(child))
         returned = subflow.return_to_caller(self.state_dir, call, child.run_id, child_fm)
         record.child_run_id = None
-        engine.runs.update(record)
+        deps.runs.update(record)
         self.audit({"kind": "subworkflow.returned", "nodeId": call.node.id, "childRunId": child.run_id,
                     "variables": sorted(returned.variables), "artifacts": returned.artifacts})
         self._reload_state(returned.frontmatter)
         self.history.append({"role": "user", "content": returned.note}, part="runtime_note", scope=self._scope())
         await self._state_updated()
-        back = SubworkflowReturned(
-            run_id=record.run_id,
-            node_id=call.node.id,
-            child_run_id=child.run_id,
-            workflow_id=call.workflow.id,
-            workflow_name=name,
-            variables=returned.variables,
-            artifacts=returned.artifacts,
-        )
-        await self.reporter.emit(back)
+        await self.reporter.emit(subflow.returned_event(record, call, child, returned))
         return await self._reanchor(ctx)
 
     def _child_sink(self) -> EventSink | None:
@@ -427,7 +399,7 @@ class Pump:
         agent = self.package.agent(agent_id)
         return ToolContext(
             mounts=self.mounts,
-            policy=effective_policy(self.engine.settings.system_policy, agent),
+            policy=effective_policy(self.deps.settings.system_policy, agent),
             mode="run",
             agent_id=agent_id,
             run_id=self.record.run_id,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .engine_model import EventSink
-from ..events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, StateUpdated
+from ..base.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, StateUpdated
 from ..document import state as run_state
 from ..package.models import Graph
 from ..store.runs import RunManager

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
-from ..errors import CrewError
+from ..base.errors import CrewError
+from ..base.events import SubworkflowReturned, SubworkflowStarted
 from ..package.models import Graph, Node, Package, Workflow
 from ..prompts.composer import render
 from ..store.runs import RunManager
@@ -152,6 +153,30 @@ def return_to_caller(state_dir: Path, call: SubworkflowCall, child_id: str, chil
         next_node=target,
     )
     return Returned(written.frontmatter, variables, artifacts, note)
+
+
+def started_event(record: RunRecord, call: SubworkflowCall, caller_id: str, child: RunRecord, created: bool) -> SubworkflowStarted:
+    return SubworkflowStarted(
+        run_id=record.run_id,
+        node_id=call.node.id,
+        caller_workflow_id=caller_id,
+        child_run_id=child.run_id,
+        workflow_id=call.workflow.id,
+        workflow_name=call.workflow.display_name,
+        resumed=not created,
+    )
+
+
+def returned_event(record: RunRecord, call: SubworkflowCall, child: RunRecord, returned: Returned) -> SubworkflowReturned:
+    return SubworkflowReturned(
+        run_id=record.run_id,
+        node_id=call.node.id,
+        child_run_id=child.run_id,
+        workflow_id=call.workflow.id,
+        workflow_name=call.workflow.display_name,
+        variables=returned.variables,
+        artifacts=returned.artifacts,
+    )
 
 
 def _inline(values: dict[str, Any]) -> str:

@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from ..events import ArtifactWritten, EngineEvent, ToolExecuted
-from .history import History, offload_large_result
+from ..base.events import ArtifactWritten, EngineEvent, ToolExecuted
+from ..store.history import History, offload_large_result
 from ..model.client import ToolCall
 from ..tools.base import Mounts, ToolContext, ToolOutcome
 from ..tools.registry import ToolHost, wire_name

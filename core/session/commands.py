@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ..router import GLOBAL_COMMANDS
+from .router import GLOBAL_COMMANDS
 from .context import Surface
 from .model import SessionMode
 

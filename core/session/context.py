@@ -14,8 +14,8 @@ from typing import Literal
 
 from ..checkout.binding import Checkout
 from ..run.engine import Engine
-from ..errors import CrewError
-from ..outputs import AgentCard, Output
+from ..base.errors import CrewError
+from .outputs import AgentCard, Output
 from ..package.models import Agent, Package
 from ..store.runs import RunManager
 from ..tools.base import Mounts

@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
-from ..document import safe_yaml
-from ..errors import CrewError
-from ..mounts import SandboxViolation, resolve
-from ..regular_files import NotRegularFile, open_regular
-from ..router import DataRef
+from ..base import safe_yaml
+from ..base.errors import CrewError
+from ..tools.mounts import SandboxViolation, resolve
+from ..base.regular_files import NotRegularFile, open_regular
+from .router import DataRef
 from ..tools.base import Mounts
 
 PREVIEW_CHARS = 4000

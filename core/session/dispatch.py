@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import CrewError
-from ..outputs import Clarify, Dismissed, ErrorOutput, Notice, ShowMenu
+from ..base.errors import CrewError
+from .outputs import Clarify, Dismissed, ErrorOutput, Notice, ShowMenu
 from ..package.models import Agent, Package
-from ..policy import effective_policy
-from ..router import ResolvedCommand, menu_entries
+from ..tools.policy import effective_policy
+from .router import ResolvedCommand, menu_entries
 from . import runmode
 from .context import Deps, Outbox, card
 from .data import load_data

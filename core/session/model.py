@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from ..outputs import MenuEntry
+from .outputs import MenuEntry
 
 SessionMode = Literal["idle", "agent", "run", "chat"]
 

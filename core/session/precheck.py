@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import CrewError
-from ..mounts import SandboxViolation, resolve
+from ..base.errors import CrewError
+from ..tools.mounts import SandboxViolation, resolve
 from ..package.models import Package
 from ..tools.base import Mounts
 from .data import data_alias

@@ -10,9 +10,9 @@ import asyncio
 from typing import Literal
 
 from ..run.engine import PumpResult
-from ..errors import CrewError
-from ..events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
-from ..outputs import (
+from ..base.errors import CrewError
+from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
+from .outputs import (
     Dismissed,
     ErrorOutput,
     Notice,

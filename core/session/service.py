@@ -15,11 +15,11 @@ from typing import Literal
 
 from ..checkout.binding import Checkout
 from ..run.engine import Engine
-from ..errors import CrewError
-from ..outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
+from ..base.errors import CrewError
+from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
-from ..prompts.wrappers import widget_submit_text
-from ..router import GlobalCommand, parse_global_command, resolve
+from ..base.wrappers import widget_submit_text
+from .router import GlobalCommand, parse_global_command, resolve
 from ..store.runs import RunManager
 from . import runmode
 from .commands import help_text, looks_like_command, unknown_command

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from ..run.history import message_tokens
-from ..outputs import Reply, ReplyDelta, WidgetRequest
+from ..store.history import message_tokens
+from .outputs import Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session

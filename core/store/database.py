@@ -1,9 +1,10 @@
-"""The shared Postgres store of a replicated deployment: its URL, its tables, its connections.
+"""The shared Postgres store of a replicated deployment: its URL, the run tables, its connections.
 
-Every replica keeps in Postgres what another replica needs to take a thread over: thread sessions,
-the run index, each run's files (state document, conversation and audit logs), event dedupe,
-leases, queued events and the model-work slots. Tables are created at start-up (idempotent, under
-an advisory lock so replicas starting together do not race on the catalog).
+Postgres keeps what another replica needs to go on with a run: the run index and each run's files
+(state document, conversation and audit logs). The code that coordinates replicas brings its own
+tables (thread sessions, event dedupe, leases, queued events, model-work slots) as `schema` to
+`open_pool`. Tables are created at start-up (idempotent, under an advisory lock so replicas
+starting together do not race on the catalog).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import psycopg
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 
 DATABASE_ENV = "CREWAGENT_DATABASE_URL"
 _SCHEMA_LOCK = 0x63726577  # advisory lock key held while the schema is created
@@ -40,39 +41,6 @@ CREATE TABLE IF NOT EXISTS crew_run_lines (
     line bytea NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_run_lines_by_run ON crew_run_lines (run_id, rel, seq);
-CREATE TABLE IF NOT EXISTS crew_threads (
-    key text PRIMARY KEY,
-    run_id text,
-    data jsonb NOT NULL
-);
-CREATE INDEX IF NOT EXISTS crew_threads_by_run ON crew_threads (run_id);
-CREATE INDEX IF NOT EXISTS crew_threads_by_owner ON crew_threads ((data->'session'->>'owner'));
-CREATE TABLE IF NOT EXISTS crew_seen (
-    key text PRIMARY KEY,
-    at double precision NOT NULL
-);
-CREATE TABLE IF NOT EXISTS crew_replicas (
-    id text PRIMARY KEY,
-    heartbeat timestamptz NOT NULL DEFAULT now(),
-    started timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS crew_leases (
-    thread_key text PRIMARY KEY,
-    replica text,
-    last_holder text,
-    acquired timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS crew_inbox (
-    seq bigserial PRIMARY KEY,
-    thread_key text NOT NULL,
-    event jsonb NOT NULL
-);
-CREATE INDEX IF NOT EXISTS crew_inbox_by_thread ON crew_inbox (thread_key, seq);
-CREATE TABLE IF NOT EXISTS crew_model_slots (
-    slot integer PRIMARY KEY,
-    replica text,
-    thread_key text
-);
 """
 
 
@@ -91,17 +59,21 @@ def check_url(url: str) -> str:
     return url
 
 
-def create_schema(conn: Connection) -> None:
+def create_schema(conn: Connection, extra: str = "") -> None:
+    """The run tables, then `extra` (another part's own tables), in one locked transaction."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         conn.execute(SCHEMA)
+        if extra:
+            conn.execute(extra)
 
 
-def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0) -> ConnectionPool:
-    """A pool of autocommit connections, the schema ensured; raises CrewError when Postgres is unreachable."""
+def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0, schema: str = "") -> ConnectionPool:
+    """A pool of autocommit connections, the run tables and `schema` ensured; raises CrewError when
+    Postgres is unreachable."""
     try:
         with psycopg.connect(check_url(url), autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
-            create_schema(conn)
+            create_schema(conn, schema)
     except psycopg.Error as exc:
         raise _unreachable(exc) from None
     pool = ConnectionPool(

@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .atomic import AppendLog, atomic_write_text
-from ..errors import CrewError
+from ..base.atomic import AppendLog, atomic_write_text
+from ..base.errors import CrewError
 from .runs_model import RunRecord, utc_now, valid_records
 
 INDEX_FILE = "runs-index.json"

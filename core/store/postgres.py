@@ -26,7 +26,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
-from .atomic import add_mirror, remove_mirror
+from ..base.atomic import add_mirror, remove_mirror
 from .runs_model import RunRecord, valid_records
 from .files import RuntimeStore
 

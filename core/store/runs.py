@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
-from .atomic import atomic_write_text
-from ..errors import CrewError
-from ..events import RunPhase, StateUpdated
+from ..base.atomic import atomic_write_text
+from ..base.errors import CrewError
+from ..base.events import RunPhase, StateUpdated
 from ..package.models import Agent, Graph, Package, Workflow
 from .runs_model import RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
-from .files import RuntimeStore, project_id_for
+from .files import project_id_for
+from .protocol import RunStore
 
 
 def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
@@ -95,7 +96,7 @@ def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
 
 
 class RunManager:
-    def __init__(self, store: RuntimeStore) -> None:
+    def __init__(self, store: RunStore) -> None:
         self.store = store
 
     def create(

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..events import RunPhase, progress_text
+from ..base.events import RunPhase, progress_text
 
 
 _last_stamp: tuple[int, str] = (-1, "")  # (ms since the epoch, its text): one tuple, so threads see a pair
@@ -106,7 +106,7 @@ class RunRecord(BaseModel):
     token_budget: int | None = None  # this run's own token budget; None = the engine's setting
     worktree: RunWorktree | None = None  # None: the run works in project_root itself (a plain folder)
     delivery: RunDelivery | None = None
-    # Sub-workflows (core.subflow): a child run names its caller; a caller names the child it waits on.
+    # Sub-workflows (core.run.subflow): a child run names its caller; a caller names the child it waits on.
     parent_run_id: str | None = None
     parent_node_id: str | None = None  # the caller's subworkflow node
     child_run_id: str | None = None  # set while a subworkflow node of this run has a child

@@ -8,9 +8,9 @@ import hashlib
 import os
 from typing import Any
 
-from ..errors import CrewError
-from ..mounts import Resolved, resolve
-from ..regular_files import NotRegularFile, check_regular, open_regular
+from ..base.errors import CrewError
+from .mounts import Resolved, resolve
+from ..base.regular_files import NotRegularFile, check_regular, open_regular
 from .args import ListArgs, ReadArgs
 from .base import ToolContext, ToolOutcome, ok
 

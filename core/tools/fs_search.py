@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-from ..errors import CrewError
-from ..mounts import Resolved, alias_of, resolve
+from ..base.errors import CrewError
+from .mounts import Resolved, alias_of, resolve
 from .args import SearchArgs
 from .base import ToolContext, ToolOutcome, fail, ok
 

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..store.atomic import atomic_write_bytes
-from ..errors import CrewError
-from ..mounts import Resolved, SandboxViolation, resolve
-from ..regular_files import NotRegularFile, read_regular
+from ..base.atomic import atomic_write_bytes
+from ..base.errors import CrewError
+from .mounts import Resolved, SandboxViolation, resolve
+from ..base.regular_files import NotRegularFile, read_regular
 from ..document.state import STATE_ALIAS, Draft, StateDoc, apply_update, read_state, record_artifacts, render_draft
 from .args import Patch, PatchArgs, WriteArgs
 from .base import ToolContext, ToolOutcome, ok

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import CrewError
-from ..mounts import SandboxViolation
+from ..base.errors import CrewError
+from .mounts import SandboxViolation
 from ..document.state import STATE_ALIAS, Build, StateWrite, commit_state, is_complete
 from .base import ToolContext
 
@@ -32,7 +32,7 @@ def confirmation_gate(ctx: ToolContext):
 
 
 def change_state(ctx: ToolContext, build: Build, *, if_match: str | None = None, rewind: bool = False) -> StateWrite:
-    """Run one state change through the gate and the validator of core.state."""
+    """Run one state change through the gate and the validator of core.document.state."""
     if ctx.mounts.state is None or ctx.mode != "run":
         raise SandboxViolation(
             f"{STATE_ALIAS}: there is no run state here.", mount="@state", path=STATE_ALIAS, reason="no run state here"

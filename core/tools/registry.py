@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..store.runs_model import utc_now
 from . import args as A
 from .ask_user import ask_user

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import CrewError
+from ..base.errors import CrewError
 from ..store.runs_model import utc_now
 from ..document.state import STATE_ALIAS, Draft, StateDoc, normalise, render_draft
 from .args import RewindArgs

@@ -16,13 +16,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ...prompts.wrappers import parse_widget_submit
+from ...base.wrappers import parse_widget_submit
 from ..base import ToolContext, ToolOutcome, fail, ok
 from .adapter import SEPARATOR, McpTool, argument_problems
 from .hub import McpHub, result_size
 
 if TYPE_CHECKING:
-    from ...run.history import History
+    from ...store.history import History
 
 APPROVAL_TYPE = "mcp_approval"
 PENDING_STATUS = "awaiting_approval"

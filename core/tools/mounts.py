@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import CrewError
-from .tools.base import Mounts
+from ..base.errors import CrewError
+from .base import Mounts
 
 MOUNT_NAMES = ("@project", "@pkg", "@state")
 GIT_DIR = ".git"

@@ -15,8 +15,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel
 
 from .outputs import MenuEntry
-from .package.models import Agent, MenuItem
-from .package.validate import package_ref
+from ..package.models import Agent, MenuItem
+from ..package.validate import package_ref
 
 Surface = Literal["web", "ide"]
 Confidence = Literal["exact", "high", "medium", "low"]

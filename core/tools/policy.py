@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .package.models import Agent
-from .tools.base import EffectivePolicy
-from .tools.mcp.config import McpServerConfig, missing_variables, server_name_problem
+from ..package.models import Agent
+from .base import EffectivePolicy
+from .mcp.config import McpServerConfig, missing_variables, server_name_problem
 
 __all__ = [
     "EffectivePolicy", "McpServerConfig", "SystemToolPolicy", "effective_policy", "missing_variables",

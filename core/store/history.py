@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..store.atomic import AppendLog, atomic_write_text
+from ..base.atomic import AppendLog, atomic_write_text
 from ..model.wire import MessageJSON
-from ..prompts.wrappers import unwrap_user_input
-from ..store.runs_model import utc_now
+from ..base.wrappers import unwrap_user_input
+from .runs_model import utc_now
 
 Message = dict[str, Any]
 

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 
 from . import safe_yaml
-from ..errors import CrewError
+from .errors import CrewError
 
 _FENCE = "---"
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field
 
-from .events import EngineEvent
-from .store.runs_model import RunSnapshot
+from ..base.events import EngineEvent
+from ..store.runs_model import RunSnapshot
 
 
 class AgentCard(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from ..run.nesting import MAX_DEPTH
+from .nesting import MAX_DEPTH
 
 _COLLECTIONS = (SequenceNode, MappingNode)
 # libyaml when available: state files are parsed on every write, so this is on the hot path.

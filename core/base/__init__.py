@@ -1,0 +1,2 @@
+"""The floor of core/: errors, events, safe YAML and frontmatter, nesting limits, atomic files and
+the prompt wrappers. Everything in core/ may import it; it imports nothing else of core/."""

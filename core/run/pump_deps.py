@@ -1,0 +1,48 @@
+"""What a pump needs from the process, handed over by the engine: stores, the model client,
+settings, caches, tools, and a callback to pump a sub-workflow's run.
+
+The pump never sees the `Engine` itself, so the engine can change without the loop knowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from ..model.client import LLMClient, LLMReply
+from ..model.wire import ToolSet
+from ..package.models import Package
+from ..prompts.composer import PromptComposer
+from ..store.protocol import RunStore
+from ..store.runs import RunManager
+from ..store.runs_model import RunRecord
+from ..tools.base import ToolContext
+from ..tools.registry import ToolHost
+from .engine_model import EngineSettings, EventSink, Intent, PumpResult
+from ..store.history import HistoryCache
+
+
+@dataclass
+class PumpControl:
+    """Set by Engine.request_pause / request_stop while the pump runs."""
+
+    pause: bool = False
+    stop: bool = False
+    llm_task: asyncio.Task[LLMReply] | None = None
+
+
+ChildPump = Callable[[RunRecord, Package, Intent, "str | None", "EventSink | None", PumpControl], Awaitable[PumpResult]]
+
+
+@dataclass(frozen=True)
+class PumpDeps:
+    store: RunStore
+    runs: RunManager
+    llm: LLMClient
+    settings: EngineSettings
+    histories: HistoryCache
+    composer: Callable[[Package], PromptComposer]
+    tools: ToolHost
+    prepared_tool_set: Callable[[ToolContext], Awaitable[ToolSet]]
+    run_child: ChildPump  # pumps a sub-workflow's run under the caller's control
