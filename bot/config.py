@@ -14,10 +14,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from core.api.checkout import CheckoutSpec, GitSettings
-from core.api.checkout import scrub
+from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
+from core.api.tools import McpServerConfig, missing_variables, server_name_problem, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise

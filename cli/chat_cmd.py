@@ -19,19 +19,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.api.checkout import Checkout, CheckoutSpec
-from core.api.runs import Engine
+from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import PhaseChanged, RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.api.runs import LLMClient
-from core.api.sessions import Output
-from core.api.packages import PackageInvalid, load_package
-from core.api.packages import Package
-from core.api.sessions import parse_global_command
-from core.api.runs import RunManager
-from core.api.runs import RunRecord
-from core.api.sessions import Session
-from core.api.sessions import SessionService
+from core.api.sessions import Output, parse_global_command, Session, SessionService
+from core.api.packages import load_package, Package, PackageInvalid
 from core.api.stores import RuntimeStore
 
 from .package_errors import print_invalid

@@ -15,8 +15,7 @@ from core.api.checkout import Author
 from core.api.errors import CrewError
 from core.api.events import RunPhase
 from core.api.packages import load_package
-from core.api.runs import RunManager
-from core.api.runs import RunRecord
+from core.api.runs import RunManager, RunRecord
 from core.api.stores import RuntimeStore
 
 from .render import Write, stdout_write

@@ -6,8 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.api.packages import BmadImportError, import_bmad, write_package
-from core.api.packages import PackageInvalid
+from core.api.packages import BmadImportError, import_bmad, PackageInvalid, write_package
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,10 +16,8 @@ from psycopg.types.json import Jsonb
 from bot.base.thread import ThreadRecord
 from bot.replicas.schema import REPLICA_SCHEMA
 from bot.threads.store import open_table
-from core.api.stores import open_pool
+from core.api.stores import open_pool, PostgresRuntimeStore, RuntimeStore
 from core.api.errors import CrewError
-from core.api.stores import RuntimeStore
-from core.api.stores import PostgresRuntimeStore
 
 EXIT_USAGE = 2
 

@@ -8,10 +8,7 @@ import tempfile
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.packages import pack_package
-from core.api.packages import PackageInvalid, Problem, validate_path
-from core.api.packages import BMAD_TREE_CODE
-from core.api.packages import Package
+from core.api.packages import BMAD_TREE_CODE, pack_package, Package, PackageInvalid, Problem, validate_path
 
 from .package_errors import bmad_tree_advice
 

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.api.packages import Problem
-from core.api.packages import BMAD_TREE_CODE, bmad_tree_kind
+from core.api.packages import BMAD_TREE_CODE, bmad_tree_kind, Problem
 
 
 def bmad_tree_advice(path: Path) -> str | None:

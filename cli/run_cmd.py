@@ -12,17 +12,15 @@ import signal
 import sys
 from pathlib import Path
 
-from core.api.runs import Engine, EngineSettings, PumpResult
+from core.api.runs import (
+    Engine, EngineSettings, LLMClient, new_run_id, PumpResult, resolve_workflow, RunManager, RunRecord,
+    widget_submit_text,
+)
 from core.api.errors import CrewError
 from core.api.events import RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.api.runs import LLMClient
-from core.api.packages import PackageInvalid, load_package
-from core.api.packages import Package
-from core.api.runs import widget_submit_text
+from core.api.packages import load_package, Package, PackageInvalid
 from core.api.checkout import Checkout, CheckoutSpec
-from core.api.runs import RunManager, new_run_id, resolve_workflow
-from core.api.runs import RunRecord
 from core.api.stores import RuntimeStore
 
 from .package_errors import print_invalid

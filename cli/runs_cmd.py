@@ -8,11 +8,8 @@ from pathlib import Path
 
 from core.api.errors import CrewError
 from core.api.events import RunPhase
-from core.api.runs import History
-from core.api.packages import load_package
-from core.api.packages import Package
-from core.api.runs import RunManager
-from core.api.runs import RunRecord, RunSnapshot
+from core.api.runs import History, RunManager, RunRecord, RunSnapshot
+from core.api.packages import load_package, Package
 from core.api.stores import RuntimeStore
 
 from .render import Write, render_snapshot, stdout_write

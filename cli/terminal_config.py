@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from bot.config import FileConfig, terminal_config, tool_policy_of
-from core.api.runs import LLMSettings
-from core.api.runs import EngineSettings
+from core.api.runs import EngineSettings, LLMSettings
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost
 

@@ -11,8 +11,7 @@ import asyncio
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.tools import resolve
-from core.api.tools import Mounts
+from core.api.tools import Mounts, resolve
 
 UPLOAD_LIMIT = 5 * 1024 * 1024
 

@@ -8,8 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.runs import RunManager
-from core.api.runs import RunSnapshot
+from core.api.runs import RunManager, RunSnapshot
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.api.sessions import display_trigger, resolve, visible_items
-from core.api.sessions import CHAT_WORDS, SessionService
+from core.api.sessions import CHAT_WORDS, display_trigger, resolve, SessionService, visible_items
 
 from ..threads.binding import BindingRuntime
 from .overview import Access

@@ -16,9 +16,7 @@ from typing import Any, Protocol
 
 from core.api.events import RunPhase
 from core.api.packages import Package
-from core.api.runs import History
-from core.api.runs import RunManager
-from core.api.runs import RunRecord, valid_records
+from core.api.runs import History, RunManager, RunRecord, valid_records
 
 from ..base.thread import ThreadBrief, ThreadKey
 

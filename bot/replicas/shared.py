@@ -10,8 +10,7 @@ from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from core.api.stores import check_url, open_pool
-from core.api.stores import PostgresRuntimeStore
+from core.api.stores import check_url, open_pool, PostgresRuntimeStore
 
 from .membership import Replicas
 from .schema import REPLICA_SCHEMA

@@ -29,11 +29,8 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
-from core.api.runs import Engine, EngineSettings
-from core.api.runs import LLMClient, LLMSettings
+from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
 from core.api.packages import Graph
-from core.api.runs import RunSnapshot
-from core.api.runs import RunManager
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost

@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.packages import load_package
-from core.api.packages import PackageInvalid
-from core.api.packages import Package
+from core.api.packages import load_package, Package, PackageInvalid
 
 from ..config import BotConfig
 

@@ -10,8 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from core.api.errors import CrewError
-from core.api.runs import Engine
-from core.api.runs import RunManager
+from core.api.runs import Engine, RunManager
 
 from ..base.thread import ThreadKey, ThreadRecord
 from .binding import BindingRuntime

@@ -11,11 +11,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.api.runs import Engine
+from core.api.runs import Engine, RunManager, RunSnapshot
 from core.api.errors import CrewError
 from core.api.sessions import ErrorOutput, Output
-from core.api.runs import RunManager
-from core.api.runs import RunSnapshot
 
 from ..render import blocks
 from ..access import AccessPolicy, Verdict
