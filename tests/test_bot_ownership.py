@@ -68,6 +68,11 @@ async def test_typed_commands_and_text_from_someone_else(project: Path) -> None:
         assert "Waiting for your reply" in message_text(status)
 
         mark = h.mark()
+        await h.reply(top, "*help", user=BOB)  # so is asking what can be typed
+        await h.posted_text("*handover", since=mark)
+        assert run_phase(h) == "waiting-user"
+
+        mark = h.mark()
         await h.reply(top, "brownfield please", user=BOB)  # chat, not an answer to alice's question
         await h.posted_text(GUEST_ANSWER, since=mark)
         await h.settle()

@@ -15,7 +15,7 @@ from .clicks import ClickWork
 from .work import URGENT_COMMANDS
 
 
-READ_ONLY_COMMANDS = frozenset({"status"})  # what a non-owner may type in someone else's thread
+READ_ONLY_COMMANDS = frozenset({"status", "help"})  # what a non-owner may type in someone else's thread
 BUSY_NOTE = (
     "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
 )
@@ -132,12 +132,12 @@ class EventWork(ClickWork):
     async def _as_guest(
         self, record: ThreadRecord, user: str, text: str, command: str | None, message_ts: str, refusal: Verdict
     ) -> None:
-        """Someone else's thread: they may ask for the status or chat with the agent, nothing more."""
+        """Someone else's thread: they may ask for the status or the help, or chat with the agent, nothing more."""
         service, session = self.binding(record).service, record.session
         if command in READ_ONLY_COMMANDS:
             await self.perform(
-                record, lambda emit: service.control(session, "status", emit=emit), user=user, gated=False,
-                fresh_status=True,
+                record, lambda emit: service.control(session, command, emit=emit), user=user, gated=False,
+                fresh_status=command == "status",
             )
             return
         if command is not None or session.mode == "idle" or not text.strip():
