@@ -22,29 +22,26 @@ from tests.test_bot_support import bot_harness, element_text, elements, is_statu
 from tests.test_cli_run import cli
 
 
+def _imported(tmp_path_factory: pytest.TempPathFactory, tree: Path, name: str) -> Path:
+    require(tree)
+    out = tmp_path_factory.mktemp(name) / "team.bmad"
+    assert main(["import", "bmad", str(tree), "-o", str(out)]) == 0
+    return out
+
 
 @pytest.fixture(scope="module")
 def v611_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require(V611)
-    out = tmp_path_factory.mktemp("v611") / "team.bmad"
-    assert main(["import", "bmad", str(V611), "-o", str(out)]) == 0
-    return out
+    return _imported(tmp_path_factory, V611, "v611")
 
 
 @pytest.fixture(scope="module")
 def v60_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require(V60)
-    out = tmp_path_factory.mktemp("v60") / "team.bmad"
-    assert main(["import", "bmad", str(V60), "-o", str(out)]) == 0
-    return out
+    return _imported(tmp_path_factory, V60, "v60")
 
 
 @pytest.fixture(scope="module")
 def v62_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require(V62)
-    out = tmp_path_factory.mktemp("v62") / "team.bmad"
-    assert main(["import", "bmad", str(V62), "-o", str(out)]) == 0
-    return out
+    return _imported(tmp_path_factory, V62, "v62")
 
 
 async def _run_in_terminal(package: Path, project: Path, workflow: str, monkeypatch: pytest.MonkeyPatch,
