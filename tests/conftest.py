@@ -109,6 +109,16 @@ def _dump_asyncio_tasks() -> None:
         task.print_stack(limit=8, file=sys.stderr)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (CI's time-out, `kill`) stops the run like Ctrl-C does, so fixture teardown still ends
+    every server and process group the tests started instead of leaving them running."""
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
+
+
 @pytest.fixture(autouse=True)
 def _time_limit(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail a test that runs past TEST_TIME_LIMIT with its name, its asyncio tasks and thread stacks.
