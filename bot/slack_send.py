@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from .waits import wait_set
+
 log = logging.getLogger(__name__)
 
 Send = Callable[[], Awaitable[bool]]  # makes the call; False when there was nothing to send after all
@@ -229,11 +231,7 @@ class Sender:
                     self._launch(slot)
                     continue
                 wait = math.inf  # woken when a call in flight returns
-            try:  # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
-                async with asyncio.timeout(None if math.isinf(wait) else wait):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            await wait_set(self._wake, wait)
 
     def _take(self, slot: _Slot) -> Send:
         if slot.kept:

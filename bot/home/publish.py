@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..waits import wait_set
 from ..base.thread import ThreadRecord
 from .overview import Access, RunOverview
 from .view import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
@@ -134,10 +135,7 @@ class HomePublisher:
             wait = due - time.monotonic()
             if wait > 0:
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except TimeoutError:
-                    pass
+                await wait_set(self._wake, wait)
                 continue
             del self._due[user]
             self._last[user] = time.monotonic()
