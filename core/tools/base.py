@@ -46,6 +46,22 @@ class Confirmation:
         return was
 
 
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A call that may run only after the run owner says yes; the pump holds it until then.
+
+    The tool did nothing yet. On Approve the pump calls the same tool again with
+    `ToolContext.approved` set, and that call's real result becomes the tool message; on Deny the
+    tool message is an error with `denied_code`.
+    """
+
+    kind: Literal["mcp", "command"]
+    title: str  # a short heading, e.g. "Run a command?"
+    message: str  # markdown for the owner: what will run, where, with which limits
+    denied_code: str  # MCP_CALL_DENIED or COMMAND_DENIED
+    allow_for_run: str | None = None  # a command prefix the owner may allow for the rest of the run
+
+
 @dataclass
 class ToolContext:
     mounts: Mounts
@@ -56,6 +72,8 @@ class ToolContext:
     graph: Graph | None = None  # the run's selected workflow graph; required for state writes
     confirmation: Confirmation = field(default_factory=Confirmation)
     audit: Callable[[dict[str, Any]], None] | None = None  # appends one event to execution.jsonl
+    approved: str | None = None  # who approved this very call (set only when an approved call is made)
+    allowed_for_run: frozenset[str] = frozenset()  # command prefixes the owner allowed for this run
 
 
 @dataclass
@@ -69,6 +87,7 @@ class ToolOutcome:
     widget: dict[str, Any] | None = None  # a validated ui_ask_user payload: the pump stops here
     state: dict[str, Any] | None = None  # the run state's frontmatter as this call wrote it (saves a re-read)
     result_json: str | None = None  # `result` as JSON, when ToolHost already serialised it (saves a re-dump)
+    approval: ApprovalRequest | None = None  # set: nothing ran; the call waits for the owner (result unused)
 
     @property
     def ok(self) -> bool:
