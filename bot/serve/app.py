@@ -18,7 +18,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,11 +42,14 @@ from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_so
 from ..threads.dedupe import Deduper
 from ..threads.binding import BindingRuntime
 from ..threads.dispatch import Dispatcher
+from .front_door import EVENTS_PATH, events_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
+from ..outbox.courier import Courier
+from ..outbox.sqlite_ledger import SqliteLedger
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
@@ -62,26 +65,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
 FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def events_app(events: Handler, health: Handler) -> web.Application:
-    app = web.Application()
-    app.router.add_post(EVENTS_PATH, events)
-    app.router.add_get("/healthz", health)
-    return app
-
-
-async def serve_web(app: web.Application, site: Callable[[web.AppRunner], web.BaseSite]) -> web.AppRunner:
-    """Start serving `app` on the site `site(runner)` (TCP or Unix socket); the runner stops it later."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    await site(runner).start()
-    return runner
 
 
 class CrewBot:
@@ -100,6 +84,7 @@ class CrewBot:
         dispatcher: Dispatcher,
         engine: Engine,
         llm: LLMClient,
+        outbox: Courier,
         shared: SharedStore | None = None,
         slots: GlobalSlots | None = None,
     ) -> None:
@@ -113,6 +98,7 @@ class CrewBot:
         self.dispatcher = dispatcher
         self.engine = engine
         self.llm = llm
+        self.outbox = outbox
         self.shared = shared
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
@@ -123,6 +109,7 @@ class CrewBot:
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
         self._store_open = False
+        self._outbox_open = False
 
     @property
     def replica_id(self) -> str | None:
@@ -140,6 +127,11 @@ class CrewBot:
             await self.shared.open()
         await self.store.open()
         self._store_open = True  # closed even if a stop cuts the rest of start-up short
+        await self.outbox.ledger.open()
+        self._outbox_open = True
+        left = await self.outbox.start()  # what an earlier process could not send goes first
+        if left:
+            log.info("sending messages a previous process left in the outbox", extra={"count": left})
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
             if self.slots is not None:
@@ -159,6 +151,7 @@ class CrewBot:
             await self.lanes.idle(timeout)
             and await self.board.idle(timeout)
             and (lines is None or await lines.idle(timeout))
+            and await self.outbox.idle(timeout)
         )
 
     def web_app(self) -> web.Application:
@@ -168,7 +161,7 @@ class CrewBot:
     async def _handle_http(self, request: web.Request) -> web.Response:
         if not self._prepared:  # still reaching Slack: Slack retries the delivery later
             return web.Response(status=503, text="starting")
-        if not _numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
+        if not numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
             return web.Response(status=401, text="invalid request")
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(bolt_response)
@@ -193,7 +186,7 @@ class CrewBot:
         return web.json_response(body, status=200 if body["ok"] else 503)
 
     async def _check_bot_token(self, backoff: Backoff | None) -> None:
-        await check_bot_token(self.client, backoff or Backoff())
+        self.bolt_app.remember_identity(await check_bot_token(self.client, backoff or Backoff()))
         self._token_checked = True
 
     async def start_http(self, host: str = "0.0.0.0", port: int = 3000, *, backoff: Backoff | None = None) -> int:
@@ -259,6 +252,11 @@ class CrewBot:
                 await self.board.close()
         except TimeoutError:
             log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
+        await self.outbox.idle(FINAL_EDITS_SECONDS)
+        await self.outbox.close()  # what is not sent yet stays recorded for the next start
+        if self._outbox_open:
+            await self.outbox.ledger.close()
+            self._outbox_open = False
         if self._prepared and self.dispatcher.handover is not None:
             await self.dispatcher.handover.stop()
         if self._store_open:
@@ -278,13 +276,6 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.close()
         self._prepared = False
-
-
-def _numeric_timestamp(value: str) -> bool:
-    """Slack sends whole seconds in ASCII digits. slack_sdk's SignatureVerifier (inside Bolt's
-    verification) raises on other values (ValueError for text, OverflowError for huge numbers),
-    which Bolt answers with a 500; refuse them as unverifiable instead."""
-    return value.isascii() and value.isdigit() and len(value) <= 12
 
 
 def freeze_startup_heap() -> None:
@@ -383,7 +374,9 @@ def _build(
         )
     finally:
         bolt_logger.setLevel(level)
-    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
+    before_send = shared.flush if shared is not None else None
+    io = SlackIO(work_client, before_send=before_send)
+    io.outbox = outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"), before_send=before_send)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
     handover: Handover | None = None
@@ -470,6 +463,7 @@ def _build(
         dispatcher=dispatcher,
         engine=engine,
         llm=llm,
+        outbox=outbox,
         shared=shared,
         slots=slots,
     )
