@@ -15,17 +15,12 @@ from typing import Any, Protocol
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
-from slack_sdk.http_retry.async_handler import AsyncRetryHandler
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-    AsyncServerErrorRetryHandler,
-)
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .render.message import SlackMessage
 from .render.mrkdwn import defuse_mentions
+from .slack_client import attach_retry_handlers
 from .slack_send import CallBudget
 
 log = logging.getLogger(__name__)
@@ -117,25 +112,6 @@ def _upload_failure(exc: Exception) -> UploadFailure:
     if isinstance(exc, TimeoutError):
         return UploadFailure(False, "Slack did not answer in time")
     return UploadFailure(False, "the file transfer to Slack failed")
-
-
-# Retries inside one call, for blips; longer outages are the outbox's job (it retries for a day).
-RATE_LIMIT_RETRIES = 3
-SERVER_ERROR_RETRIES = 2
-CONNECTION_RETRIES = 2
-
-
-def attach_retry_handlers(client: AsyncWebClient) -> None:
-    """slack_sdk's own handlers for 429 (waits Retry-After), 500/503 and reset connections (back-off)."""
-    wanted: list[AsyncRetryHandler] = [
-        AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
-        AsyncServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
-        AsyncConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
-    ]
-    for handler in wanted:
-        kind = type(handler)
-        client.retry_handlers[:] = [h for h in client.retry_handlers if type(h) is not kind]
-        client.retry_handlers.append(handler)
 
 
 class SlackIO:

@@ -50,6 +50,7 @@ from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
 from ..outbox.courier import Courier
 from ..outbox.sqlite_ledger import SqliteLedger
+from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
@@ -361,7 +362,7 @@ def _build(
 
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)
-    work_client = AsyncWebClient(token=token, base_url=config.slack.api_url)
+    work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     secret = config.slack.signing_secret.get_secret_value() if config.slack.signing_secret else ""
     bolt_logger = logging.getLogger("crewagent.bolt")
     level = bolt_logger.level

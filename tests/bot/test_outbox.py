@@ -15,16 +15,15 @@ from bot.native.fallbacks import STATUS, Fallbacks
 from bot.outbox.courier import Courier
 from bot.outbox.entry import OutboxEntry, with_marker
 from bot.outbox.sqlite_ledger import SqliteLedger, read_given_up
-from bot.slack_io import attach_retry_handlers
-from tests.fakes import FakeSlack
+from bot.slack_client import PacedWebClient
+from tests.fakes import BOT_TOKEN, FakeSlack
 
 THREAD = "1700000000.000001"
 
 
 @asynccontextmanager
 async def courier(slack: FakeSlack, path: Path, **options: float) -> AsyncIterator[Courier]:
-    client = slack.client()
-    attach_retry_handlers(client)
+    client = PacedWebClient(token=BOT_TOKEN, base_url=slack.api_url)
     ledger = SqliteLedger(path)
     await ledger.open()
     sender = Courier(client, ledger, **options)
@@ -107,8 +106,7 @@ async def test_a_429_is_not_asked_again_before_its_retry_after(tmp_path: Path) -
 
 async def test_a_transient_failure_keeps_a_feature_on_and_a_refusal_turns_it_off() -> None:
     async with FakeSlack() as slack:
-        client = slack.client()
-        attach_retry_handlers(client)
+        client = PacedWebClient(token=BOT_TOKEN, base_url=slack.api_url)
         fallbacks = Fallbacks()
         errors: list[BaseException] = []
         for kind in ("unavailable", "reset", "ratelimited"):

@@ -43,3 +43,24 @@ async def test_a_question_written_during_a_503_outage_is_shown_once_soon_after_s
         assert "assistant.threads.setStatus" in methods  # the status line is still used
         assert "chat.startStream" in methods  # and replies still stream
         assert len(h.shown(top, QUESTION)) == 1 and len(h.shown(top, "completed.")) == 1
+
+
+async def test_a_completion_during_429s_is_shown_once_and_no_method_is_asked_again_before_retry_after(
+    project: Path,
+) -> None:
+    async with outage_bot(project, responder=hello_linear_responder()) as h:
+        top = await h.mention("hello-linear")
+        await h.until_shown(top, QUESTION)
+        await h.settle()
+        outage = h.slack.fail_everything("ratelimited", seconds=12.0, retry_after=8)
+        first = len(h.slack.calls)
+        assert await h.reply(top, HELLO_LINEAR_ANSWER) == 200
+        shown_at = await h.until_shown(top, "completed.", timeout=60)
+        await h.settle()
+        print(f"completion shown {shown_at - outage.until:.1f} s after the 429s ended")
+        assert len(h.shown(top, "completed.")) == 1
+        assert outage.answered, "the run's calls met the 429s"
+        calls = list(zip(h.slack.calls[first:], h.slack.call_times[first:]))
+        for method, refused_at in outage.answered:
+            too_soon = [at - refused_at for (m, _), at in calls if m == method and refused_at < at < refused_at + 8.0]
+            assert not too_soon, f"{method} asked again {min(too_soon):.2f} s after a 429 with Retry-After: 8"
