@@ -84,6 +84,7 @@ class Courier:
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_failing = False
+        self.paused = False  # cut off from the database: nothing is sent until `resume`
 
     # ---- what SlackIO calls -------------------------------------------------------
 
@@ -112,7 +113,7 @@ class Courier:
         lane = self._lanes.setdefault(entry.lane, _Lane())
         lane.entries.append(entry)
         self._idle.clear()
-        if len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
+        if self.paused or len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
             self._kick()
             return None  # older entries go first
         attempt = await self._send_head(lane, entry)
@@ -151,8 +152,25 @@ class Courier:
             if any(e.id == entry.id for e in lane.entries):
                 continue
             entry.maybe_sent = entry.kind == "post"  # it may have reached Slack before the record said so
-            lane.entries.append(entry)
+            head = lane.entries.popleft() if lane.lock.locked() and lane.entries else None
+            lane.entries = deque(sorted([*lane.entries, entry], key=lambda e: e.seq))
+            if head is not None:
+                lane.entries.appendleft(head)
             self._idle.clear()
+
+    def pause(self) -> None:
+        """This replica lost its database for a lease time: another may take its threads (and entries) over."""
+        self.paused = True
+
+    async def resume(self) -> None:
+        """Back in touch: send what is still ours (and what dead replicas left); drop what others took."""
+        kept = {entry.id: entry for entry in await self.ledger.pending()}
+        for lane in self._lanes.values():
+            for entry in [e for e in lane.entries if e.id not in kept and not lane.lock.locked()]:
+                lane.entries.remove(entry)
+        self._take(list(kept.values()))
+        self.paused = False
+        self._kick()
 
     async def idle(self, timeout: float | None = None) -> bool:
         """True once nothing waits to be sent (within `timeout` seconds)."""
@@ -183,11 +201,11 @@ class Courier:
         while True:
             self._wake.clear()
             now = time.monotonic()
-            if self.adopt_every > 0 and now >= next_adopt:
+            if self.adopt_every > 0 and now >= next_adopt and not self.paused:
                 next_adopt = now + self.adopt_every
                 await self._adopt()
             wait = math.inf if self.adopt_every <= 0 else max(0.0, next_adopt - now)
-            for key, lane in list(self._lanes.items()):
+            for key, lane in list(self._lanes.items()) if not self.paused else []:
                 if not lane.entries:
                     if not lane.lock.locked():
                         del self._lanes[key]
@@ -217,7 +235,7 @@ class Courier:
             pass  # looked for again at the next round
 
     async def _drain(self, lane: _Lane) -> None:
-        while lane.entries and lane.due <= time.monotonic():
+        while lane.entries and lane.due <= time.monotonic() and not self.paused:
             attempt = await self._send_head(lane, lane.entries[0])
             if attempt is None or attempt.result == "retry":
                 return
@@ -265,7 +283,10 @@ class Courier:
     async def _attempt(self, entry: OutboxEntry) -> _Attempt:
         try:
             if self.before_send is not None:
-                await self.before_send()
+                await self.before_send()  # the run's writes are stored before anyone reads the message
+        except (LedgerUnavailable, TimeoutError) as exc:
+            return _Attempt("retry", error=f"store: {type(exc).__name__}")
+        try:
             if entry.kind == "update":
                 await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload)
                 return _Attempt("sent", ts=entry.target_ts)

@@ -49,13 +49,15 @@ from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
 from ..outbox.courier import Courier
+from ..outbox.given_up import owned_by
 from ..outbox.sqlite_ledger import SqliteLedger
 from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
 from ..native.surface import AgentSurface
-from ..base.thread import ThreadRecord
+from ..base.thread import ThreadKey, ThreadRecord
+from ..render import blocks
 from ..threads.store import ThreadStore
 
 if TYPE_CHECKING:
@@ -130,8 +132,7 @@ class CrewBot:
         self._store_open = True  # closed even if a stop cuts the rest of start-up short
         await self.outbox.ledger.open()
         self._outbox_open = True
-        left = await self.outbox.start()  # what an earlier process could not send goes first
-        if left:
+        if left := await self.outbox.start():  # what an earlier process could not send goes first
             log.info("sending messages a previous process left in the outbox", extra={"count": left})
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
@@ -180,8 +181,11 @@ class CrewBot:
         body["busy_threads"] = len(self.lanes)
         if self.shared is not None:
             body["replica"] = self.shared.replicas.id
-            body["database"] = await self.shared.reachable()
-            body["ok"] = ok and body["database"]
+            reachable = not self.shared.replicas.database_lost and await self.shared.reachable()
+            body["database"] = "reachable" if reachable else "unreachable"
+            body["ok"] = ok and reachable
+            if not reachable:
+                body["status"] = "database unreachable"
         if self.config.slack.mode == "socket":
             body["socket_mode"] = body["slack"]
         return web.json_response(body, status=200 if body["ok"] else 503)
@@ -257,12 +261,11 @@ class CrewBot:
         await self.outbox.close()  # what is not sent yet stays recorded for the next start
         if self._outbox_open:
             await self.outbox.ledger.close()
-            self._outbox_open = False
         if self._prepared and self.dispatcher.handover is not None:
             await self.dispatcher.handover.stop()
         if self._store_open:
             await self.store.close()
-            self._store_open = False
+        self._store_open = self._outbox_open = False
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:
@@ -375,17 +378,17 @@ def _build(
         )
     finally:
         bolt_logger.setLevel(level)
-    before_send = shared.flush if shared is not None else None
-    io = SlackIO(work_client, before_send=before_send)
-    io.outbox = outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"), before_send=before_send)
+    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
     handover: Handover | None = None
     slots: GlobalSlots | None = None
     if shared is not None:
-        thread_store, handover, slots = _replica_parts(shared, lanes, config.limits.max_concurrent_runs)
+        thread_store, handover, slots, outbox = _replica_parts(shared, lanes, io, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
+        outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
+    io.outbox = outbox
     board = StatusBoard(
         io,
         interval=config.limits.status_update_interval,
@@ -469,17 +472,27 @@ def _build(
         slots=slots,
     )
     bot.home = home
+    home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot
 
 
 def _replica_parts(
-    shared: SharedStore, lanes: ThreadLanes, max_runs: int
-) -> tuple[PostgresThreadStore, Handover, GlobalSlots]:
-    """The thread store, hand-over and model cap that replicas share through Postgres."""
+    shared: SharedStore, lanes: ThreadLanes, io: SlackIO, max_runs: int
+) -> tuple[PostgresThreadStore, Handover, GlobalSlots, Courier]:
+    """The thread store, hand-over, model cap and outbox that replicas share through Postgres."""
     from ..replicas.handover import Handover
+    from ..replicas.journal import EventJournal
+    from ..replicas.outbox_table import PostgresLedger
     from ..replicas.slots import GlobalSlots
     from ..replicas.threads import PostgresThreadStore
 
-    return PostgresThreadStore(shared.pool), Handover(shared.replicas, shared.runtime, lanes), GlobalSlots(
-        shared.replicas, max_runs
-    )
+    replicas = shared.replicas
+    ledger = PostgresLedger(shared.pool, replicas)
+    outbox = Courier(io.client, ledger, before_send=shared.flush_before_send, adopt_every=replicas.lease_seconds)
+
+    async def say(key: ThreadKey, text: str) -> None:
+        await io.post(key.channel, key.thread_ts, blocks.notice(text), durable=False)
+
+    journal = EventJournal(shared.runtime.home / "slack" / "journal.sqlite")
+    handover = Handover(replicas, shared.runtime, lanes, journal=journal, outbox=outbox, say=say)
+    return PostgresThreadStore(shared.pool), handover, GlobalSlots(replicas, max_runs), outbox

@@ -17,7 +17,7 @@ SECRET = "test-signing-secret"
 
 async def start_serve(
     spawn: Spawner, project: Path, home: Path, api_url: str, model_url: str, *, packages: tuple[str, ...] = ("multi-workflows",),
-    database_url: str | None = None, port: int | None = None,
+    database_url: str | None = None, port: int | None = None, config: Path | None = None,
 ) -> tuple[asyncio.subprocess.Process, int]:
     """Start serve; returns (process, port). Its stderr goes to `home/serve.log` (appended)."""
     port = port or free_port()
@@ -37,6 +37,8 @@ async def start_serve(
     argv = [sys.executable, "-m", "cli", "serve", "--project", str(project), "--port", str(port), "--host", "127.0.0.1"]
     for package in packages:
         argv += ["--package", str(EXAMPLES / package)]
+    if config is not None:
+        argv += ["--config", str(config)]
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "serve.log", "ab") as log:
         process = await spawn(*argv, cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=log)
