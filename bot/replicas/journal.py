@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
 from ..base.event import ThreadEvent
+
+log = logging.getLogger(__name__)
 
 CALL_TIMEOUT = 5.0
 
@@ -65,7 +68,11 @@ class EventJournal:
             with closing(self._connect()) as db:
                 return list(db.execute("SELECT seq, event, control FROM journal ORDER BY seq"))
 
-        rows = await asyncio.wait_for(asyncio.to_thread(read), CALL_TIMEOUT)
+        try:
+            rows = await asyncio.wait_for(asyncio.to_thread(read), CALL_TIMEOUT)
+        except sqlite3.Error as exc:  # not a journal we can read: nothing was kept in it either
+            log.error("the local event journal cannot be read", extra={"path": str(self.path), "error": str(exc)})
+            return []
         found: list[Journaled] = []
         for seq, event, control in rows:
             try:

@@ -208,3 +208,31 @@ async def test_twenty_runs_working_through_a_minute_without_the_database_all_com
             assert lines(c.log(index), "lost contact with the database") == 1
         for process in c.processes:
             kill_group(process.pid)
+
+
+async def test_an_event_that_cannot_be_recorded_gets_no_ack_and_its_redelivery_is_handled_once(
+    own_postgres: PostgresServer, project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    database_url = own_postgres.url(own_postgres.create_database())
+    (tmp_path / "home-0" / "slack" / "journal.sqlite").mkdir(parents=True)  # the local journal cannot be written
+    async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
+        llm.responder = hello_linear_responder()
+        c = await start_cluster(spawn, project, tmp_path, slack, llm, http, database_url, count=1)
+        top = new_ts()
+        slack.add_message("C1", "<@UBOT> hello-linear", ts=top)
+        envelope = app_mention_event("<@UBOT> hello-linear", ts=top)
+        url = f"http://127.0.0.1:{c.ports[0]}/slack/events"
+
+        own_postgres.halt()
+        status, _ = await deliver_event(http, url, SECRET, envelope)
+        assert status >= 500, "not recorded anywhere: no ack, so Slack delivers it again"
+        own_postgres.resume()
+        status, _ = await deliver_event(http, url, SECRET, envelope, retry_num=1, retry_reason="http_error")
+        assert status == 200
+        await c.until(lambda: bool(c.shown(top, QUESTION)))
+        status, _ = await deliver_event(http, url, SECRET, envelope, retry_num=2, retry_reason="http_error")
+        assert status == 200
+        await wait_healthy(http, f"http://127.0.0.1:{c.ports[0]}/healthz", timeout=WAIT)
+        mentions = [r for r in llm.requests if current_node(r) == "step-01-ask"]
+        assert len(c.shown(top, QUESTION)) == 1 and len(mentions) == 1
+        kill_group(c.processes[0].pid)

@@ -3,8 +3,7 @@ tried again through outages, found again instead of posted twice, given up when 
 
 from __future__ import annotations
 
-import asyncio
-import time
+import argparse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,11 +11,15 @@ from pathlib import Path
 from slack_sdk.errors import SlackApiError
 
 from bot.native.fallbacks import STATUS, Fallbacks
+from cli.runs_cmd import run as runs_command
 from bot.outbox.courier import Courier
 from bot.outbox.entry import OutboxEntry, with_marker
 from bot.outbox.sqlite_ledger import SqliteLedger, read_given_up
 from bot.slack_client import PacedWebClient
 from tests.fakes import BOT_TOKEN, FakeSlack
+from tests.fakes.slack_events import app_home_opened_event
+from tests.scripts import hello_linear_responder
+from tests.support.outage_bot import outage_bot
 
 THREAD = "1700000000.000001"
 
@@ -126,3 +129,27 @@ async def test_a_transient_failure_keeps_a_feature_on_and_a_refusal_turns_it_off
         except SlackApiError as exc:
             assert fallbacks.fall_back("C1:t", STATUS, exc)
         assert not fallbacks.allows("C1:t", STATUS)
+
+
+async def test_a_message_slack_refused_is_listed_on_its_owners_home_tab(project: Path) -> None:
+    async with outage_bot(project, responder=hello_linear_responder()) as h:
+        h.slack.fail_next("chat.postMessage", "is_archived", times=1000)
+        h.slack.fail_next("chat.startStream", "not_allowed", times=1000)  # so the question is posted, not streamed
+        await h.mention("hello-linear")
+        await h.slack.wait_for("chat.postMessage", lambda p: "What is the topic?" in str(p.get("blocks")))
+        await h.settle()
+        mark = len(h.slack.calls)
+        assert await h.event(app_home_opened_event("U1")) == 200
+        view = await h.slack.wait_for("views.publish", lambda p: p.get("user_id") == "U1", since=mark)
+        shown = str(view["view"]["blocks"])
+        assert "Messages Slack did not take" in shown and "What is the topic?" in shown and "is_archived" in shown
+        mark = len(h.slack.calls)
+        assert await h.event(app_home_opened_event("U2")) == 200
+        other = await h.slack.wait_for("views.publish", lambda p: p.get("user_id") == "U2", since=mark)
+        assert "Messages Slack did not take" not in str(other["view"]["blocks"])
+
+        assert h.bot is not None
+        run_id = h.bot.engine.runs.list()[0].run_id
+        lines: list[str] = []
+        assert runs_command(argparse.Namespace(runs_action="show", run_id=run_id), lines.append) == 0
+        assert any(line.startswith("Not shown in Slack (is_archived)") and "topic" in line for line in lines), lines
