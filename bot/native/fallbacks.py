@@ -46,7 +46,7 @@ class Fallbacks:
         """From now on this thread does `feature` the old way, unless the failure was transient.
         Returns whether the feature was switched off."""
         if transient_failure(exc):
-            log.info("slack feature call failed; trying it again next time", extra={"feature": feature, "error": error_code(exc)})
+            log.debug("slack feature call failed; trying it again next time", extra={"feature": feature, "error": error_code(exc)})
             return False
         off = self._off.setdefault(thread, set())
         self._off.move_to_end(thread)
