@@ -44,7 +44,7 @@ from core.run.engine import Engine  # noqa: E402
 from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.store.runs import RunManager  # noqa: E402
+from core.store.run_manager import RunManager  # noqa: E402
 from core.store.files import RuntimeStore  # noqa: E402
 from core.tools.registry import ToolHost  # noqa: E402
 from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402

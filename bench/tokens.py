@@ -45,7 +45,7 @@ from core.run.engine import Engine, EngineSettings  # noqa: E402
 from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.store.runs import RunManager  # noqa: E402
+from core.store.run_manager import RunManager  # noqa: E402
 from core.store.files import RuntimeStore  # noqa: E402
 from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.support.linear_package import (  # noqa: E402

@@ -8,7 +8,7 @@ from core.api.sessions import CHAT_WORDS, display_trigger, resolve, SessionServi
 
 from ..threads.binding import BindingRuntime
 from .overview import Access
-from .view import AgentEntry
+from .tab import AgentEntry
 
 
 def agent_entries(bindings: Mapping[str, BindingRuntime], access: Access) -> list[AgentEntry]:

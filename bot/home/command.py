@@ -27,7 +27,7 @@ from ..base.thread import ThreadKey
 from .agents import agents_list, names_something
 from .overview import Access
 from .publish import HomePublisher
-from .view import MESSAGE_BLOCKS, fallback_text, overview_blocks
+from .tab import MESSAGE_BLOCKS, fallback_text, overview_blocks
 
 log = logging.getLogger(__name__)
 

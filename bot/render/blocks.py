@@ -31,8 +31,8 @@ from core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
-from .delivery import delivery_blocks
-from .feedback import feedback_block
+from .push_blocks import delivery_blocks
+from .feedback_buttons import feedback_block
 from .markdown import markdown_messages
 from .message import (
     KEPT_BLOCKS,

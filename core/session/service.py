@@ -13,14 +13,14 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
 
-from ..checkout.binding import Checkout
+from ..checkout.project import Checkout
 from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..base.wrappers import widget_submit_text
 from .router import GlobalCommand, parse_global_command, resolve
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from . import runmode
 from .commands import help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface

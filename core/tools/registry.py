@@ -31,7 +31,7 @@ from .rewind import rewind
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
-    from .mcp.config import McpServerConfig
+    from .mcp.server_config import McpServerConfig
     from .mcp.hub import McpHub
 
 log = logging.getLogger(__name__)

@@ -99,7 +99,7 @@ async def test_owner_approves_in_the_thread_after_a_restart_and_denies_later(pro
 async def test_serve_starts_when_a_server_cannot_and_says_why_in_the_log(
     project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from core.tools.mcp.config import McpServerConfig
+    from core.tools.mcp.server_config import McpServerConfig
 
     def configure(config: BotConfig) -> None:
         config.mcp_servers = {"broken": McpServerConfig(command="/nonexistent/mcp-server")}

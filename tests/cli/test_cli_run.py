@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.cli_driver import cli
 from tests.support.fakes.llm_server import Reply, ScriptedLLM

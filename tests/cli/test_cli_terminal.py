@@ -14,7 +14,7 @@ import pytest
 
 from cli import chat_cmd
 from cli.main import main
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.cli_driver import STORY, WAIT, chat, crewagent, model_env
 from tests.support.fakes.llm_server import Reply, ScriptedLLM

@@ -39,7 +39,7 @@ from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
 from core.package.models import Package
 from core.base.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import Reply, ScriptedLLM

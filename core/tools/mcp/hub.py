@@ -20,8 +20,8 @@ from mcp_types import REQUEST_TIMEOUT
 
 from ..base import fail, ok
 from .adapter import McpTool, adapt, result_text
-from .config import McpServerConfig, scrub
-from .connection import ServerConnection, ServerDied, ServerUnavailable
+from .server_config import McpServerConfig, scrub
+from .server import ServerConnection, ServerDied, ServerUnavailable
 
 log = logging.getLogger(__name__)
 QUIET_LOGGERS = ("httpx2", "mcp")

@@ -15,7 +15,7 @@ import pytest
 
 from bot.config import Access
 from bot.home.overview import Overview, RunLine
-from bot.home.view import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
+from bot.home.tab import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
 from bot.base.thread import ThreadKey
 from core.base.events import RunPhase
 from tests.support.scripts import hello_branch_responder

@@ -9,7 +9,7 @@ from slack_sdk.errors import SlackObjectFormationError
 
 from bot.render import blocks
 from bot.base.actions import ButtonValue, FormContext
-from bot.render.forms import build_modal, parse_submission
+from bot.render.modals import build_modal, parse_submission
 from bot.render.mrkdwn import split_text, to_mrkdwn
 from bot.render.widgets import answer_for, widget_messages
 from core.base.events import RunPhase

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from bot.replicas.schema import REPLICA_SCHEMA
+from bot.replicas.tables import REPLICA_SCHEMA
 from core.store.database import open_pool
 
 

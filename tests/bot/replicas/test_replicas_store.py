@@ -22,7 +22,7 @@ from core.store.database import open_pool
 from core.base.errors import CrewError
 from core.base.events import RunPhase
 from core.package.loader import load_package
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES

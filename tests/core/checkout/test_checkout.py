@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.checkout.binding import Author, Checkout, CheckoutSpec, GitSettings
+from core.checkout.project import Author, Checkout, CheckoutSpec, GitSettings
 from core.checkout.git import GitError, run_git
 from core.checkout.urls import remote_repo, scrub
 from core.checkout.worktrees import branch_name

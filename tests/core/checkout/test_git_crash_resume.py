@@ -8,7 +8,7 @@ import os
 import signal
 from pathlib import Path
 
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.gitrepos import TeamRepo, git

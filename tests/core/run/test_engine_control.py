@@ -10,7 +10,7 @@ from typing import Any
 from core.document import state as run_state
 from core.run.engine import Engine, EngineSettings
 from core.base.events import RunPhase
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import Reply
 from tests.support.scripts import (

@@ -17,7 +17,7 @@ from core.store.history import History
 from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package, validate_path
 from core.package.models import Package
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.runs_model import RunRecord, RunSnapshot, RunWorktree
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.scripts import (

@@ -17,7 +17,7 @@ from core.base.errors import CrewError
 from core.base.events import RunPhase
 from core.model.client import LLMClient, LLMSettings
 from core.package.loader import load_package
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.scripts import EXAMPLES
 

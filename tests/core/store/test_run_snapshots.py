@@ -12,7 +12,7 @@ from core.base.atomic import atomic_write_text
 from core.base.errors import CrewError
 from core.base.events import EngineEvent, RunPhase, StateUpdated
 from core.package.loader import load_package
-from core.store.runs import RunManager
+from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, hello_branch_responder, script_create_story
 

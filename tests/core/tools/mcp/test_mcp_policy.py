@@ -10,7 +10,7 @@ from core.package.models import Agent
 from core.tools.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import render_tool_policy
 from core.tools.mcp.adapter import result_text
-from core.tools.mcp.config import McpServerConfig, scrub
+from core.tools.mcp.server_config import McpServerConfig, scrub
 
 
 def _agent(mcp: dict | None) -> Agent:

@@ -16,7 +16,7 @@ from mcp import types
 
 from core.tools.base import EffectivePolicy, Mounts, ToolContext
 from core.tools.mcp.adapter import adapt
-from core.tools.mcp.config import McpServerConfig
+from core.tools.mcp.server_config import McpServerConfig
 from core.tools.mcp.hub import McpHub
 from core.tools.registry import ToolHost
 from tests.support.mcp.tracker import TRACKER_SERVER, tracker_config

@@ -19,7 +19,7 @@ from core.api.runs import RunManager
 from ..render import blocks
 from ..render.message import SlackMessage
 from ..config import GitOptions
-from ..render.delivery import delivering_note, delivery_message
+from ..render.push_blocks import delivering_note, delivery_message
 from ..slack_io import SlackIO
 from ..base.thread import ThreadKey
 

@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from .config import McpServerConfig, scrub
+from .server_config import McpServerConfig, scrub
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
