@@ -81,9 +81,6 @@ class RuntimeStore:
     def index_path(self) -> Path:
         return self.home / INDEX_FILE
 
-    def project_dir(self, project_id: str) -> Path:
-        return self.home / "projects" / project_id
-
     def _run_path(self, record: RunRecord, *parts: str) -> Path:
         # One join and one Path: chained `/` on Paths costs ~5 µs a step, and a turn asks for these often.
         return Path(os.path.join(self._home_str, "projects", record.project_id, "runs", record.run_id, *parts))
