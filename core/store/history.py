@@ -43,7 +43,7 @@ INTERRUPTED_RESULT = json.dumps(
 
 
 def estimate_tokens(text: str | None) -> int:
-    """ASCII characters count a quarter token each, any other character a whole one (D§5.10)."""
+    """ASCII characters count a quarter token each, any other character a whole one."""
     if not text:
         return 0
     if text.isascii():

@@ -1,4 +1,4 @@
-"""RunManager: create runs, find them again, and describe them in user terms (D§2.2, D§8.2)."""
+"""RunManager: create runs, find them again, and describe them in user terms."""
 
 from __future__ import annotations
 

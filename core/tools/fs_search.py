@@ -1,4 +1,4 @@
-"""fs_search (D§3.4): a Python scan for files and small trees, ripgrep for big trees; same results.
+"""fs_search: a Python scan for files and small trees, ripgrep for big trees; same results.
 
 Starting ripgrep costs a few milliseconds, far more than scanning a step's worth of Markdown, so
 a search whose files are few and small (found by a bounded walk) runs in-process, in a worker

@@ -1,4 +1,4 @@
-"""System tool settings merged with an agent's `tools` block: agents can only tighten (D§3.10).
+"""System tool settings merged with an agent's `tools` block: agents can only tighten.
 
 The same EffectivePolicy drives the prompt's tool-policy text, which tools are offered, and
 what the tools enforce, so the three never disagree.
