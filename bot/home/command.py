@@ -13,10 +13,12 @@ the person who typed it as the sender, so they own the thread (and replicas queu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -149,5 +151,5 @@ class CrewCommand:
 async def _say(respond: Any, text: str) -> None:
     try:
         await respond(text=text, response_type="ephemeral")
-    except Exception:
+    except (aiohttp.ClientError, asyncio.TimeoutError):
         log.warning("could not answer /crew privately", exc_info=True)

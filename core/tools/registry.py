@@ -209,5 +209,5 @@ class ToolHost:
         }
         try:
             ctx.audit(event)
-        except Exception:
+        except OSError:  # the tool's work is done; a full or broken disk must not turn it into a failure
             log.exception("audit write failed for tool call %s", call_id)

@@ -211,11 +211,11 @@ class ServerConnection:
         self._stop.set()
         try:
             await asyncio.wait_for(asyncio.shield(task), self.start_seconds)
-        except (asyncio.TimeoutError, Exception):
+        except asyncio.TimeoutError:
             task.cancel()
             try:
                 await task
-            except BaseException:  # noqa: BLE001 (it is being ended)
+            except asyncio.CancelledError:  # it is being ended; _run keeps every other failure to itself
                 pass
 
 
