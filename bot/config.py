@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import McpServerConfig, missing_variables, server_name_problem, SystemToolPolicy
+from core.api.tools import McpServerConfig, server_problems, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -343,14 +343,7 @@ def load_config(
 
 def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
     """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
-    problems = []
-    for name in servers:
-        why = server_name_problem(name)
-        if why:
-            problems.append(f"{source}: mcp_servers.{name}: invalid server name: {why}")
-    for name, var in missing_variables(servers, env):
-        problems.append(f"{source}: mcp_servers.{name}: ${{{var}}} is not set in the environment")
-    return problems
+    return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in server_problems(servers, env)]
 
 
 def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:

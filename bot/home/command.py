@@ -26,7 +26,7 @@ from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..render.mrkdwn import escape
 from ..threads.dispatch import Dispatcher
 from ..base.thread import ThreadKey
-from .agents import agents_list, names_something
+from .startable import agents_list
 from .overview import Access
 from .publish import HomePublisher
 from .tab import MESSAGE_BLOCKS, fallback_text, overview_blocks
@@ -90,7 +90,7 @@ class CrewCommand:
             everyone = text.lower().split()[1:] == ["all"] and self.access.is_admin(user)
             return Decision("runs", everyone=everyone)
         service = self.dispatcher.bindings.get(self.dispatcher.config.binding_name(channel)) or self.dispatcher.bindings["default"]
-        if not names_something(service.service, text):
+        if not service.service.names_something(text):
             return Decision(
                 "unknown",
                 f"I don't know an agent or command called `{escape(text)}` here. These agents are available:\n"

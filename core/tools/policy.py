@@ -10,12 +10,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..package.models import Agent
 from .base import EffectivePolicy
-from .mcp.server_config import McpServerConfig, missing_variables, server_name_problem
-
-__all__ = [
-    "EffectivePolicy", "McpServerConfig", "SystemToolPolicy", "effective_policy", "missing_variables",
-    "server_name_problem",
-]
 
 
 class SystemToolPolicy(BaseModel):

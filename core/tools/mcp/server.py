@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from .server_config import McpServerConfig, scrub
+from .server_config import McpServerConfig, hide_secrets
 
 log = logging.getLogger(__name__)
 LAUNCHER = str(Path(__file__).with_name("launcher.py"))
@@ -183,7 +183,7 @@ class ServerConnection:
             text = f"it could not be reached ({type(exc).__name__})"
         else:
             text = f"{type(exc).__name__}: {exc}"
-        return scrub(text, self._secrets)[:300]
+        return hide_secrets(text, self._secrets)[:300]
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout: float) -> types.CallToolResult:
         """One tools/call; ServerUnavailable / ServerDied / TimeoutError for the caller to turn into a result."""

@@ -109,12 +109,20 @@ def server_name_problem(name: str) -> str | None:
     return None
 
 
-def missing_variables(servers: Mapping[str, McpServerConfig], environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(server, VAR) for each `${VAR}` the environment does not set."""
-    return [(name, var) for name, cfg in servers.items() for var in sorted(cfg.variables()) if not environ.get(var)]
+def server_problems(servers: Mapping[str, McpServerConfig], environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(server, what is wrong) for each name that cannot name tools and each `${VAR}` the environment does
+    not set; values are never shown."""
+    problems = [(name, f"invalid server name: {why}") for name in servers if (why := server_name_problem(name))]
+    problems += [
+        (name, f"${{{var}}} is not set in the environment")
+        for name, cfg in servers.items()
+        for var in sorted(cfg.variables())
+        if not environ.get(var)
+    ]
+    return problems
 
 
-def scrub(text: str, secrets: tuple[str, ...]) -> str:
+def hide_secrets(text: str, secrets: tuple[str, ...]) -> str:
     """`text` with every expanded value replaced, for logs and error messages."""
     for secret in secrets:
         if len(secret) >= 3:

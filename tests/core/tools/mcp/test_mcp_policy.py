@@ -10,7 +10,7 @@ from core.package.models import Agent
 from core.tools.policy import SystemToolPolicy, effective_policy
 from core.prompts.composer import render_tool_policy
 from core.tools.mcp.adapter import result_text
-from core.tools.mcp.server_config import McpServerConfig, scrub
+from core.tools.mcp.server_config import McpServerConfig, hide_secrets
 
 
 def _agent(mcp: dict | None) -> Agent:
@@ -65,4 +65,4 @@ def test_variables_come_from_the_environment_and_are_masked() -> None:
     expanded, secrets = config.expanded({"TOKEN": "abc123", "PATH_PART": "mcp"})
     assert expanded.headers["Authorization"] == "Bearer abc123" and expanded.url == "https://h/mcp"
     assert config.headers["Authorization"] == "Bearer ${TOKEN}"  # the configured value keeps the reference
-    assert scrub("token abc123 at https://h/mcp", secrets) == "token *** at https://h/***"
+    assert hide_secrets("token abc123 at https://h/mcp", secrets) == "token *** at https://h/***"
