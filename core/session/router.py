@@ -18,6 +18,7 @@ from .outputs import MenuEntry
 from ..package.models import Agent, MenuItem
 from ..package.validate import package_ref
 
+# BMAD's words, as menu items marked webOnly / ideOnly use them: "web" is Slack here, "ide" the terminal.
 Surface = Literal["web", "ide"]
 Confidence = Literal["exact", "high", "medium", "low"]
 CommandKind = Literal[
