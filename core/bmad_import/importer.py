@@ -26,7 +26,7 @@ from .source import BmadSource, SourceError, is_classic, open_source
 from .layouts.customize import load_customizations
 from .layouts.customize import report_unused as report_unused_custom
 from .layouts.generation import LOOKED_FOR, generation
-from .layouts.plans import plan_workflows
+from .layouts.plans import Planned, plan_workflows
 from .layouts.skill_agents import skill_agent
 from .layouts.skills import Skill, discover_skills
 from .step_files import workflow_files
@@ -57,6 +57,42 @@ def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: st
         raise BmadImportError(str(exc)) from None
 
 
+def _customised(source: BmadSource, skills: list[Skill], custom_dir: Path | None, report: ImportReport) -> list[Skill]:
+    """The skills with their team customisation applied; an agent whose customize.toml is broken is left out
+    (reported with the line to fix), as are customisations that name no skill."""
+    custom = load_customizations(source, custom_dir, report)
+    broken: set[str] = set()
+    for skill in skills:
+        block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow", report)
+        if block is None and skill.kind == "agent":
+            broken.add(skill.name)  # an agent is its customize.toml
+        skill.block = block or {}
+    kept = [s for s in skills if s.name not in broken]
+    report_unused_custom(custom, {s.name for s in kept} | broken, report)
+    return kept
+
+
+def _agents(source: BmadSource, planned: Planned, skills: list[Skill], generated: set[str],
+            config: ConfigMap, report: ImportReport) -> list[ImportedAgent]:
+    """The `*.agent.yaml` agents, then the skill agents; compiled (markdown) agents are reported, not imported."""
+    templates = {p.entry: (p.id, p.template_path) for p in planned.plans}
+    agents: list[ImportedAgent] = []
+    for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
+        imported = convert_agent(source, rel, workflows=templates, generated=generated,
+                                 values=config.substitutions(), report=report, skills=planned.skill_targets)
+        if imported is not None:
+            agents.append(imported)
+    configs = [f"@pkg/_bmad/{m}/config.yaml" for m in source.modules]
+    for skill in (s for s in skills if s.kind == "agent"):
+        imported = skill_agent(source, skill, skills=planned.skill_targets, generated=generated,
+                               values=config.substitutions(), module_configs=configs, report=report)
+        if imported is not None:
+            agents.append(imported)
+    for rel in source.compiled_agents():
+        report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
+    return agents
+
+
 def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None,
             custom_dir: Path | None) -> ImportResult:
     config = build_config(source, overrides)
@@ -67,15 +103,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     report.generation = generation(source, skills) or ""
     if not report.generation:
         raise BmadImportError(f"{report.source}: no BMAD agents found; looked for {LOOKED_FOR}")
-    custom = load_customizations(source, custom_dir, report)
-    broken: set[str] = set()
-    for skill in skills:
-        block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow", report)
-        if block is None and skill.kind == "agent":
-            broken.add(skill.name)  # an agent is its customize.toml: left out (reported with the line to fix)
-        skill.block = block or {}
-    skills = [s for s in skills if s.name not in broken]
-    report_unused_custom(custom, {s.name for s in skills} | broken, report)
+    skills = _customised(source, skills, custom_dir, report)
     for rel, problem in sorted(source.problems.items()):
         report.leave_out(rel, problem)
     report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
@@ -91,21 +119,7 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     if not plans:
         raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, a classic "
                               "`workflow.yaml` + instructions, or skill folders with a `SKILL.md`)")
-    templates = {p.entry: (p.id, p.template_path) for p in plans}
-    agents: list[ImportedAgent] = []
-    for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
-        imported = convert_agent(source, rel, workflows=templates, generated=generated,
-                                 values=config.substitutions(), report=report, skills=planned.skill_targets)
-        if imported is not None:
-            agents.append(imported)
-    configs = [f"@pkg/_bmad/{m}/config.yaml" for m in source.modules]
-    for skill in (s for s in skills if s.kind == "agent"):
-        imported = skill_agent(source, skill, skills=planned.skill_targets, generated=generated,
-                               values=config.substitutions(), module_configs=configs, report=report)
-        if imported is not None:
-            agents.append(imported)
-    for rel in source.compiled_agents():
-        report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
+    agents = _agents(source, planned, skills, generated, config, report)
     if not agents:
         raise BmadImportError(f"{report.source}: no agent could be imported (see the problems above); a package "
                               "needs at least one agent")

@@ -117,20 +117,7 @@ class ImportReport(BaseModel):
             out.append("")
         out += ["## Workflows", ""]
         for wf in self.workflows:
-            out += [f"### `{wf.id}` (from `{wf.source}`)", ""]
-            if wf.classic_from:
-                out.append(f"- classic workflow: {wf.steps} `<step>`s of `{wf.classic_from}` as nodes, {wf.nodes} graph "
-                           "nodes (with `start`: configuration and engine rules, sub-workflow calls and `end`)")
-            else:
-                out.append(f"- {wf.steps} step files, {wf.nodes} graph nodes (with the end node and sub-workflow calls)")
-            if wf.decisions:
-                out.append("- decision nodes: " + ", ".join(f"`{d}`" for d in wf.decisions))
-            if wf.resume_nodes:
-                out.append("- continuation (resume a started document): " + ", ".join(f"`{r}`" for r in wf.resume_nodes))
-            if wf.calls:
-                out.append("- sub-workflow calls: " + ", ".join(f"`{c}`" for c in wf.calls))
-            out += [f"- {n}" for n in wf.notes]
-            out.append("")
+            out += _workflow_lines(wf)
         out += ["## Left out", ""]
         out += [f"- `{x.item}`: {x.reason}" for x in self.left_out] or ["- nothing"]
         if self.warnings:
@@ -139,6 +126,24 @@ class ImportReport(BaseModel):
         out += [f"- `{c}`" for c in self.carried]
         out += ["", f"Generated ({len(self.generated)}):", ""] + [f"- `{g}`" for g in self.generated]
         return "\n".join(out) + "\n"
+
+
+def _workflow_lines(wf: WorkflowReport) -> list[str]:
+    """One workflow's section: how it was built, its decisions, continuations and calls, and its notes."""
+    out = [f"### `{wf.id}` (from `{wf.source}`)", ""]
+    if wf.classic_from:
+        out.append(f"- classic workflow: {wf.steps} `<step>`s of `{wf.classic_from}` as nodes, {wf.nodes} graph "
+                   "nodes (with `start`: configuration and engine rules, sub-workflow calls and `end`)")
+    else:
+        out.append(f"- {wf.steps} step files, {wf.nodes} graph nodes (with the end node and sub-workflow calls)")
+    if wf.decisions:
+        out.append("- decision nodes: " + ", ".join(f"`{d}`" for d in wf.decisions))
+    if wf.resume_nodes:
+        out.append("- continuation (resume a started document): " + ", ".join(f"`{r}`" for r in wf.resume_nodes))
+    if wf.calls:
+        out.append("- sub-workflow calls: " + ", ".join(f"`{c}`" for c in wf.calls))
+    out += [f"- {n}" for n in wf.notes]
+    return out + [""]
 
 
 def _status(item: MenuItemReport) -> str:

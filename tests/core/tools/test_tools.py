@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.base.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from core.base.atomic import append_line, atomic_write_text
 from core.tools.mounts import resolve
 from core.package.models import Agent
 from core.tools.policy import SystemToolPolicy, effective_policy
@@ -469,11 +469,9 @@ def test_atomic_helpers(tmp_path: Path) -> None:
     target.chmod(0o640)
     atomic_write_text(target, "two")
     assert target.read_text() == "two" and stat.S_IMODE(target.stat().st_mode) == 0o640
-    atomic_write_json(tmp_path / "x.json", {"a": [1, "é"]})
-    assert json.loads((tmp_path / "x.json").read_text()) == {"a": [1, "é"]}
     log = tmp_path / "logs" / "execution.jsonl"
-    append_jsonl(log, {"n": 1})
-    append_jsonl(log, {"n": 2})
+    append_line(log, b'{"n":1}\n')
+    append_line(log, b'{"n":2}\n')
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"n": 1}, {"n": 2}]
     assert sorted(os.listdir(tmp_path / "sub")) == ["file.txt"]
 
