@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from core.api.sessions import CHAT_WORDS, display_trigger, resolve, SessionService, visible_items
 
-from ..threads.binding import BindingRuntime
+from ..threads.channel_binding import BindingRuntime
 from .overview import Access
 from .view import AgentEntry
 

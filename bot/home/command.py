@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..render.mrkdwn import escape
-from ..threads.dispatch import Dispatcher
+from ..threads.intake import ThreadIntake
 from ..base.thread import ThreadKey
 from .agents import agents_list, names_something
 from .overview import Access
@@ -63,7 +63,7 @@ class CrewCommand:
         self,
         *,
         access: Access,
-        dispatcher: Dispatcher,
+        dispatcher: ThreadIntake,
         publisher: HomePublisher,
         client: AsyncWebClient,
     ) -> None:

@@ -7,12 +7,13 @@ from ..session.outputs import (
     RunProgress, RunStarted, RunStatus, ShowAgents, ShowMenu, WidgetRequest,
 )
 from ..session.router import display_trigger, parse_global_command, resolve, visible_items
+from ..session.commands import TypedText
 from ..session.model import Session
 from ..session.service import CHAT_WORDS, SessionService
 
 __all__ = [
     "AgentCard", "CHAT_WORDS", "Clarify", "Dismissed", "ErrorOutput", "MenuEntry", "Notice", "Output",
     "Reply", "ReplyDelta", "RunProgress", "RunStarted", "RunStatus", "Session", "SessionService",
-    "ShowAgents", "ShowMenu", "WidgetRequest", "display_trigger", "parse_global_command", "resolve",
+    "ShowAgents", "ShowMenu", "TypedText", "WidgetRequest", "display_trigger", "parse_global_command", "resolve",
     "visible_items",
 ]

@@ -19,12 +19,12 @@ from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..base.wrappers import widget_submit_text
-from .router import GlobalCommand, parse_global_command, resolve
+from .router import GlobalCommand, resolve
 from ..store.runs import RunManager
 from . import runmode
-from .commands import help_text, looks_like_command, unknown_command
+from .commands import TypedText, help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
-from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest
+from .agentmode import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .model import Session
 from .talk import talk
 
@@ -57,15 +57,16 @@ class SessionService:
 
     # ---- entry points ---------------------------------------------------------------
 
-    async def open(self, session: Session, text: str = "", emit: Emit | None = None) -> list[Output]:
+    async def open(self, session: Session, text: str | TypedText = "", emit: Emit | None = None) -> list[Output]:
         """First contact: greet with the agents, or act directly on text that names an agent or a command."""
         out = Outbox(emit)
-        await self._guarded(out, self._open(session, text, out))
+        await self._guarded(out, self._open(session, _typed(text), out))
         return out.items
 
-    async def handle_text(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
+    async def handle_text(self, session: Session, text: str | TypedText, emit: Emit | None = None) -> list[Output]:
+        """What the person typed; its `*command`, if any, is the one `text` carries (parsed here only if raw)."""
         out = Outbox(emit)
-        await self._guarded(out, self._handle_text(session, text, out))
+        await self._guarded(out, self._handle_text(session, _typed(text), out))
         return out.items
 
     async def guest_chat(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
@@ -112,11 +113,11 @@ class SessionService:
 
     # ---- idle ----------------------------------------------------------------------
 
-    async def _open(self, session: Session, text: str, out: Outbox) -> None:
+    async def _open(self, session: Session, typed: TypedText, out: Outbox) -> None:
         if session.mode != "idle":
-            await self._handle_text(session, text, out)
+            await self._handle_text(session, typed, out)
             return
-        raw = text.strip()
+        raw = typed.text.strip()
         choices = self.catalog.choices
         if not raw and len(choices) == 1:
             await self._pick(session, choices[0], out)
@@ -124,9 +125,8 @@ class SessionService:
         if raw.lower() in CHAT_WORDS:
             await self._enter_chat(session, out)
             return
-        command = parse_global_command(raw)
-        if command is not None:
-            await self._global(session, command, out)
+        if typed.command is not None:
+            await self._global(session, typed.command, out)
             return
         if looks_like_command(raw) and self._unique_trigger_owner(raw) is None:
             await out.put(Notice(text=f"{unknown_command(raw, self.deps.surface)} Or pick an agent by number or name.", level="warning"))
@@ -218,14 +218,14 @@ class SessionService:
 
     # ---- routing by mode ---------------------------------------------------------------
 
-    async def _handle_text(self, session: Session, text: str, out: Outbox) -> None:
+    async def _handle_text(self, session: Session, typed: TypedText, out: Outbox) -> None:
         if session.mode == "idle":
-            await self._open(session, text, out)
+            await self._open(session, typed, out)
             return
-        command = parse_global_command(text)
-        if command is not None:
-            await self._global(session, command, out)
+        if typed.command is not None:
+            await self._global(session, typed.command, out)
             return
+        text = typed.text
         session.retry_text = None  # a new message replaces a failed one
         if session.mode == "run":
             await self._run_text(session, text, out)
@@ -315,7 +315,7 @@ class SessionService:
                 await out.put(Notice(text="No run has been started in this conversation yet."))
         elif command == "retry" and session.retry_text and session.mode in ("agent", "chat"):
             text, session.retry_text = session.retry_text, None
-            await self._handle_text(session, text, out)
+            await self._handle_text(session, TypedText(text), out)  # a failed answer, never a command
         else:  # pause, stop, retry without a bound run
             await out.put(Notice(text="Nothing is running in this conversation."))
 
@@ -337,3 +337,7 @@ class SessionService:
         else:
             package, agent = self.deps.bound(session)
             await talk(self.deps, session, package, agent, answer, out, mode="agent")
+
+
+def _typed(text: str | TypedText) -> TypedText:
+    return text if isinstance(text, TypedText) else TypedText.parse(text)

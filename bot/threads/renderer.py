@@ -1,9 +1,9 @@
-"""Posts one session call's outputs into its thread, keeping the thread's Slack bookkeeping up to date.
+"""The last step of a thread's work: one session call's outputs, drawn in its thread as they happen.
 
-Outputs arrive live (through `emit`, while a run pumps) and as the call's return value; each
-is rendered once. Run progress only redraws the status message; the end of the call redraws it
-from the run's stored snapshot (so coalesced edits never leave a stale view) and posts the
-completion or failure message when the run has just reached that phase.
+Outputs arrive once each, through `emit`, from the call's single output sink. Run progress only
+redraws the status message; `finish` (the end of the call) redraws it from the run's stored snapshot
+(so coalesced edits never leave a stale view) and posts the completion or failure message when the
+run has just reached that phase.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ SnapshotSource = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
 
 class ThreadRenderer:
+    """Draws one session call in one thread: replies (streamed when the surface can), menus, the run's status."""
+
     def __init__(
         self,
         record: ThreadRecord,
@@ -69,7 +71,6 @@ class ThreadRenderer:
         self.fresh_status = fresh_status  # `*status`: post the status anew at the bottom of the thread
         self.phase_before = record.last_phase
         self.run_before = record.status_run_id
-        self._seen: set[int] = set()
         self._errors: list[ErrorOutput] = []
         self._note: str | None = None  # shown on the status while the model call is being retried
         self.posted = 0
@@ -163,11 +164,8 @@ class ThreadRenderer:
 
     async def emit(self, output: Output) -> None:
         if isinstance(output, ReplyDelta):
-            await self._piece(output)  # only ever emitted live; never kept, so never seen twice
+            await self._piece(output)
             return
-        if id(output) in self._seen:
-            return
-        self._seen.add(id(output))
         record = self.record
         if not isinstance(output, (Reply, RunProgress)):
             await self._end_stream()
