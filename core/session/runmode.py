@@ -25,7 +25,7 @@ from .outputs import (
 )
 from ..package.models import Agent, Package
 from ..store.runs import StateView, new_run_id, resolve_workflow
-from ..store.runs_model import RunRecord
+from ..store.runs_model import RunRecord, RunSnapshot
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
 
@@ -98,17 +98,8 @@ def bind(session: Session, record: RunRecord) -> None:
     session.pending_widget = None
 
 
-async def pump(
-    deps: Deps,
-    session: Session,
-    record: RunRecord,
-    package: Package,
-    *,
-    intent: Intent,
-    user_input: str | None,
-    out: Outbox,
-) -> PumpResult | None:
-    """One engine pump; events become RunProgress / Reply / WidgetRequest outputs as they happen.
+class RunOutputs:
+    """One pump's engine events, turned into RunProgress / Reply / WidgetRequest outputs as they happen.
 
     The state file is read once when the pump starts reporting; after that every state write
     reaches us as a StateUpdated event that carries what was written, and other events only move
@@ -116,24 +107,18 @@ async def pump(
     of a busy bot's CPU. A sub-workflow's events (its own run id) keep a view of their own, and
     the snapshot shows that run nested in the bound one.
     """
-    views: dict[str, StateView] = {}
-    children: dict[str, RunRecord] = {}
 
-    def run_of(run_id: str) -> RunRecord:
-        if run_id == record.run_id:
-            return record
-        if run_id not in children:
-            children[run_id] = deps.runs.get(run_id)
-        return children[run_id]
+    def __init__(self, deps: Deps, session: Session, record: RunRecord, package: Package, out: Outbox) -> None:
+        self.deps = deps
+        self.session = session
+        self.record = record
+        self.package = package
+        self.out = out
+        self._views: dict[str, StateView] = {}
+        self._children: dict[str, RunRecord] = {}
 
-    if record.worktree is not None and deps.checkout is not None:
-        try:
-            await deps.checkout.ensure(record)
-        except CrewError as exc:
-            await out.put(ErrorOutput(code=exc.code, message=exc.message))
-            return None
-
-    async def on_event(event: EngineEvent) -> None:
+    async def on_event(self, event: EngineEvent) -> None:
+        record, package, out = self.record, self.package, self.out
         if isinstance(event, AssistantTextDelta):
             if out.streams:
                 speaker = package.agent(event.agent_id or "")
@@ -146,22 +131,53 @@ async def pump(
             speaker = package.agent(event.agent_id or "")
             await out.put(Reply(text=event.text, agent=card(speaker) if speaker else None, run_id=record.run_id))
         elif isinstance(event, WidgetRequested):
-            session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
+            self.session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
             await out.put(WidgetRequest(widget=event.widget, run_id=record.run_id))
         else:
-            run = run_of(event.run_id)
-            if isinstance(event, StateUpdated):
-                views[run.run_id] = deps.runs.updated_view(run, package, event)
-            elif run.run_id not in views:
-                views[run.run_id] = deps.runs.state_view(run, package)
-            if record.run_id not in views:
-                views[record.run_id] = deps.runs.state_view(record, package)
-            child_view = views.get(record.child_run_id or "")
-            snapshot = deps.runs.snapshot(record, package, views[record.run_id], child_view=child_view)
-            await out.put(RunProgress(event=event, snapshot=snapshot))
+            await out.put(RunProgress(event=event, snapshot=self._snapshot(event)))
 
+    def _snapshot(self, event: EngineEvent) -> RunSnapshot:
+        runs, record, package, views = self.deps.runs, self.record, self.package, self._views
+        run = self._run_of(event.run_id)
+        if isinstance(event, StateUpdated):
+            views[run.run_id] = runs.updated_view(run, package, event)
+        elif run.run_id not in views:
+            views[run.run_id] = runs.state_view(run, package)
+        if record.run_id not in views:
+            views[record.run_id] = runs.state_view(record, package)
+        child_view = views.get(record.child_run_id or "")
+        return runs.snapshot(record, package, views[record.run_id], child_view=child_view)
+
+    def _run_of(self, run_id: str) -> RunRecord:
+        if run_id == self.record.run_id:
+            return self.record
+        if run_id not in self._children:
+            self._children[run_id] = self.deps.runs.get(run_id)
+        return self._children[run_id]
+
+
+async def pump(
+    deps: Deps,
+    session: Session,
+    record: RunRecord,
+    package: Package,
+    *,
+    intent: Intent,
+    user_input: str | None,
+    out: Outbox,
+) -> PumpResult | None:
+    """One engine pump; its events reach `out` as they happen (see RunOutputs)."""
+    if record.worktree is not None and deps.checkout is not None:
+        try:
+            await deps.checkout.ensure(record)
+        except CrewError as exc:
+            await out.put(ErrorOutput(code=exc.code, message=exc.message))
+            return None
+    outputs = RunOutputs(deps, session, record, package, out)
     try:
-        result = await deps.engine.pump(record, package, intent=intent, user_input=user_input, on_event=on_event)
+        result = await deps.engine.pump(
+            record, package, intent=intent, user_input=user_input, on_event=outputs.on_event
+        )
     except CrewError as exc:
         await out.put(ErrorOutput(code=exc.code, message=exc.message))
         return None
