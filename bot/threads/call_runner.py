@@ -1,17 +1,13 @@
 """Runs one `ThreadCall`: a run slot when the call may ask the model, then the call on the channel's
-session service with one output sink, whose outputs the thread's `ThreadRenderer` draws as they happen.
-
-The sink also saves the thread's link to a run the moment the run starts (so a crash mid-run can resume
-it) and tells the phase watchers (the owner's Home tab) when the run changes phase.
+session service with one `OutputSink`, through which the thread's `ThreadRenderer` draws the outputs as
+they happen; when the call returns, the renderer finishes (status, completion) and the record is saved.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
-
-from core.api.sessions import Output
+from typing import Any, Protocol
 
 from ..completion.delivery import Deliveries
 from ..base.thread import ThreadRecord
@@ -19,14 +15,9 @@ from ..native.surface import AgentSurface
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from .renderer import ThreadRenderer
+from .output_sink import OutputSink, PhaseWatcher
 from .session_calls import ThreadCall, start
-from .store import ThreadStore
 from .thread_state import ThreadState
-
-if TYPE_CHECKING:
-    from ..replicas.threads import PostgresThreadStore
-
-PhaseWatcher = Callable[[ThreadRecord], None]
 
 
 class Slots(Protocol):
@@ -37,34 +28,6 @@ class Slots(Protocol):
     async def __aenter__(self) -> Any: ...
 
     async def __aexit__(self, *exc: Any) -> Any: ...
-
-
-class OutputSink:
-    """The one place a call's outputs go: the renderer, plus the thread bookkeeping a new run or phase needs."""
-
-    def __init__(
-        self,
-        record: ThreadRecord,
-        renderer: ThreadRenderer,
-        store: ThreadStore | PostgresThreadStore,
-        watchers: list[PhaseWatcher],
-    ) -> None:
-        self.record = record
-        self.renderer = renderer
-        self.store = store
-        self.watchers = watchers
-        self.saved_run = record.session.run_id
-
-    async def __call__(self, output: Output) -> None:
-        await self.renderer.emit(output)
-        record = self.record
-        if record.session.run_id != self.saved_run:
-            # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
-            self.saved_run = record.session.run_id
-            await self.store.put(record)
-        if output.kind == "run_progress" and output.event.kind == "phase_changed":
-            for watcher in self.watchers:
-                watcher(record)
 
 
 class CallRunner:

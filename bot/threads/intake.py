@@ -24,7 +24,7 @@ from ..native.agent_view import suggested_prompts
 from ..native.surface import AgentSurface
 from ..replicas.callbacks import HandoverCallbacks
 from ..replicas.handover import Handover
-from .call_runner import PhaseWatcher
+from .output_sink import PhaseWatcher
 from .channel_binding import BindingRuntime
 from .click_events import URGENT_COMMANDS, ClickEvents
 from .form_events import FormEvents
