@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
 _USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER, act.FEEDBACK)
-_SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.ARTIFACT)
 
 
 def strip_mentions(text: str, bot_user_id: str | None) -> str:
@@ -60,9 +58,9 @@ class Handlers:
         app.event("app_home_opened")(self.app_home_opened)
         app.event("app_mention")(self.app_mention)
         app.event("message")(self.message)
-        for kind in _CLICK_KINDS:
+        for kind in act.CLICKS:
             app.action(act.pattern(kind))(self.click)
-        for kind in _SELECT_KINDS:
+        for kind in act.SELECTS:
             app.action(act.pattern(f"{kind}_select"))(self.select)
         app.view(act.FORM_CALLBACK)(self.view_submission)
 

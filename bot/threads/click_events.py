@@ -46,6 +46,10 @@ class ClickEvents:
             act.DELIVER: self._deliver,
         }
 
+    def handles(self, kind: str) -> bool:
+        """A click of this kind is a thread event, handled here in the thread's order."""
+        return kind in self._kinds
+
     async def decide(self, event: ThreadEvent, live: ThreadRecord | None = None) -> ThreadCall | None:
         """The session call a click is (None: refused, or done here); `live` is the record of a pumping run."""
         handle = self._kinds.get(event.click)

@@ -36,7 +36,6 @@ from .thread_state import ThreadState
 BUSY_NOTE = (
     "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
 )
-QUEUED_CLICKS = frozenset({act.AGENT, act.MENU, act.WIDGET, act.CONTROL, act.DELIVER})  # in the thread's order
 
 
 class ThreadIntake:
@@ -136,7 +135,7 @@ class ThreadIntake:
         if kind == act.FEEDBACK:
             self.lanes.spawn(self.feedback.record(key, value, user), name=f"feedback:{key}")
             return
-        if kind not in QUEUED_CLICKS:
+        if not self.clicks.handles(kind):
             return
         event = ThreadEvent(kind="click", thread=str(key), user=user, click=kind, value=value, clicked=clicked)
         urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
