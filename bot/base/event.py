@@ -53,7 +53,8 @@ class ThreadEvent(BaseModel):
         """Typed text is parsed for its command here, once; later steps and other replicas read the fields."""
         if not isinstance(data, dict) or data.get("kind") != "text":
             return data
-        text = data.get("text") if isinstance(data.get("text"), str) else ""
+        raw = data.get("text")
+        text = raw if isinstance(raw, str) else ""
         if "command" not in data:
             data = {**data, "command": TypedText.parse(text).command}
         if "handover" not in data:

@@ -51,7 +51,7 @@ class ThreadState:
 
     def pumping(self, record: ThreadRecord | None) -> bool:
         run_id = record.session.run_id if record else None
-        return bool(run_id) and self.engine.is_pumping(run_id)
+        return self.engine.is_pumping(run_id) if run_id else False
 
     async def snapshot(self, record: ThreadRecord, run_id: str) -> RunSnapshot | None:
         """The stored run as it is now (index entry + state file), read in one worker-thread hop."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -96,8 +97,7 @@ class Upkeep:
             if run_id not in interrupted:
                 continue
             count += 1
-            key = record.key
-            self.lanes.submit(key, lambda key=key, run_id=run_id: resume(key, run_id))
+            self.lanes.submit(record.key, partial(resume, record.key, run_id))
         return count
 
     async def resume_call(self, key: ThreadKey, run_id: str) -> ThreadCall | None:
