@@ -60,13 +60,13 @@ class SessionService:
     async def open(self, session: Session, text: str | TypedText = "", emit: Emit | None = None) -> list[Output]:
         """First contact: greet with the agents, or act directly on text that names an agent or a command."""
         out = Outbox(emit)
-        await self._guarded(out, self._open(session, _typed(text), out))
+        await self._guarded(session, out, self._open(session, _typed(text), out))
         return out.items
 
     async def handle_text(self, session: Session, text: str | TypedText, emit: Emit | None = None) -> list[Output]:
         """What the person typed; its `*command`, if any, is the one `text` carries (parsed here only if raw)."""
         out = Outbox(emit)
-        await self._guarded(out, self._handle_text(session, _typed(text), out))
+        await self._guarded(session, out, self._handle_text(session, _typed(text), out))
         return out.items
 
     async def guest_chat(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
@@ -75,35 +75,36 @@ class SessionService:
         Nothing they type starts, answers or steers anything; menu numbers and triggers are just chat.
         """
         out = Outbox(emit)
-        await self._guarded(out, self._guest_chat(session, text, out))
+        await self._guarded(session, out, self._guest_chat(session, text, out))
         return out.items
 
     async def pick_agent(self, session: Session, agent_id: str, emit: Emit | None = None) -> list[Output]:
         out = Outbox(emit)
-        await self._guarded(out, self._pick_by_name(session, agent_id, out))
+        await self._guarded(session, out, self._pick_by_name(session, agent_id, out))
         return out.items
 
     async def handle_widget_submit(
         self, session: Session, widget_id: str, value: object, emit: Emit | None = None
     ) -> list[Output]:
         out = Outbox(emit)
-        await self._guarded(out, self._widget_submit(session, widget_id, value, out))
+        await self._guarded(session, out, self._widget_submit(session, widget_id, value, out))
         return out.items
 
     async def control(self, session: Session, action: Control, emit: Emit | None = None) -> list[Output]:
         """Buttons: exactly what the typed `*<action>` does (plus `retry` for a failed run)."""
         out = Outbox(emit)
-        await self._guarded(out, self._global(session, action, out))
+        await self._guarded(session, out, self._global(session, action, out))
         return out.items
 
-    async def _guarded(self, out: Outbox, work: Awaitable[None]) -> None:
-        """Expected failures become a clear ErrorOutput; anything else is logged, never shown as a trace."""
+    async def _guarded(self, session: Session, out: Outbox, work: Awaitable[None]) -> None:
+        """The session's user boundary, the one place a call's failure is caught: an expected one becomes a
+        clear ErrorOutput; anything else is logged once with the session, and never shown as a trace."""
         try:
             await work
         except CrewError as exc:
             await out.put(ErrorOutput(code=exc.code, message=exc.message))
         except Exception:
-            log.exception("session handler failed")
+            log.exception("session call failed", extra={"session": session.id, "mode": session.mode})
             await out.put(
                 ErrorOutput(
                     code="UNKNOWN",
