@@ -44,7 +44,7 @@ from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
 from .handlers import Handlers
-from .packages import load_packages
+from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks

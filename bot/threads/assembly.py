@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from core.api.runs import Engine, RunManager
 
 from ..access import AccessPolicy
-from ..completion.delivery import Deliveries
+from ..completion.push import Deliveries
 from ..completion.feedback import FeedbackRecorder
 from ..completion.uploads import Uploads
 from ..config import BotConfig

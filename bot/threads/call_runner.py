@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..completion.delivery import Deliveries
+from ..completion.push import Deliveries
 from ..base.thread import ThreadRecord
 from ..native.surface import AgentSurface
 from ..slack_io import SlackIO

@@ -15,7 +15,7 @@ from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
-from ..completion.delivery import Deliveries
+from ..completion.push import Deliveries
 from ..completion.uploads import Uploads
 from ..render import blocks
 from ..render.mrkdwn import escape

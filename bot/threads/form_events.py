@@ -8,7 +8,7 @@ from typing import Any
 from ..base.actions import ButtonValue, Clicked, FormContext
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
-from ..render.forms import build_modal
+from ..render.modals import build_modal
 from ..render.widgets import form_answered, form_mode
 from ..slack_io import SlackIO
 from .session_calls import AnswerWidget, ThreadCall

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, StateUpdated, WidgetRequested
 from ..package.models import Package
-from ..store.runs import StateView
+from ..store.run_manager import StateView
 from ..store.runs_model import RunRecord, RunSnapshot
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session

@@ -14,7 +14,7 @@ from ..base.errors import CrewError
 from ..base.events import RunPhase
 from .outputs import Dismissed, ErrorOutput, Notice, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
-from ..store.runs import new_run_id, resolve_workflow
+from ..store.run_manager import new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord
 from .context import Deps, Outbox
 from .run_outputs import RunOutputs
