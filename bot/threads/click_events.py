@@ -20,11 +20,10 @@ from ..completion.uploads import Uploads
 from ..render import blocks
 from ..render.mrkdwn import escape
 from ..render.widgets import answer_for, answered_text
-from .session_calls import AnswerWidget, PickAgent, RunControl, SayText, ThreadCall
+from .session_calls import URGENT_COMMANDS, AnswerWidget, PickAgent, RunControl, SayText, ThreadCall
 from .thread_notes import ThreadNotes
 from .thread_state import ThreadState, pending_widget
 
-URGENT_COMMANDS = frozenset({"pause", "stop"})  # reach a pumping run at once, outside the thread's order
 CONTROL_DONE = {"retry": "Retried", "resume": "Resumed"}
 
 Click = Callable[[ThreadRecord, ButtonValue, str, Clicked | None], Awaitable[ThreadCall | None]]

@@ -24,11 +24,12 @@ from ..native.agent_view import suggested_prompts
 from ..native.surface import AgentSurface
 from ..replicas.callbacks import HandoverCallbacks
 from ..replicas.handover import Handover
-from .output_sink import PhaseWatcher
 from .channel_binding import BindingRuntime
-from .click_events import URGENT_COMMANDS, ClickEvents
+from .click_events import ClickEvents
 from .form_events import FormEvents
 from .lanes import ThreadLanes
+from .output_sink import PhaseWatcher
+from .session_calls import URGENT_COMMANDS
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
 from .thread_state import ThreadState

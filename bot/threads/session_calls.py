@@ -16,6 +16,7 @@ from ..base.thread import ThreadRecord
 
 Sink = Callable[[Output], Awaitable[None]]
 SLOT_CONTROLS = frozenset({"resume", "retry"})  # controls that pump the run again
+URGENT_COMMANDS = frozenset({"pause", "stop"})  # reach a pumping run at once, outside the thread's order
 
 
 @dataclass(frozen=True)
