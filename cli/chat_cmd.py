@@ -23,7 +23,7 @@ from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import PhaseChanged, RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.api.sessions import Output, parse_global_command, Session, SessionService
+from core.api.sessions import Output, Session, SessionService, TypedText
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.stores import RuntimeStore
 
@@ -193,8 +193,9 @@ class Terminal:
                     reader.cancel()
                     break
                 line = reader.result()
-                if line is not None and self._controls_the_run(line):
-                    await self.service.handle_text(self.session, line, self.screen.show)
+                typed = TypedText.parse(line) if line is not None else None
+                if typed is not None and self._controls_the_run(typed):
+                    await self.service.handle_text(self.session, typed, self.screen.show)
                 else:
                     self.feed.hold(line)
             await task
@@ -204,10 +205,10 @@ class Terminal:
         finally:
             self._working = None
 
-    def _controls_the_run(self, line: str) -> bool:
+    def _controls_the_run(self, typed: TypedText) -> bool:
         run_id = self.session.run_id
         working = run_id is not None and self.engine.is_pumping(run_id)
-        return working and parse_global_command(line) in RUN_CONTROLS
+        return working and typed.command in RUN_CONTROLS
 
     async def _unless_interrupted(self, reading: Awaitable[str | None]) -> str | None:
         read = asyncio.ensure_future(reading)
