@@ -1,0 +1,132 @@
+"""One approval protocol for every tool, end to end through the engine: the scripted model over the
+real openai SDK, the tracker MCP server over stdio, and a command-like tool registered the normal
+way, whose calls ask for approval and may be allowed by prefix for the rest of the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from core.base.events import RunPhase
+from core.base.wrappers import widget_submit_text
+from core.package.loader import load_package
+from core.run.engine import Engine, EngineSettings
+from core.tools import registry
+from core.tools.mcp.hub import McpHub
+from core.tools.policy import SystemToolPolicy
+from core.tools.registry import ToolHost
+from tests.fakes.llm_server import Reply
+from tests.mcp.support import ASK, CREATE, LOOKUP, mcp_package, tracker_config
+from tests.scripts import Body, calls, engine_harness, previous_results
+from tests.support.probe_tool import PROBE, commands_model, last_user, probe_tool
+
+
+def _decide(widget: dict[str, Any], decision: str, by: str = "U_OWNER") -> str:
+    return widget_submit_text(widget["widgetId"], widget["type"], {"decision": decision, "by": by})
+
+
+def _audit(store: Any, record: Any, kind: str) -> list[dict[str, Any]]:
+    path = store.state_dir(record) / "logs" / "execution.jsonl"
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [e for e in lines if e.get("kind") == kind]
+
+
+def _settings() -> EngineSettings:
+    return EngineSettings(system_policy=SystemToolPolicy(servers=("tracker",)))
+
+
+@pytest.fixture
+def tickets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TRACKER_TOKEN", "approval-test-token")
+    path = tmp_path / "tickets.txt"
+    path.write_text("", encoding="utf-8")
+    return path
+
+
+# ---- several calls of one reply ------------------------------------------------------------------
+
+
+def _three_calls(body: Body) -> Reply:
+    """'open two tickets' → create A, look up T-1, create B in one reply; then report every result."""
+    results = previous_results(body)
+    if results:
+        return Reply(content="Results: " + json.dumps(results) + " What next?")
+    if "open two tickets" in last_user(body):
+        return calls((CREATE, {"title": "A"}), (LOOKUP, {"ticket_id": "T-1"}), (CREATE, {"title": "B"}))
+    return Reply(content=ASK)
+
+
+async def test_two_approvals_in_one_reply_are_asked_one_after_another(
+    project: Path, tmp_path: Path, tickets: Path
+) -> None:
+    hub = McpHub({"tracker": tracker_config(tickets)})
+    try:
+        async with engine_harness(project, settings=_settings()) as h:
+            engine = Engine(h.store, h.runs, h.client, _settings(), ToolHost(hub))
+            h.llm.responder = _three_calls
+            package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+            record = h.runs.create(package, "hello-linear", "analyst", project)
+            await engine.pump(record, package, intent="start")
+            first = await engine.pump(record, package, intent="continue", user_input="open two tickets")
+            assert first.widget is not None and '"title": "A"' in first.widget["message"]
+            asked_model = len(h.llm.requests)
+
+            second = await engine.pump(record, package, intent="continue", user_input=_decide(first.widget, "approve"))
+            assert second.phase is RunPhase.WAITING_USER and second.widget is not None
+            assert second.widget["widgetId"] != first.widget["widgetId"] and '"title": "B"' in second.widget["message"]
+            assert tickets.read_text() == "A\n"  # the first ran; the look-up too; the second waits
+            assert len(h.llm.requests) == asked_model  # the model hears nothing until every call has its result
+
+            done = await engine.pump(record, package, intent="continue", user_input=_decide(second.widget, "deny"))
+            assert done.phase is RunPhase.WAITING_USER and done.assistant_text and done.assistant_text.startswith("Results")
+            assert tickets.read_text() == "A\n"
+            results = previous_results(h.llm.requests[-1])
+            assert [r.get("tool") for r in results[:2]] == ["create_ticket", "lookup_ticket"]
+            assert "created" in results[0]["content"] and "Login page is slow" in results[1]["content"]
+            assert results[2]["ok"] is False and results[2]["error"]["code"] == "MCP_CALL_DENIED"
+            decided = _audit(h.store, record, "approval.decided")
+            assert [(d["decision"], d["by"]) for d in decided] == [("approved", "U_OWNER"), ("denied", "U_OWNER")]
+    finally:
+        await hub.close()
+
+
+# ---- a tool that asks, with "allow for this run" ------------------------------------------------
+
+
+async def test_allow_for_this_run_is_remembered_across_a_restart(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+    async with engine_harness(project) as h:
+        h.llm.responder = commands_model
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        await h.engine.pump(record, package, intent="start")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="diff please")
+        assert asked.widget is not None and asked.widget["kind"] == "command"
+        assert asked.widget["allowForRun"] == "git diff" and "```\ngit diff --stat\n```" in asked.widget["message"]
+        assert ran == []
+
+        done = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "allow_for_run"))
+        assert done.assistant_text == "Diffed twice. What next?"
+        assert ran == [("git diff --stat", "U_OWNER"), ("git diff HEAD", None)]  # the second was not asked
+        decided = _audit(h.store, record, "approval.decided")
+        assert [(d["decision"], d["by"], d["allowForRun"]) for d in decided] == [
+            ("allowed_for_run", "U_OWNER", "git diff")
+        ]
+
+        # a new process: the permission is read back from the run's log
+        engine = Engine(h.store, h.runs, h.client, EngineSettings())
+        saved = h.runs.get(record.run_id)
+        asked = await engine.pump(saved, package, intent="continue", user_input="once more")
+        assert ran[-1] == ("git diff main", None)
+        assert asked.widget is not None and asked.widget["allowForRun"] == "rm -rf"
+        denied = await engine.pump(saved, package, intent="continue", user_input=_decide(asked.widget, "deny"))
+        assert denied.assistant_text == "Not removed. What next?"
+        assert [c for c, _ in ran] == ["git diff --stat", "git diff HEAD", "git diff main"]
+        result = previous_results(h.llm.requests[-1])[-1]
+        assert result["ok"] is False and result["error"]["code"] == "COMMAND_DENIED"
+        assert previous_results(h.llm.requests[-1])[0]["allowedForRun"] == ["git diff"]
