@@ -13,13 +13,24 @@ from core.base.events import RunPhase
 from core.base.wrappers import widget_submit_text
 from core.package.loader import load_package
 from core.run.engine import Engine, EngineSettings
+from core.store.history import History
 from core.tools import registry
 from core.tools.mcp.hub import McpHub
 from core.tools.policy import SystemToolPolicy
 from core.tools.registry import ToolHost
 from tests.fakes.llm_server import Reply
 from tests.mcp.support import ASK, CREATE, LOOKUP, mcp_package, tracker_config
-from tests.scripts import Body, calls, engine_harness, previous_results
+from tests.scripts import (
+    DIRECTION_WIDGET,
+    FEATURE_ANSWER,
+    Body,
+    calls,
+    current_node,
+    direction_answer,
+    engine_harness,
+    hello_subflow_responder,
+    previous_results,
+)
 from tests.support.probe_tool import PROBE, commands_model, last_user, probe_tool
 
 
@@ -130,3 +141,58 @@ async def test_allow_for_this_run_is_remembered_across_a_restart(
         result = previous_results(h.llm.requests[-1])[-1]
         assert result["ok"] is False and result["error"]["code"] == "COMMAND_DENIED"
         assert previous_results(h.llm.requests[-1])[0]["allowedForRun"] == ["git diff"]
+
+
+async def test_a_sub_workflow_call_waits_for_approval_through_its_caller(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child run holds the call; the caller stops at its card, and the answer reaches the child."""
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+    competent = hello_subflow_responder()
+
+    def respond(body: Body) -> Reply:
+        reply = competent(body)
+        if current_node(body) == "party-01-voices":  # the child's first step runs a command first
+            return Reply(content=reply.content, tool_calls=((PROBE, {"command": "git log -1"}), *reply.tool_calls))
+        return reply
+
+    async with engine_harness(project) as h:
+        h.llm.responder = respond
+        package = h.load("hello-subflow")
+        record = h.create(package)
+        await h.engine.pump(record, package, intent="start")
+        asked = await h.engine.pump(record, package, intent="continue", user_input=FEATURE_ANSWER)
+        assert asked.run_id == record.run_id and asked.widget is not None and asked.widget["kind"] == "command"
+        assert ran == []
+        [child_id] = h.runs.get(record.run_id).child_run_ids
+
+        resumed = await h.engine.pump(record, package, intent="resume")  # *resume before deciding: asked again
+        assert resumed.widget is not None and resumed.widget["widgetId"] == asked.widget["widgetId"]
+
+        chose = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "approve"))
+        assert ran == [("git log -1", "U_OWNER")]
+        assert chose.widget == DIRECTION_WIDGET  # the child went on with the rest of that reply
+        done = await h.engine.pump(record, package, intent="continue", user_input=direction_answer())
+        assert done.phase is RunPhase.COMPLETED
+        child = h.runs.get(child_id)
+        assert [d["decision"] for d in _audit(h.store, child, "approval.decided")] == ["approved"]
+
+
+def test_a_held_call_stays_open_until_decided_and_a_crash_after_the_decision_closes_it(tmp_path: Path) -> None:
+    """A process killed while the approved call ran must not ask again: the call ends as interrupted."""
+    path = tmp_path / "conversation.jsonl"
+    history = History.load(path)
+    tool_calls = [{"id": i, "type": "function", "function": {"name": PROBE, "arguments": "{}"}} for i in ("c1", "c2")]
+    history.append({"role": "assistant", "content": None, "tool_calls": tool_calls}, part="assistant")
+    history.append_mark("held", toolCallId="c1")
+
+    waiting = History.load(path)  # a restart while the owner decides: nothing is closed
+    assert waiting.held_call_ids() == {"c1"} and not [e for e in waiting.entries if e.get("role") == "tool"]
+    waiting.append_mark("released", toolCallId="c1", decision="approve", by="U1")
+
+    after_crash = History.load(path)
+    closed = [(e["tool_call_id"], json.loads(e["content"])["error"]["code"])
+              for e in after_crash.entries if e.get("role") == "tool"]
+    assert closed == [("c1", "E_INTERRUPTED"), ("c2", "E_INTERRUPTED")] and after_crash.held_call_ids() == set()
+    assert all(m.get("mark") for m in after_crash.marks) and len(after_crash.marks) == 2
