@@ -185,10 +185,12 @@ def test_a_held_call_stays_open_until_decided_and_a_crash_after_the_decision_clo
     history = History.load(path)
     tool_calls = [{"id": i, "type": "function", "function": {"name": PROBE, "arguments": "{}"}} for i in ("c1", "c2")]
     history.append({"role": "assistant", "content": None, "tool_calls": tool_calls}, part="assistant")
-    history.append_mark("held", toolCallId="c1")
+
+    history.append_mark("held", toolCallId="c1", widget={"title": "Run a command?"})
 
     waiting = History.load(path)  # a restart while the owner decides: nothing is closed
     assert waiting.held_call_ids() == {"c1"} and not [e for e in waiting.entries if e.get("role") == "tool"]
+    assert History.peek(path).pending_question() == "Run a command?"  # what the Home tab and `runs` show
     waiting.append_mark("released", toolCallId="c1", decision="approve", by="U1")
 
     after_crash = History.load(path)
@@ -196,3 +198,4 @@ def test_a_held_call_stays_open_until_decided_and_a_crash_after_the_decision_clo
               for e in after_crash.entries if e.get("role") == "tool"]
     assert closed == [("c1", "E_INTERRUPTED"), ("c2", "E_INTERRUPTED")] and after_crash.held_call_ids() == set()
     assert all(m.get("mark") for m in after_crash.marks) and len(after_crash.marks) == 2
+    assert after_crash.pending_question() is None

@@ -348,7 +348,14 @@ class History:
         return len(self.entries)
 
     def pending_question(self) -> str | None:
-        """What the model last asked the user: a ui_ask_user message, or its closing text."""
+        """What the model last asked the user: a ui_ask_user message, or its closing text, or the title
+        of the call that waits for approval."""
+        held = self.held_call_ids()
+        for mark in reversed(self.marks if held else ()):
+            if mark.get("mark") == "held" and mark.get("toolCallId") in held:
+                widget = mark.get("widget")
+                title = widget.get("title") if isinstance(widget, dict) else None
+                return str(title) if title else None
         for entry in reversed(self.entries):
             if entry.get("role") != "assistant":
                 continue
