@@ -199,3 +199,24 @@ def test_a_held_call_stays_open_until_decided_and_a_crash_after_the_decision_clo
     assert closed == [("c1", "E_INTERRUPTED"), ("c2", "E_INTERRUPTED")] and after_crash.held_call_ids() == set()
     assert all(m.get("mark") for m in after_crash.marks) and len(after_crash.marks) == 2
     assert after_crash.pending_question() is None
+
+
+async def test_a_reply_typed_instead_of_a_decision_refuses_every_waiting_call_of_that_reply(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+    async with engine_harness(project) as h:
+        h.llm.responder = commands_model
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        await h.engine.pump(record, package, intent="start")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="once more")
+        assert asked.widget is not None and "git diff main" in asked.widget["message"]
+        await h.engine.pump(record, package, intent="continue", user_input="no, leave the repository alone")
+        assert ran == []  # neither call ran, and the second was not asked
+        sent = h.llm.requests[-1]["messages"]
+        assert [m["role"] for m in sent[-3:]] == ["tool", "tool", "user"]  # the results first, then the reply
+        codes = [json.loads(m["content"])["error"]["code"] for m in sent[-3:-1]]
+        assert codes == ["COMMAND_DENIED", "COMMAND_DENIED"] and "leave the repository alone" in sent[-1]["content"]
+        assert [d["decision"] for d in _audit(h.store, record, "approval.decided")] == ["denied", "denied"]

@@ -139,8 +139,7 @@ class ToolApprovals:
                     "allowForRun": prefix})
         ctx = replace(ctx, allowed_for_run=self.allowed_for_run())
         if decision == "deny":
-            why = f"{by} denied it" if by else "The run owner replied without approving it"
-            outcome = denied(held.denied_code, why)
+            outcome = denied(held.denied_code, f"{by} denied it" if by else None)
             await self.recorder.record(held.call, outcome, held.scope)
             return outcome, ctx
         outcome = await self.recorder.run(held.call, replace(ctx, approved=by), scope=held.scope)
@@ -154,7 +153,7 @@ class ToolApprovals:
         """A later call of a reply the owner answered by typing: not asked, not made."""
         self.audit({"kind": "approval.decided", "toolCallId": call.id, "tool": wire_name(call.name),
                     "approvalKind": request.kind, "decision": "denied", "by": None})
-        outcome = denied(request.denied_code, "The run owner replied without approving the calls of this reply")
+        outcome = denied(request.denied_code, None)
         await self.recorder.record(call, outcome, scope)
         return outcome
 
@@ -162,8 +161,13 @@ class ToolApprovals:
 _AUDIT_WORD: dict[str, str] = {"approve": "approved", "deny": "denied", "allow_for_run": "allowed_for_run"}
 
 
-def denied(code: str, why: str) -> ToolOutcome:
-    message = f"{why}: the call was not made. Do not retry it; tell the user it was not done and go on."
+def denied(code: str, why: str | None) -> ToolOutcome:
+    """`why` None: the owner replied with a message instead of deciding."""
+    if why is None:
+        message = ("The run owner replied instead of approving it: the call was not made. Read their reply; "
+                   "make the call again only if they ask for it.")
+    else:
+        message = f"{why}: the call was not made. Do not retry it; tell the user it was not done and go on."
     return ToolOutcome(fail(code, message))
 
 
