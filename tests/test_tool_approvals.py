@@ -220,3 +220,27 @@ async def test_a_reply_typed_instead_of_a_decision_refuses_every_waiting_call_of
         codes = [json.loads(m["content"])["error"]["code"] for m in sent[-3:-1]]
         assert codes == ["COMMAND_DENIED", "COMMAND_DENIED"] and "leave the repository alone" in sent[-1]["content"]
         assert [d["decision"] for d in _audit(h.store, record, "approval.decided")] == ["denied", "denied"]
+
+
+async def test_a_question_asked_before_a_held_call_is_asked_after_the_decision(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+
+    def respond(body: Body) -> Reply:
+        if "ask and run" in last_user(body):
+            return calls(("ui_ask_user", DIRECTION_WIDGET), (PROBE, {"command": "git status"}))
+        return Reply(content=ASK)
+
+    async with engine_harness(project) as h:
+        h.llm.responder = respond
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        await h.engine.pump(record, package, intent="start")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="ask and run")
+        assert asked.widget is not None and asked.widget["type"] == "tool_approval"
+        model_calls = len(h.llm.requests)
+        question = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "approve"))
+        assert ran == [("git status", "U_OWNER")]
+        assert question.widget == DIRECTION_WIDGET and len(h.llm.requests) == model_calls

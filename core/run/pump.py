@@ -274,10 +274,12 @@ class Pump:
         await self.reporter.emit(WidgetRequested(run_id=self.record.run_id, widget=widget))
         return await self._wait_user(widget=widget)
 
-    async def _run_tools(self, calls: Sequence[ToolCall], ctx: ToolContext, *, refuse_approvals: bool = False) -> Round:
+    async def _run_tools(self, calls: Sequence[ToolCall], ctx: ToolContext, *, refuse_approvals: bool = False,
+                         question: dict[str, Any] | None = None) -> Round:
         """Execute the calls in order, up to the first that waits for approval (the rest run after
-        the decision). `refuse_approvals`: the owner typed instead of deciding, so none is asked."""
-        done = Round(None, ctx, self.complete)
+        the decision). `refuse_approvals`: the owner typed instead of deciding, so none is asked.
+        `question`: a ui_ask_user widget an earlier call of the same reply asked."""
+        done = Round(question, ctx, self.complete)
         for call in calls:
             before = self._progress()
             scope = self._scope()
@@ -285,7 +287,7 @@ class Pump:
             if outcome.approval is not None and refuse_approvals:
                 outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope)
             elif outcome.approval is not None:
-                done.widget = self.approvals.hold(call, outcome.approval, scope)
+                done.widget = self.approvals.hold(call, outcome.approval, scope, question=done.widget)
                 break
             if outcome.widget is not None:
                 done.widget = outcome.widget
@@ -299,7 +301,7 @@ class Pump:
         before = self._progress()
         outcome, ctx = await self.approvals.decide(held, answer, ctx)
         ctx = await self._absorb(held.call, outcome, ctx, before)
-        done = await self._run_tools(held.rest, ctx, refuse_approvals=typed)
+        done = await self._run_tools(held.rest, ctx, refuse_approvals=typed, question=held.question)
         done.was_complete = was_complete
         return done
 

@@ -88,6 +88,7 @@ class HeldCall:
     widget: dict[str, Any]
     denied_code: str
     scope: str | None  # the node the call was issued in, for its tool message
+    question: dict[str, Any] | None  # a ui_ask_user widget an earlier call of the reply asked: asked after
 
 
 class ToolApprovals:
@@ -103,11 +104,12 @@ class ToolApprovals:
             if m.get("mark") == "released" and m.get("decision") == "allow_for_run" and m.get("allowForRun")
         )
 
-    def hold(self, call: ToolCall, request: ApprovalRequest, scope: str | None) -> dict[str, Any]:
+    def hold(self, call: ToolCall, request: ApprovalRequest, scope: str | None,
+             question: dict[str, Any] | None = None) -> dict[str, Any]:
         """Hold the call's tool message until the owner decides; the widget to stop at."""
         widget = approval_widget(call, request)
         self.history.append_mark(
-            "held", toolCallId=call.id, widget=widget, deniedCode=request.denied_code, scope=scope
+            "held", toolCallId=call.id, widget=widget, deniedCode=request.denied_code, scope=scope, question=question
         )
         self.audit({"kind": "approval.requested", "toolCallId": call.id, "tool": wire_name(call.name),
                     "approvalKind": request.kind, "title": request.title, "allowForRun": request.allow_for_run})
@@ -123,8 +125,10 @@ class ToolApprovals:
             calls = [_tool_call(c) for c in entry.get("tool_calls") or ()] if entry.get("role") == "assistant" else []
             at = next((i for i, c in enumerate(calls) if c.id == mark["toolCallId"]), None)
             if at is not None:
+                question = mark.get("question")
                 return HeldCall(calls[at], tuple(calls[at + 1 :]), dict(mark["widget"]),
-                                str(mark.get("deniedCode") or "TOOL_CALL_DENIED"), mark.get("scope"))
+                                str(mark.get("deniedCode") or "TOOL_CALL_DENIED"), mark.get("scope"),
+                                question if isinstance(question, dict) else None)
         return None
 
     async def decide(self, held: HeldCall, answer: Answer | None, ctx: ToolContext) -> tuple[ToolOutcome, ToolContext]:
