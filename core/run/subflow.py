@@ -24,7 +24,7 @@ from .engine_model import EventSink, Intent, PumpResult
 from .pump_deps import PumpControl, PumpDeps
 from ..package.models import Graph, Node, Package, Workflow
 from ..prompts.composer import render
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord, utc_now
 from ..document.codec import render_draft
 

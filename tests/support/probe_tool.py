@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from core.tools.base import ApprovalRequest, ToolContext, ToolOutcome, ok
 from core.base.wrappers import unwrap_user_input
 from core.tools.registry import Tool
-from tests.fakes.llm_server import Reply
-from tests.scripts import Body, calls, messages, previous_results
+from tests.support.fakes.llm_server import Reply
+from tests.support.scripts import Body, calls, messages, previous_results
 
 PROBE = "probe_run"
 ASK = "What should I run?"
