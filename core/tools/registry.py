@@ -78,7 +78,7 @@ def available(ctx: ToolContext) -> tuple[str, ...]:
     read-only ones and `ui_ask_user` (writes happen only inside runs); just `ui_ask_user` when fs is off."""
     if not ctx.policy.fs_enabled:
         return _ASK_ONLY
-    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY
+    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY  # read at each call: a tool registered later is offered
 
 
 @cache
