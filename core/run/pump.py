@@ -37,7 +37,7 @@ from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
-from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to
+from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to, legacy_answer_note
 from .model_turn import BUDGET_CODE, ModelAsk, ModelTurns, TurnEnded
 from .tool_round import ToolRecorder
 from ..tools.base import Confirmation, Mounts, ToolContext, ToolOutcome
@@ -193,6 +193,10 @@ class Pump:
         """The user's input: the waiting sub-workflow's, or this run's next message."""
         if self._pending_call() is not None:
             self.child_input = self.user_input
+            return
+        note = legacy_answer_note(self.user_input)
+        if note is not None:
+            self.history.append({"role": "user", "content": note}, part="runtime_note", scope=self._scope())
             return
         node = None if self.complete else self._node_id()
         self.history.append(

@@ -25,6 +25,7 @@ from typing import Any, Callable, Literal
 
 from ..base.wrappers import parse_widget_submit
 from ..model.client import ToolCall
+from ..prompts.composer import render
 from ..store.history import History
 from ..tools.base import ApprovalRequest, ToolContext, ToolOutcome, fail
 from ..tools.registry import wire_name
@@ -160,6 +161,19 @@ class ToolApprovals:
         outcome = denied(request.denied_code, None)
         await self.recorder.record(call, outcome, scope)
         return outcome
+
+
+LEGACY_TYPE = "mcp_approval"  # the answer to an approval asked before held calls; its call was never held
+
+
+def legacy_answer_note(user_input: str | None) -> str | None:
+    """What the model is told when an approval asked the older way is answered: that call was answered
+    with a waiting status and is not made now, so a model that still needs it calls it again (and the
+    owner is asked the new way). Without this note the model could take the answer for the call's outcome."""
+    submitted = parse_widget_submit(user_input)
+    if submitted is None or submitted.get("type") != LEGACY_TYPE:
+        return None
+    return render("approval-answer-outdated")
 
 
 _AUDIT_WORD: dict[str, str] = {"approve": "approved", "deny": "denied", "allow_for_run": "allowed_for_run"}

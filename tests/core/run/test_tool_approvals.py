@@ -244,3 +244,18 @@ async def test_a_question_asked_before_a_held_call_is_asked_after_the_decision(
         question = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "approve"))
         assert ran == [("git status", "U_OWNER")]
         assert question.widget == DIRECTION_WIDGET and len(h.llm.requests) == model_calls
+
+
+async def test_an_approval_asked_the_older_way_is_answered_with_the_truth(project: Path, tmp_path: Path) -> None:
+    """A run that waited on an `mcp_approval` question before the upgrade: its answer makes no call, and
+    the model is told so (it must not take the answer for the call's outcome)."""
+    async with engine_harness(project) as h:
+        h.llm.responder = commands_model
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        await h.engine.pump(record, package, intent="start")
+        answer = widget_submit_text("mcp-approval-0123456789abcdef", "mcp_approval", {"approved": True, "by": "U1"})
+        await h.engine.pump(record, package, intent="continue", user_input=answer)
+        last = h.llm.requests[-1]["messages"][-1]
+        assert last["role"] == "user" and last["content"].startswith("RUNTIME_NOTE")
+        assert "was not made" in last["content"] and "WIDGET_SUBMIT" not in last["content"]
