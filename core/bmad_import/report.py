@@ -46,6 +46,13 @@ class LeftOut(BaseModel):
     reason: str
 
 
+class ScriptLine(BaseModel):
+    path: str  # `@pkg/_bmad/.../x.py`
+    dependencies: list[str] = []  # from its PEP 723 block, installed ahead of runs
+    requires_python: str = ""
+    problem: str = ""  # why `uv run` would refuse it
+
+
 class ConfigLine(BaseModel):
     key: str
     mapped_to: str
@@ -62,6 +69,7 @@ class ImportReport(BaseModel):
     agents: list[AgentReport] = []
     workflows: list[WorkflowReport] = []
     carried: list[str] = []
+    scripts: list[ScriptLine] = []  # carried scripts the texts run with `uv run @pkg/...`
     generated: list[str] = []
     left_out: list[LeftOut] = []
     warnings: list[str] = []
@@ -83,8 +91,8 @@ class ImportReport(BaseModel):
         unavailable = len(self.unavailable_items)
         return (
             f"{self.package} {self.version}: {len(self.agents)} agents, {self.menu_items} menu items "
-            f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried, "
-            f"{len(self.left_out)} items left out"
+            f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried"
+            + (f" ({len(self.scripts)} scripts)" if self.scripts else "") + f", {len(self.left_out)} items left out"
         )
 
     def markdown(self) -> str:
@@ -131,6 +139,12 @@ class ImportReport(BaseModel):
                 out.append("- sub-workflow calls: " + ", ".join(f"`{c}`" for c in wf.calls))
             out += [f"- {n}" for n in wf.notes]
             out.append("")
+        if self.scripts:
+            out += ["## Scripts", "", "Carried with their folders; the texts run them as `uv run @pkg/...` with the "
+                    "`shell_run` tool where `crewagent.yml` turns commands on. Dependencies are installed ahead of "
+                    "runs, so they run without network.", ""]
+            out += [f"- `{s.path}`{_script_needs(s)}" for s in self.scripts]
+            out.append("")
         out += ["## Left out", ""]
         out += [f"- `{x.item}`: {x.reason}" for x in self.left_out] or ["- nothing"]
         if self.warnings:
@@ -144,6 +158,14 @@ class ImportReport(BaseModel):
 def _status(item: MenuItemReport) -> str:
     return {"workflow": "runs workflow", "action": "inline action", "prompt": "runs prompt",
             "unavailable": "UNAVAILABLE"}[item.status]
+
+
+def _script_needs(script: ScriptLine) -> str:
+    if script.problem:
+        return f": {script.problem}"
+    needs = [f"Python {script.requires_python}"] if script.requires_python else []
+    needs += [f"`{d}`" for d in script.dependencies]
+    return f" ({', '.join(needs)})" if needs else ""
 
 
 def _one_line(text: str) -> str:

@@ -1,0 +1,86 @@
+"""BMAD's scripts come along: `crewagent import bmad` carries `scripts/` folders and points the texts at them.
+
+Read on the real BMAD-METHOD trees in ../shared/fixtures (skipped, saying which, when absent).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from core.bmad_import import import_bmad, write_package
+from core.package.loader import validate_path
+from tests.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
+
+_UV_RUN = re.compile(r"uv run (?:--[\w-]+ )*(@pkg/\S+?\.py)")
+
+
+@pytest.fixture(scope="module")
+def v611(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require(BMAD_V611_SRC)
+    out = tmp_path_factory.mktemp("v611") / "pkg"
+    write_package(import_bmad(BMAD_V611_SRC), out)
+    return out
+
+
+def _texts(package: Path) -> dict[str, str]:
+    return {p.relative_to(package).as_posix(): p.read_text(encoding="utf-8") for p in package.rglob("*.md")
+            if p.name != "IMPORT-REPORT.md"}
+
+
+def test_scripts_folders_are_carried_whole_without_their_tests(v611: Path) -> None:
+    for rel in ("scripts/memlog.py", "scripts/config_utils.py", "scripts/resolve_config.py",
+                "bmm/plan/bmad-sprint-planning/scripts/sprint_plan.py",
+                "bmm/ship/bmad-retrospective/scripts/sprint_status.py",
+                "core/bmad-deep-recon/scripts/recon_kit.py"):
+        source = BMAD_V611_SRC / rel.replace("bmm/", "bmm-skills/", 1).replace("core/", "core-skills/", 1)
+        assert (v611 / "_bmad" / rel).read_bytes() == source.read_bytes(), rel  # carried unchanged
+    carried = [p.relative_to(v611).as_posix() for p in v611.rglob("*.py")]
+    assert len(carried) >= 16 and not [c for c in carried if "/tests/" in c or "__pycache__" in c], carried
+    package, problems = validate_path(v611, cache_dir=v611.parent / "cache")
+    assert package is not None and not problems, [str(p) for p in problems]
+
+
+def test_every_script_command_names_a_carried_script_by_its_pkg_path(v611: Path) -> None:
+    texts = _texts(v611)
+    commands = [(rel, m.group(1)) for rel, text in texts.items() for m in _UV_RUN.finditer(text)]
+    assert len(commands) >= 40, "the v6.11 skills call their scripts in many places"
+    for rel, alias in commands:
+        assert (v611 / alias.removeprefix("@pkg/")).is_file(), f"{rel}: `uv run {alias}` names no carried file"
+    for rel, text in texts.items():  # every path form the tree uses was mapped
+        assert "{project-root}/_bmad/scripts/" not in text, rel
+        assert "{skill-root}/scripts/" not in text, rel
+        assert not re.search(r"uv run (?:--[\w-]+ )*scripts/", text), rel
+    planning = "\n".join(t for r, t in texts.items() if "bmad-sprint-planning" in r or "sprint-planning" in r)
+    assert "uv run @pkg/_bmad/bmm/plan/bmad-sprint-planning/scripts/sprint_plan.py generate" in planning
+    recon = "\n".join(t for r, t in texts.items() if "deep-recon" in r)  # a bare `scripts/x.py` in a skill
+    assert "uv run @pkg/_bmad/core/bmad-deep-recon/scripts/recon_kit.py tally" in recon
+    party = "\n".join(t for r, t in texts.items() if "party-mode" in r)  # `--skill {skill-root}` too
+    assert "--skill @pkg/_bmad/core/bmad-party-mode" in party and "{skill-root}" not in party.split("customize")[0]
+    retro = texts["_bmad/bmm/ship/bmad-retrospective/SKILL.md"]  # a step that runs scripts says how
+    assert "uv run --no-cache @pkg/_bmad/bmm/ship/bmad-retrospective/scripts/sprint_status.py" in retro
+    assert retro.startswith("---") and "run with the `shell_run` tool, without network" in retro
+
+
+def test_the_report_lists_the_scripts_and_what_they_need(v611: Path) -> None:
+    report = (v611 / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert "(0 unavailable)" in report and "(15 scripts)" in report
+    scripts = report.split("## Scripts")[1].split("## Left out")[0]
+    assert "- `@pkg/_bmad/bmm/plan/bmad-sprint-planning/scripts/sprint_plan.py` (Python >=3.10, `ruamel.yaml>=0.18`)" \
+        in scripts
+    assert "- `@pkg/_bmad/scripts/memlog.py` (Python >=3.8)" in scripts
+    assert "config_utils.py" not in scripts  # a helper module, carried but not run on its own
+    left_out = report.split("## Left out")[1].split("## Files")[0]
+    assert "model has no shell" not in left_out and "scripts/memlog.py" not in left_out
+    assert "tests/ of 11 scripts folders" in left_out
+
+
+def test_a_script_whose_metadata_uv_refuses_is_reported_with_the_reason(tmp_path: Path) -> None:
+    require(BMAD_V62_SRC)  # v6.2's distillator writes `# /// requires-python = ...` inside its block
+    result = import_bmad(BMAD_V62_SRC)
+    (line,) = [s for s in result.report.scripts if s.path.endswith("analyze_sources.py")]
+    assert line.path == "@pkg/_bmad/core/skills/bmad-distillator/scripts/analyze_sources.py"
+    assert "not valid TOML" in line.problem and "/work" not in line.problem
+    assert "_bmad/core/skills/bmad-distillator/scripts/analyze_sources.py" in result.files
