@@ -99,8 +99,8 @@ def system_python() -> str:
 
 
 def sandbox_env(python: str, wheels_mount: str = SANDBOX_WHEELS) -> tuple[tuple[str, str], ...]:
-    """uv inside the sandbox: this Python, these wheels, no index, no network, no downloads of Pythons."""
-    return (("UV_OFFLINE", "1"), ("UV_NO_INDEX", "1"), ("UV_FIND_LINKS", wheels_mount), ("UV_PYTHON", python),
+    """uv inside the sandbox: this Python, these wheels, no network, no downloads of Pythons."""
+    return (("UV_OFFLINE", "1"), ("UV_FIND_LINKS", wheels_mount), ("UV_PYTHON", python),
             ("UV_PYTHON_DOWNLOADS", "never"), ("UV_CACHE_DIR", SANDBOX_UV_CACHE), ("UV_NO_PROGRESS", "1"))
 
 
