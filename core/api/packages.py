@@ -1,6 +1,7 @@
 """Packages: loading, validating, packing and importing `.bmad` packages.
 
-The BMAD importer loads when first asked for: serving packages never needs it.
+The BMAD importer loads when first asked for: serving packages never needs it. So does the scripts'
+preparer (`ScriptsPreparer`), which only packages with scripts need.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ from ..package.validate import BMAD_TREE_CODE, bmad_tree_kind
 
 if TYPE_CHECKING:
     from ..bmad_import import BmadImportError, import_bmad, write_package
+    from ..package.script_deps import ScriptsPreparer, ScriptsReady
 
-_ON_FIRST_USE = {"BmadImportError": "..bmad_import", "import_bmad": "..bmad_import", "write_package": "..bmad_import"}
+_ON_FIRST_USE = {"BmadImportError": "..bmad_import", "import_bmad": "..bmad_import", "write_package": "..bmad_import",
+                 "ScriptsPreparer": "..package.script_deps", "ScriptsReady": "..package.script_deps"}
 
 __all__ = [
-    "BMAD_TREE_CODE", "BmadImportError", "Graph", "Package", "PackageInvalid", "Problem",
-    "bmad_tree_kind", "import_bmad", "load_package", "pack_package", "validate_path", "write_package",
+    "BMAD_TREE_CODE", "BmadImportError", "Graph", "Package", "PackageInvalid", "Problem", "ScriptsPreparer",
+    "ScriptsReady", "bmad_tree_kind", "import_bmad", "load_package", "pack_package", "validate_path", "write_package",
 ]
 
 

@@ -132,6 +132,61 @@ async def prepare_scripts(pkg_dir: Path, cache_dir: Path, *, timeout: float, pyt
     return _ready(wheels, wheels_mount, uv.python, scripts, "")
 
 
+class ScriptsPreparer:
+    """Prepares each package's scripts once per package version; every caller of the same version shares it.
+
+    Serving warms every loaded package in the background (`warm`); the command tool awaits `prepare`
+    before a command of that package runs, which returns at once when the work is done.
+    """
+
+    def __init__(self, cache_dir: Path, *, timeout: float = 600, python: str | None = None,
+                 wheels_mount: str = SANDBOX_WHEELS, environ: Mapping[str, str] | None = None) -> None:
+        self.cache_dir = cache_dir
+        self.timeout = timeout
+        self.python = python
+        self.wheels_mount = wheels_mount
+        self.environ = environ
+        self._tasks: dict[tuple[str, str], asyncio.Task[ScriptsReady]] = {}
+
+    def sandbox_extras(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+        """(read-only binds, env) for every sandbox: the same for all packages (one shared wheel folder)."""
+        python = self.python or _system_python_or_name()
+        return ((str(self.cache_dir / "wheels"), self.wheels_mount),), sandbox_env(python, self.wheels_mount)
+
+    async def prepare(self, package_root: Path, version: str) -> ScriptsReady:
+        """The package's ScriptsReady; the first call of a version does the work, later ones share it."""
+        return await asyncio.shield(self._task(package_root, version))
+
+    def warm(self, packages: list[tuple[Path, str]]) -> None:
+        """Start preparing these (package root, version)s in the background (needs a running loop)."""
+        for root, version in packages:
+            self._task(root, version)
+
+    def _task(self, root: Path, version: str) -> asyncio.Task[ScriptsReady]:
+        key = (str(root), version)
+        task = self._tasks.get(key)
+        if task is None or task.cancelled():
+            task = self._tasks[key] = asyncio.create_task(
+                prepare_scripts(root, self.cache_dir, timeout=self.timeout, python=self.python,
+                                wheels_mount=self.wheels_mount, environ=self.environ),
+                name=f"prepare-scripts-{root.name}")
+        return task
+
+    async def aclose(self) -> None:
+        """Stop preparations still running (their uv processes are killed with their groups)."""
+        pending = [t for t in self._tasks.values() if not t.done()]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _system_python_or_name() -> str:
+    try:
+        return system_python()
+    except ScriptPrepError:
+        return "python3"
+
+
 def _ready(wheels: Path, mount: str, python: str, scripts: list[_Script], general: str) -> ScriptsReady:
     if general:
         log.warning("scripts not prepared: %s", general)

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from core.package.script_deps import ScriptsReady, find_uv, prepare_scripts, system_python
+from core.package.script_deps import (
+    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, find_uv, prepare_scripts, system_python,
+)
 from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
 
@@ -163,3 +165,20 @@ async def test_preparation_is_bounded_by_its_timeout(tmp_path: Path, python: str
     ready = await prepare_scripts(pkg, tmp_path / "cache", timeout=0, python=python, environ=environ)
     assert ready.problems == ("@pkg/_bmad/scripts/good.py: preparing the scripts took longer than allowed "
                               "(see `timeout`)",)
+
+
+async def test_the_preparer_works_once_per_package_version(tmp_path: Path, python: str) -> None:
+    pkg = _package(tmp_path / "pkg", {"scripts/good.py": GOOD})
+    source, environ = _local_index(tmp_path)
+    cache = tmp_path / "cache"
+    preparer = ScriptsPreparer(cache, timeout=60, python=python, environ=environ)
+    binds, env = preparer.sandbox_extras()  # known before any preparation: the sandbox can be set up at start
+    assert binds == ((str(cache / "wheels"), SANDBOX_WHEELS),) and dict(env)["UV_FIND_LINKS"] == SANDBOX_WHEELS
+    preparer.warm([(pkg, "1.0.0")])
+    first, second = await asyncio.gather(preparer.prepare(pkg, "1.0.0"), preparer.prepare(pkg, "1.0.0"))
+    assert first is second and first.prepared == ("@pkg/_bmad/scripts/good.py",)
+    shutil.rmtree(source)
+    assert await preparer.prepare(pkg, "1.0.0") is first  # the same version is not prepared again
+    newer = await preparer.prepare(pkg, "1.0.1")  # a new version is looked at, and finds its wheels ready
+    assert newer is not first and newer.ok
+    await preparer.aclose()
