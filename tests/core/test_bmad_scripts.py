@@ -5,6 +5,9 @@ Read on the real BMAD-METHOD trees in ../shared/fixtures (skipped, saying which,
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import re
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import pytest
 
 from core.bmad_import import import_bmad, write_package
 from core.package.loader import validate_path
+from core.package.script_deps import ScriptPrepError, find_uv, prepare_scripts, system_python
 from tests.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
 
 _UV_RUN = re.compile(r"uv run (?:--[\w-]+ )*(@pkg/\S+?\.py)")
@@ -84,3 +88,28 @@ def test_a_script_whose_metadata_uv_refuses_is_reported_with_the_reason(tmp_path
     assert line.path == "@pkg/_bmad/core/skills/bmad-distillator/scripts/analyze_sources.py"
     assert "not valid TOML" in line.problem and "/work" not in line.problem
     assert "_bmad/core/skills/bmad-distillator/scripts/analyze_sources.py" in result.files
+
+
+async def test_an_imported_script_runs_from_the_package_without_network(v611: Path, tmp_path: Path) -> None:
+    """BMAD's memlog.py, as the imported texts call it, with the variables a sandbox gets; no index at all."""
+    try:
+        python = system_python()
+    except ScriptPrepError as exc:
+        pytest.skip(str(exc))
+    environ = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "UV_OFFLINE": "1"}
+    ready = await prepare_scripts(v611, tmp_path / "cache", timeout=120, python=python, environ=environ)
+    assert len(ready.prepared) == 13, ready.problems  # with no index, the two that need ruamel.yaml are not ready
+    assert sorted(p.split(":")[0] for p in ready.problems) == [
+        "@pkg/_bmad/bmm/plan/bmad-sprint-planning/scripts/sprint_plan.py",
+        "@pkg/_bmad/bmm/ship/bmad-retrospective/scripts/sprint_status.py"]
+    env = {"PATH": environ["PATH"], "HOME": str(tmp_path), **dict(ready.env), "UV_CACHE_DIR": str(tmp_path / "uvc")}
+    command = _UV_RUN.search((v611 / "_bmad/bmm/plan/bmad-ux/SKILL.md").read_text(encoding="utf-8"))
+    assert command is not None and command.group(1) == "@pkg/_bmad/scripts/memlog.py"
+    script = v611 / command.group(1).removeprefix("@pkg/")
+    proc = await asyncio.create_subprocess_exec(find_uv(), "run", str(script), "init", "--workspace", "ws",
+                                                "--field", "topic=demo", cwd=tmp_path, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0 and json.loads(out) == {"ok": True, "memlog": "ws/.memlog.md", "entries": 0}, err
+    assert "topic: demo" in (tmp_path / "ws/.memlog.md").read_text(encoding="utf-8")
