@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import tempfile
 import tomllib
 import urllib.parse
 import urllib.request
@@ -114,11 +113,11 @@ async def prepare_scripts(pkg_dir: Path, cache_dir: Path, *, timeout: float, pyt
     """
     scripts = await asyncio.to_thread(_scan, pkg_dir)
     wheels = cache_dir / "wheels"
+    await asyncio.to_thread(wheels.mkdir, parents=True, exist_ok=True)  # bound even when empty
     try:
         uv = await _uv_for(cache_dir, python, environ if environ is not None else os.environ)
     except ScriptPrepError as exc:
         return _ready(wheels, wheels_mount, python or "python3", scripts, str(exc))
-    await asyncio.to_thread(wheels.mkdir, parents=True, exist_ok=True)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     for script in scripts:
@@ -147,6 +146,7 @@ class ScriptsPreparer:
         self.wheels_mount = wheels_mount
         self.environ = environ
         self._tasks: dict[tuple[str, str], asyncio.Task[ScriptsReady]] = {}
+        (cache_dir / "wheels").mkdir(parents=True, exist_ok=True)  # made at start-up: every sandbox binds it
 
     def sandbox_extras(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
         """(read-only binds, env) for every sandbox: the same for all packages (one shared wheel folder)."""
@@ -241,21 +241,18 @@ async def _prepare_one(script: _Script, uv: _Uv, cache_dir: Path, wheels: Path, 
     marker = cache_dir / "ready" / f"{key}.json"
     if await asyncio.to_thread(_still_ready, marker, wheels):
         return
-    with tempfile.TemporaryDirectory(prefix="script-deps-") as scratch:
-        requirements = Path(scratch) / "requirements.in"
-        await asyncio.to_thread(requirements.write_text, "\n".join(script.meta.dependencies) + "\n", "utf-8")
-        lock = Path(scratch) / "pylock.toml"
-        await _uv(uv, ["pip", "compile", str(requirements), "--python", uv.python, "--only-binary", ":all:",
-                       "--format", "pylock.toml", "--no-header", "--quiet", "-o", str(lock)], deadline,
-                  "its dependencies could not be resolved")
-        files = await asyncio.to_thread(_wheels_of, lock)
-        for name, source, sha256 in files:
-            await asyncio.wait_for(asyncio.to_thread(_fetch, source, sha256, wheels / name, _left(deadline)),
-                                   _left(deadline) + 1)
-        # What the sandbox will do, minus the install: resolve from the wheel folder alone, offline.
-        await _uv(uv, ["pip", "compile", str(requirements), "--python", uv.python, "--offline", "--no-index",
-                       "--find-links", str(wheels), "--no-header", "--quiet", "-o", os.devnull], deadline,
-                  "its wheels do not resolve offline")
+    requirements = "\n".join(script.meta.dependencies) + "\n"
+    lock = await _uv(uv, ["pip", "compile", "-", "--python", uv.python, "--only-binary", ":all:", "--format",
+                          "pylock.toml", "--no-header", "--quiet"], requirements, cache_dir, deadline,
+                     "its dependencies could not be resolved")
+    files = _wheels_of(lock, cache_dir)
+    for name, source, sha256 in files:
+        await asyncio.wait_for(asyncio.to_thread(_fetch, source, sha256, wheels / name, _left(deadline)),
+                               _left(deadline) + 1)
+    # What the sandbox will do, minus the install: resolve from the wheel folder alone, offline.
+    await _uv(uv, ["pip", "compile", "-", "--python", uv.python, "--offline", "--no-index", "--find-links",
+                   str(wheels), "--no-header", "--quiet"], requirements, cache_dir, deadline,
+              "its wheels do not resolve offline")
     await asyncio.to_thread(atomic_write_json, marker, {"dependencies": list(script.meta.dependencies),
                                                         "python": uv.python_version, "wheels": [f[0] for f in files]})
 
@@ -289,9 +286,12 @@ def _still_ready(marker: Path, wheels: Path) -> bool:
     return all(isinstance(n, str) and (wheels / n).is_file() for n in names)
 
 
-def _wheels_of(lock: Path) -> list[tuple[str, str, str]]:
+def _wheels_of(lock: str, folder: Path) -> list[tuple[str, str, str]]:
     """(file name, url or path, sha256) of every wheel uv chose for the scripts' Python."""
-    data = tomllib.loads(lock.read_text(encoding="utf-8"))
+    try:
+        data = tomllib.loads(lock)
+    except tomllib.TOMLDecodeError:
+        raise ScriptPrepError("uv's resolution could not be read") from None
     out: list[tuple[str, str, str]] = []
     for package in data.get("packages", []):
         wheels = package.get("wheels") or []
@@ -299,7 +299,7 @@ def _wheels_of(lock: Path) -> list[tuple[str, str, str]]:
             raise ScriptPrepError(f"`{package.get('name')}` has no wheel for the sandbox's Python (only a source "
                                   "distribution, which is not built for scripts)")
         for wheel in wheels:
-            source = wheel.get("url") or wheel.get("path") or ""
+            source = wheel.get("url") or (str(folder / wheel["path"]) if wheel.get("path") else "")
             name = wheel.get("name") or Path(urllib.parse.urlparse(source).path).name
             sha256 = (wheel.get("hashes") or {}).get("sha256", "")
             if not name.endswith(".whl") or "/" in name or not source:
@@ -337,12 +337,14 @@ def _left(deadline: float) -> float:
     return left
 
 
-async def _uv(uv: _Uv, args: list[str], deadline: float, what: str) -> None:
-    code, _, err = await _run([uv.binary, *args], uv.env, _left(deadline))
+async def _uv(uv: _Uv, args: list[str], stdin: str, cwd: Path, deadline: float, what: str) -> str:
+    """uv's stdout; its first error line (without paths) in the ScriptPrepError when it fails."""
+    code, out, err = await _run([uv.binary, *args], uv.env, _left(deadline), stdin=stdin, cwd=cwd)
     if code != 0:
         line = next((ln.strip() for ln in err.splitlines() if ln.strip() and not ln.startswith("hint")), "")
-        log.info("uv %s failed: %s", args[:2], err.strip()[-2000:])
+        log.info("uv %s failed: %s", " ".join(args[:2]), err.strip()[-2000:])
         raise ScriptPrepError(f"{what} ({_no_paths(line)[:300]})" if line else what)
+    return out
 
 
 def _no_paths(text: str) -> str:
@@ -350,15 +352,16 @@ def _no_paths(text: str) -> str:
     return " ".join("…" if "/" in word else word for word in text.split())
 
 
-async def _run(argv: list[str], env: dict[str, str], timeout: float) -> tuple[int, str, str]:
+async def _run(argv: list[str], env: dict[str, str], timeout: float, *, stdin: str | None = None,
+               cwd: Path | None = None) -> tuple[int, str, str]:
     try:
-        proc = await asyncio.create_subprocess_exec(*argv, env=env, stdin=asyncio.subprocess.DEVNULL,
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    start_new_session=True)
+        proc = await asyncio.create_subprocess_exec(
+            *argv, env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     except OSError as exc:
         raise ScriptPrepError(f"`{Path(argv[0]).name}` could not be started ({exc.strerror or 'error'})") from None
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin else None), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

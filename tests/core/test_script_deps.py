@@ -22,6 +22,7 @@ from core.package.script_deps import (
 from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
 
+PLAIN = "# /// script\n# requires-python = '>=3.8'\n# ///\nprint('plain')\n"
 GOOD = '''#!/usr/bin/env python3
 # /// script
 # requires-python = ">=3.8"
@@ -108,7 +109,7 @@ async def _uv_run(ready: ScriptsReady, script: Path, cwd: Path, *extra: str) -> 
 
 async def test_dependencies_are_ready_and_the_script_runs_offline(tmp_path: Path, python: str) -> None:
     pkg = _package(tmp_path / "pkg", {"bmm/skill/scripts/hello.py": GOOD,
-                                      "scripts/plain.py": "# /// script\n# requires-python = '>=3.8'\n# ///\nprint('plain')\n",
+                                      "scripts/plain.py": PLAIN,
                                       "scripts/helper.py": "VALUE = 1\n"})
     source, environ = _local_index(tmp_path)
     cache = tmp_path / "cache"
