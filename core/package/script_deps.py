@@ -114,15 +114,16 @@ async def prepare_scripts(pkg_dir: Path, cache_dir: Path, *, timeout: float, pyt
     scripts = await asyncio.to_thread(_scan, pkg_dir)
     wheels = cache_dir / "wheels"
     await asyncio.to_thread(wheels.mkdir, parents=True, exist_ok=True)  # bound even when empty
+    todo = [s for s in scripts if not s.problem and s.meta and (s.meta.dependencies or s.meta.requires_python)]
+    if not todo:
+        return _ready(wheels, wheels_mount, python or _system_python_or_name(), scripts, "")
     try:
         uv = await _uv_for(cache_dir, python, environ if environ is not None else os.environ)
     except ScriptPrepError as exc:
+        log.warning("scripts of package %s not prepared: %s", pkg_dir.name, exc)
         return _ready(wheels, wheels_mount, python or "python3", scripts, str(exc))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    for script in scripts:
-        if script.problem or script.meta is None or not script.meta.dependencies and not script.meta.requires_python:
-            continue
+    deadline = asyncio.get_running_loop().time() + timeout
+    for script in todo:
         try:
             await _prepare_one(script, uv, cache_dir, wheels, deadline)
         except ScriptPrepError as exc:
@@ -188,8 +189,6 @@ def _system_python_or_name() -> str:
 
 
 def _ready(wheels: Path, mount: str, python: str, scripts: list[_Script], general: str) -> ScriptsReady:
-    if general:
-        log.warning("scripts not prepared: %s", general)
     problems = tuple(f"{s.alias}: {general or s.problem}" for s in scripts if general or s.problem)
     prepared = tuple(s.alias for s in scripts if not general and not s.problem)
     return ScriptsReady(read_only=((str(wheels), mount),), env=sandbox_env(python, mount), prepared=prepared,

@@ -183,3 +183,16 @@ async def test_the_preparer_works_once_per_package_version(tmp_path: Path, pytho
     newer = await preparer.prepare(pkg, "1.0.1")  # a new version is looked at, and finds its wheels ready
     assert newer is not first and newer.ok
     await preparer.aclose()
+
+
+async def test_without_the_scripts_python_every_script_says_so(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    pkg = _package(tmp_path / "pkg", {"scripts/good.py": GOOD, "scripts/plain.py": PLAIN})
+    _, environ = _local_index(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="core.package.script_deps"):
+        ready = await prepare_scripts(pkg, tmp_path / "cache", timeout=30, python=str(tmp_path / "no-python"),
+                                      environ=environ)
+    assert ready.prepared == () and len(ready.problems) == 2
+    assert all("`no-python` could not be started" in p and str(tmp_path) not in p for p in ready.problems)
+    assert [r.getMessage() for r in caplog.records] == [
+        "scripts of package pkg not prepared: `no-python` could not be started (No such file or directory)"]
