@@ -74,7 +74,7 @@ class _Uv:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def find_uv() -> str:
+def _uv_binary() -> str:
     """The uv binary the `uv` wheel ships (a dependency of the product), else the one on PATH."""
     try:
         import uv  # noqa: PLC0415 - the wheel may be absent where uv comes from the system
@@ -218,7 +218,7 @@ def _scan(pkg_dir: Path) -> list[_Script]:
 
 
 async def _uv_for(cache_dir: Path, python: str | None, environ: Mapping[str, str]) -> _Uv:
-    binary = await asyncio.to_thread(find_uv)
+    binary = await asyncio.to_thread(_uv_binary)
     python = python or await asyncio.to_thread(system_python)
     env = {k: v for k, v in environ.items() if k in _PASSED_TO_UV or k.startswith("UV_")}
     for pip_name, uv_name in _FROM_PIP.items():  # the index pip is configured with, unless uv has its own

@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from core.bmad_import import import_bmad, write_package
 from core.package.loader import validate_path
-from core.package.script_deps import ScriptPrepError, find_uv, prepare_scripts, system_python
+from core.package.script_deps import ScriptPrepError, prepare_scripts, system_python
 from tests.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
 
 _UV_RUN = re.compile(r"uv run (?:--[\w-]+ )*(@pkg/\S+?\.py)")
@@ -106,7 +107,7 @@ async def test_an_imported_script_runs_from_the_package_without_network(v611: Pa
     command = _UV_RUN.search((v611 / "_bmad/bmm/plan/bmad-ux/SKILL.md").read_text(encoding="utf-8"))
     assert command is not None and command.group(1) == "@pkg/_bmad/scripts/memlog.py"
     script = v611 / command.group(1).removeprefix("@pkg/")
-    proc = await asyncio.create_subprocess_exec(find_uv(), "run", str(script), "init", "--workspace", "ws",
+    proc = await asyncio.create_subprocess_exec(find_uv_bin(), "run", str(script), "init", "--workspace", "ws",
                                                 "--field", "topic=demo", cwd=tmp_path, env=env,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                 stdin=asyncio.subprocess.DEVNULL, start_new_session=True)

@@ -15,9 +15,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from uv import find_uv_bin
 
 from core.package.script_deps import (
-    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, find_uv, prepare_scripts, system_python,
+    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, system_python,
 )
 from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
@@ -100,7 +101,7 @@ async def _uv_run(ready: ScriptsReady, script: Path, cwd: Path, *extra: str) -> 
     """`uv run <script>` with exactly the environment a sandbox gets (plus PATH and HOME), nothing else."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(cwd), **dict(ready.env)}
     env["UV_CACHE_DIR"] = str(cwd / "private-uv-cache")  # the sandbox's private /tmp
-    proc = await asyncio.create_subprocess_exec(find_uv(), "run", *extra, str(script), cwd=cwd, env=env,
+    proc = await asyncio.create_subprocess_exec(find_uv_bin(), "run", *extra, str(script), cwd=cwd, env=env,
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE, start_new_session=True)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
