@@ -305,7 +305,8 @@ def _report_unused(source: BmadSource, plans: list[WorkflowPlan], classic_failed
     for folder, names in groups.items():
         report.leave_out(f"{folder}/ ({_listed(names)})", "not named by any imported agent or workflow")
     if script_tests:
-        report.leave_out(f"tests/ of {len(script_tests)} scripts folders ({_listed(sorted(script_tests), 3)})",
+        folders = f"{len(script_tests)} scripts folder{'s' if len(script_tests) != 1 else ''}"
+        report.leave_out(f"tests/ of {folders} ({_listed(sorted(script_tests), 3)})",
                          "tests of BMAD's scripts, run by BMAD's own CI; the scripts are carried without them")
 
 

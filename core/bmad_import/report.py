@@ -89,10 +89,11 @@ class ImportReport(BaseModel):
 
     def summary(self) -> str:
         unavailable = len(self.unavailable_items)
+        scripts = f" ({len(self.scripts)} script{'s' if len(self.scripts) != 1 else ''})" if self.scripts else ""
         return (
             f"{self.package} {self.version}: {len(self.agents)} agents, {self.menu_items} menu items "
             f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried"
-            + (f" ({len(self.scripts)} scripts)" if self.scripts else "") + f", {len(self.left_out)} items left out"
+            f"{scripts}, {len(self.left_out)} items left out"
         )
 
     def markdown(self) -> str:
