@@ -171,6 +171,7 @@ class ScriptsPreparer:
                 prepare_scripts(root, self.cache_dir, timeout=self.timeout, python=self.python,
                                 wheels_mount=self.wheels_mount, environ=self.environ),
                 name=f"prepare-scripts-{root.name}")
+            _latest[str(root)] = task
         return task
 
     async def aclose(self) -> None:
@@ -179,6 +180,26 @@ class ScriptsPreparer:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+_latest: dict[str, asyncio.Task[ScriptsReady]] = {}  # package root -> its latest preparation in this process
+
+
+async def scripts_ready(package_root: Path, timeout: float) -> ScriptsReady | None:
+    """For the command tool, before a command runs: waits (up to `timeout`) for the package's preparation.
+
+    None when no preparation of this package was started in this process (nothing to wait for), or it
+    is still running after `timeout` (the command then runs anyway; a script missing a dependency fails).
+    """
+    task = _latest.get(str(package_root))
+    if task is None or task.get_loop() is not asyncio.get_running_loop():
+        return None
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), timeout)
+    except asyncio.TimeoutError:
+        log.warning("scripts of package %s still being prepared after %.0f s; the command runs anyway",
+                    package_root.name, timeout)
+        return None
 
 
 def _system_python_or_name() -> str:

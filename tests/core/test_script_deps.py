@@ -18,7 +18,7 @@ import pytest
 from uv import find_uv_bin
 
 from core.package.script_deps import (
-    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, system_python,
+    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, scripts_ready, system_python,
 )
 from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
@@ -197,3 +197,15 @@ async def test_without_the_scripts_python_every_script_says_so(tmp_path: Path,
     assert all("`no-python` could not be started" in p and str(tmp_path) not in p for p in ready.problems)
     assert [r.getMessage() for r in caplog.records] == [
         "scripts of package pkg not prepared: `no-python` could not be started (No such file or directory)"]
+
+
+async def test_a_command_waits_for_its_package_preparation(tmp_path: Path, python: str) -> None:
+    pkg = _package(tmp_path / "pkg", {"scripts/good.py": GOOD})
+    _, environ = _local_index(tmp_path)
+    assert await scripts_ready(pkg, timeout=5) is None  # nothing started for this package: nothing to wait for
+    preparer = ScriptsPreparer(tmp_path / "cache", timeout=60, python=python, environ=environ)
+    preparer.warm([(pkg, "1.0.0")])
+    ready = await scripts_ready(pkg, timeout=60)  # what shell_run awaits before it starts the sandbox
+    assert ready is not None and ready.prepared == ("@pkg/_bmad/scripts/good.py",)
+    assert await preparer.prepare(pkg, "1.0.0") is ready
+    await preparer.aclose()
