@@ -150,7 +150,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
     values = config.substitutions()
     while queue:
         rel = queue.pop(0)
-        if rel in done or rel in nodes or rel in generated or not source.exists(rel):
+        if rel in done or rel in nodes or rel in generated or not source.exists(rel) or is_script_test(rel):
             continue
         done.add(rel)
         queue += script_folder_files(source, rel)  # a script's helper modules (`config_utils.py`) come along

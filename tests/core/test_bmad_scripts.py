@@ -114,3 +114,51 @@ async def test_an_imported_script_runs_from_the_package_without_network(v611: Pa
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0 and json.loads(out) == {"ok": True, "memlog": "ws/.memlog.md", "entries": 0}, err
     assert "topic: demo" in (tmp_path / "ws/.memlog.md").read_text(encoding="utf-8")
+
+
+def _installed_project(project: Path) -> Path:
+    """A v6.6+ installation: `_bmad/` with the shared scripts, skills in the coding tool's folder."""
+    files = {
+        "_bmad/config.toml": '[core]\nuser_name = "Ada"\noutput_folder = "{project-root}/out"\n'
+                             '[modules.bmm]\nimplementation_artifacts = "{project-root}/out/impl"\n',
+        "_bmad/scripts/memlog.py": "# /// script\n# requires-python = \">=3.8\"\n# ///\n"
+                                   "from config_utils import VALUE\nif __name__ == '__main__':\n    print(VALUE)\n",
+        "_bmad/scripts/config_utils.py": "VALUE = 1\n",
+        "_bmad/scripts/tests/test_memlog.py": "def test_x():\n    pass\n",
+        ".claude/skills/bmad-agent-sm/SKILL.md": "---\nname: bmad-agent-sm\ndescription: Scrum master\n---\n# Bob\n",
+        ".claude/skills/bmad-agent-sm/customize.toml":
+            '[agent]\nname = "Bob"\ntitle = "Scrum Master"\nicon = "🏃"\nrole = "Story preparer"\n'
+            'identity = "Coach"\ncommunication_style = "Crisp."\nprinciples = ["Clarity."]\n'
+            '[[agent.menu]]\ncode = "CS"\ndescription = "Write the next story"\nskill = "bmad-story"\n',
+        ".claude/skills/bmad-story/SKILL.md":
+            "---\nname: bmad-story\ndescription: Write a story\n---\n# Story\n\n"
+            "1. Log: `uv run {project-root}/_bmad/scripts/memlog.py init --workspace {implementation_artifacts}`\n"
+            "2. Count: `uv run {skill-root}/scripts/count.py --skill {skill-root}`, or `python3 scripts/count.py`.\n"
+            "3. Follow `references/guide.md`.\n",
+        ".claude/skills/bmad-story/customize.toml": "[workflow]\nactivation_steps_append = []\n",
+        ".claude/skills/bmad-story/references/guide.md": "# Guide\n\nRecount with `uv run scripts/count.py`.\n",
+        ".claude/skills/bmad-story/scripts/count.py":
+            '# /// script\n# dependencies = ["tinydep>=1.0"]\n# ///\nimport tinydep\n',
+    }
+    for rel, text in files.items():
+        path = project / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return project
+
+
+def test_an_installation_maps_every_script_path_form_to_the_package(tmp_path: Path) -> None:
+    out = tmp_path / "pkg"
+    write_package(import_bmad(_installed_project(tmp_path / "project")), out)
+    step = (out / "_bmad/skills/bmad-story/SKILL.md").read_text(encoding="utf-8")
+    assert "uv run @pkg/_bmad/scripts/memlog.py init --workspace @project/out/impl" in step
+    assert "uv run @pkg/_bmad/skills/bmad-story/scripts/count.py --skill @pkg/_bmad/skills/bmad-story`" in step
+    assert "`python3 @pkg/_bmad/skills/bmad-story/scripts/count.py`" in step
+    guide = (out / "_bmad/skills/bmad-story/references/guide.md").read_text(encoding="utf-8")
+    assert "uv run @pkg/_bmad/skills/bmad-story/scripts/count.py" in guide  # carried texts too
+    carried = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.py"))
+    assert carried == ["_bmad/scripts/config_utils.py", "_bmad/scripts/memlog.py",
+                       "_bmad/skills/bmad-story/scripts/count.py"]
+    report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert "- `@pkg/_bmad/skills/bmad-story/scripts/count.py` (`tinydep>=1.0`)" in report
+    assert "tests/ of 1 scripts folder (scripts)" in report
