@@ -66,7 +66,7 @@ def test_every_script_command_names_a_carried_script_by_its_pkg_path(v611: Path)
     assert "--skill @pkg/_bmad/core/bmad-party-mode" in party and "{skill-root}" not in party.split("customize")[0]
     retro = texts["_bmad/bmm/ship/bmad-retrospective/SKILL.md"]  # a step that runs scripts says how
     assert "uv run --no-cache @pkg/_bmad/bmm/ship/bmad-retrospective/scripts/sprint_status.py" in retro
-    assert retro.startswith("---") and "run with the `shell_run` tool, without network" in retro
+    assert retro.startswith("---") and "run with the `shell_run` tool; their dependencies are installed ahead" in retro
 
 
 def test_the_report_lists_the_scripts_and_what_they_need(v611: Path) -> None:

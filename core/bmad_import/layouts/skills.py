@@ -28,9 +28,9 @@ _RESOLVE_CONFIG = re.compile(r"`?uv run [^`\n]*resolve_config\.py[^`\n]*`?")
 _IF_FAILS = re.compile(r"\*\*If the script fails\*\*.*?Any missing file is skipped\.[^\n]*\n", re.S)
 _ON_FAILURE = re.compile(r"\s*On failure,[^.\n]*(?:\.[^.\n]*?defaults)?\.")
 _BLOCK_REF = re.compile(r"\{(agent|workflow)\.([A-Za-z0-9_.]+)\}")
-SCRIPTS_NOTE = ("> Scripts named here (`uv run @pkg/…`) run with the `shell_run` tool, without network. Without that "
-                "tool, or when a script fails, do its work yourself with the file tools, or tell the user it needs a "
-                "shell and go on without it.")
+SCRIPTS_NOTE = ("> Scripts named here (`uv run @pkg/…`) run with the `shell_run` tool; their dependencies are installed "
+                "ahead of time. Without that tool, or when a script fails, do its work yourself with the file tools, "
+                "or tell the user it needs a shell and go on without it.")
 
 
 @dataclass
