@@ -17,7 +17,7 @@ from uv import find_uv_bin
 from core.bmad_import import import_bmad, write_package
 from core.package.loader import validate_path
 from core.package.script_deps import ScriptPrepError, prepare_scripts, system_python
-from tests.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
+from tests.support.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
 
 _UV_RUN = re.compile(r"uv run (?:--[\w-]+ )*(@pkg/\S+?\.py)")
 
