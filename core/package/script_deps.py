@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 SANDBOX_WHEELS = "/opt/crewagent/script-wheels"  # where the wheel folder appears inside the sandbox
 SANDBOX_UV_CACHE = "/tmp/uv-cache"  # uv's cache inside the sandbox: private, gone with the command
+SCRIPT_DEPS_FOLDER = "script-deps"  # under the runtime home: the wheel folder and uv's host cache
 MAX_SCRIPTS = 500
 MAX_WHEEL_BYTES = 512 * 1024 * 1024
 SYSTEM_PYTHONS = ("/usr/local/bin/python3", "/usr/bin/python3")
@@ -97,6 +98,19 @@ def system_python() -> str:
     raise ScriptPrepError("no system Python 3 (/usr/local/bin/python3 or /usr/bin/python3) for the scripts")
 
 
+def script_deps_dir(home: Path) -> Path:
+    """Where the bot keeps prepared script dependencies: one folder under its runtime home."""
+    return home / SCRIPT_DEPS_FOLDER
+
+
+def scripts_sandbox_extras(cache_dir: Path, python: str | None = None, wheels_mount: str = SANDBOX_WHEELS
+                   ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(read-only binds, env) every sandbox gets, known at start-up: the same for all packages, since
+    they share one wheel folder. A bind whose folder does not exist yet is skipped by the sandbox."""
+    python = python or _system_python_or_name()
+    return ((str(cache_dir / "wheels"), wheels_mount),), sandbox_env(python, wheels_mount)
+
+
 def sandbox_env(python: str, wheels_mount: str = SANDBOX_WHEELS) -> tuple[tuple[str, str], ...]:
     """uv inside the sandbox: this Python, these wheels, no network, no downloads of Pythons."""
     return (("UV_OFFLINE", "1"), ("UV_FIND_LINKS", wheels_mount), ("UV_PYTHON", python),
@@ -148,11 +162,6 @@ class ScriptsPreparer:
         self.environ = environ
         self._tasks: dict[tuple[str, str], asyncio.Task[ScriptsReady]] = {}
         (cache_dir / "wheels").mkdir(parents=True, exist_ok=True)  # made at start-up: every sandbox binds it
-
-    def sandbox_extras(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
-        """(read-only binds, env) for every sandbox: the same for all packages (one shared wheel folder)."""
-        python = self.python or _system_python_or_name()
-        return ((str(self.cache_dir / "wheels"), self.wheels_mount),), sandbox_env(python, self.wheels_mount)
 
     async def prepare(self, package_root: Path, version: str) -> ScriptsReady:
         """The package's ScriptsReady; the first call of a version does the work, later ones share it."""

@@ -18,7 +18,8 @@ import pytest
 from uv import find_uv_bin
 
 from core.package.script_deps import (
-    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, scripts_ready, system_python,
+    SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, scripts_sandbox_extras, scripts_ready,
+    system_python,
 )
 from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
@@ -174,7 +175,7 @@ async def test_the_preparer_works_once_per_package_version(tmp_path: Path, pytho
     source, environ = _local_index(tmp_path)
     cache = tmp_path / "cache"
     preparer = ScriptsPreparer(cache, timeout=60, python=python, environ=environ)
-    binds, env = preparer.sandbox_extras()  # known before any preparation: the sandbox can be set up at start
+    binds, env = scripts_sandbox_extras(cache, python)  # known before any preparation: set at start-up
     assert binds == ((str(cache / "wheels"), SANDBOX_WHEELS),) and dict(env)["UV_FIND_LINKS"] == SANDBOX_WHEELS
     preparer.warm([(pkg, "1.0.0")])
     first, second = await asyncio.gather(preparer.prepare(pkg, "1.0.0"), preparer.prepare(pkg, "1.0.0"))
