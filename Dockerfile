@@ -15,9 +15,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CREWAGENT_PACKAGES=/packages
 
 # git (and ssh for SSH remotes): runs in a git checkout work in their own worktrees and push branches.
-# ripgrep: fs_search uses it (and falls back to a slower Python scan without it).
+# ripgrep (for fs_search) comes with `pip install` as the `ripgrep` wheel.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git openssh-client ripgrep \
+    && apt-get install -y --no-install-recommends git openssh-client \
     && rm -rf /var/lib/apt/lists/* \
     && git config --system --add safe.directory /project
 
