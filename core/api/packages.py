@@ -15,13 +15,17 @@ from ..package.problems import PackageInvalid, Problem
 from ..package.validate import BMAD_TREE_CODE, bmad_tree_kind
 
 if TYPE_CHECKING:
-    from ..bmad_import import BmadImportError, import_bmad, write_package
+    from ..bmad_import import BmadImportError, import_bmad, ImportReport, OutputExists, write_package
 
-_ON_FIRST_USE = {"BmadImportError": "..bmad_import", "import_bmad": "..bmad_import", "write_package": "..bmad_import"}
+_ON_FIRST_USE = {
+    "BmadImportError": "..bmad_import", "import_bmad": "..bmad_import", "ImportReport": "..bmad_import",
+    "OutputExists": "..bmad_import",
+    "write_package": "..bmad_import",
+}
 
 __all__ = [
-    "BMAD_TREE_CODE", "BmadImportError", "Graph", "Package", "PackageInvalid", "Problem",
-    "bmad_tree_kind", "import_bmad", "load_package", "pack_package", "validate_path", "write_package",
+    "BMAD_TREE_CODE", "BmadImportError", "Graph", "ImportReport", "Package", "PackageInvalid", "Problem",
+    "bmad_tree_kind", "import_bmad", "load_package", "OutputExists", "pack_package", "validate_path", "write_package",
 ]
 
 
