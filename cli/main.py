@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(sub, "serve", "run the Slack bot", "Run the Slack bot: it answers mentions and DMs with the "
                  "packages' agents and runs their workflows in threads. Needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
                  "(Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode), and CREWAGENT_MODEL.")
-    s.add_argument("--project", help="project checkout the workflows work on (default: current dir)")
+    s.add_argument("--project", help="project checkout the workflows work on (default: CREWAGENT_PROJECT, else "
+                   "`project:` in --config, else the current dir)")
     s.add_argument(
         "--package",
         action="append",
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         "example packages found in ./examples or in the source checkout crewagent runs from; an installed copy "
         "started elsewhere has none and stops, asking for --package",
     )
-    s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
+    s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access (default: "
+                   "CREWAGENT_CONFIG; `crewagent config schema` describes the file)")
     s.add_argument(
         "--port", type=int, default=3000, help="HTTP port: Slack events (HTTP mode) and GET /healthz (default 3000)"
     )

@@ -164,11 +164,15 @@ def raise_open_file_limit() -> None:
             log.warning("could not raise the open-file limit", extra={"soft": soft, "hard": hard})
 
 
+PROJECT_ENV = "CREWAGENT_PROJECT"  # the project when --project is not given (the Docker image sets it)
+CONFIG_ENV = "CREWAGENT_CONFIG"  # the crewagent.yml when --config is not given
+
+
 def run(args: argparse.Namespace) -> int:
+    project = args.project or os.environ.get(PROJECT_ENV, "").strip() or None
+    config_path = args.config or os.environ.get(CONFIG_ENV, "").strip() or None
     try:
-        config = load_config(
-            config_path=args.config, project=args.project, packages=args.package or (), host=args.host
-        )
+        config = load_config(config_path=config_path, project=project, packages=args.package or (), host=args.host)
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE
