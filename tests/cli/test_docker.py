@@ -98,10 +98,12 @@ def test_serve_honours_crewagent_project_and_crewagent_config(
 
     monkeypatch.setenv("CREWAGENT_PROJECT", str(tmp_path / "no-checkout"))
     assert main(["serve"]) == 2
-    assert f"project directory {tmp_path / 'no-checkout'} does not exist" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: CREWAGENT_PROJECT {tmp_path / 'no-checkout'}: no such file or folder\n"
+    assert main(["serve", "--project", str(tmp_path)]) == 2  # the flag wins: the next problem is the packages
+    assert "CREWAGENT_PROJECT" not in capsys.readouterr().err
     monkeypatch.setenv("CREWAGENT_CONFIG", str(tmp_path / "missing.yml"))
     assert main(["serve"]) == 2
-    assert f"{tmp_path / 'missing.yml'}: cannot read the file" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: CREWAGENT_CONFIG {tmp_path / 'missing.yml'}: no such file or folder\n"
 
 
 # ---- docker-compose.yml ----------------------------------------------------------------------------

@@ -81,6 +81,23 @@ def test_the_model_is_asked_for_once_the_package_and_project_are_fine(
     assert "CREWAGENT_MODEL" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["run", "chat", "serve"])
+def test_a_missing_config_file_is_named_as_typed(
+        command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    package = [] if command == "serve" else [str(EXAMPLES / "hello-branch")]
+    assert main([command, *package, "--config", "conf/crewagent.yml"]) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: --config conf/crewagent.yml: no such file or folder\n"
+
+
+@pytest.mark.parametrize("option", ["--project", "--package"])
+def test_serve_names_a_missing_project_or_package_as_typed(
+        option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", option, "gone/x"]) == EXIT_USAGE
+    assert capsys.readouterr().err == f"error: {option} gone/x: no such file or folder\n"
+
+
 @pytest.mark.parametrize("argv", [
     ["validate", "{tmp}/nothing-here"],
     ["validate", "{tmp}/nothing-here.yml"],
