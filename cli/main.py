@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 import textwrap
+from contextvars import ContextVar
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
@@ -174,23 +175,31 @@ class _UsageError(Exception):
         self.parser, self.message = parser, message
 
 
+_REPORTING_TO_PARSE_ARGS: ContextVar[bool] = ContextVar("reporting_to_parse_args", default=False)
+
+
 class CommandParser(argparse.ArgumentParser):
-    """Reports a usage error to `parse_args`, which first looks for options nobody knows."""
+    """Inside `parse_args`, reports a usage error to it (which first looks for options nobody knows)."""
 
     def error(self, message: str):  # type: ignore[override]
-        raise _UsageError(self, message)
+        if _REPORTING_TO_PARSE_ARGS.get():
+            raise _UsageError(self, message)
+        super().error(message)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse like argparse, but name unknown options and complain with the usage of the command typed."""
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    reporting = _REPORTING_TO_PARSE_ARGS.set(True)
     try:
         args, unknown = parser.parse_known_args(argv)
     except _UsageError as exc:
         unknown = _unknown_options(parser, argv)
         message = f"unrecognized arguments: {' '.join(unknown)}" if unknown else exc.message
         argparse.ArgumentParser.error(exc.parser, message)  # prints that command's usage, exits 2
+    finally:
+        _REPORTING_TO_PARSE_ARGS.reset(reporting)
     if unknown:
         argparse.ArgumentParser.error(_chosen_command(parser, args), f"unrecognized arguments: {' '.join(unknown)}")
     return args
