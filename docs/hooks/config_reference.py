@@ -26,31 +26,33 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
 def reference(schema: dict[str, Any]) -> str:
     """Markdown tables: the top-level keys, then one section per nested settings object."""
     defs = schema.get("$defs", {})
-    out = ["### Top-level keys", "", *_table(schema, defs), ""]
-    for name in _reachable(schema, defs):
+    labels = _reachable(schema, defs)
+    out = ["### Top-level keys", "", *_table(schema, labels), ""]
+    for name, key in labels.items():
         model = defs[name]
-        out += [f"### {name} {{#{_anchor(name)}}}", ""]
+        out += [f"### {key} {{#{_anchor(name)}}}", ""]
         if model.get("description"):
             out += [_one_paragraph(model["description"]), ""]
-        out += [*_table(model, defs), ""]
+        out += [*_table(model, labels), ""]
     return "\n".join(out)
 
 
-def _table(model: dict[str, Any], defs: dict[str, Any]) -> list[str]:
+def _table(model: dict[str, Any], labels: dict[str, str]) -> list[str]:
     rows = ["| key | type | default | meaning |", "|---|---|---|---|"]
     required = set(model.get("required", ()))
     for key, field in model.get("properties", {}).items():
         default = "required" if key in required else _default(field)
-        rows.append(f"| `{key}` | {_type(field, defs)} | {default} | {_cell(field.get('description', ''))} |")
+        rows.append(f"| `{key}` | {_type(field, labels)} | {default} | {_cell(field.get('description', ''))} |")
     return rows
 
 
-def _type(field: dict[str, Any], defs: dict[str, Any]) -> str:
+def _type(field: dict[str, Any], labels: dict[str, str]) -> str:
+    """In words: `list of path`, `integer (≥ 1)`, a link to a nested object's section."""
     if "$ref" in field:
         name = field["$ref"].rsplit("/", 1)[-1]
-        return f"[{name}](#{_anchor(name)})"
+        return f"[{labels.get(name, name)}](#{_anchor(name)})"
     if "anyOf" in field:
-        kinds = [_type(option, defs) for option in field["anyOf"] if option.get("type") != "null"]
+        kinds = [_type(option, labels) for option in field["anyOf"] if option.get("type") != "null"]
         return " or ".join(kinds) + (" or null" if len(kinds) < len(field["anyOf"]) else "")
     if "enum" in field:
         return " or ".join(f"`{json.dumps(v)}`" for v in field["enum"])
@@ -58,9 +60,9 @@ def _type(field: dict[str, Any], defs: dict[str, Any]) -> str:
         return f"`{json.dumps(field['const'])}`"
     kind = field.get("type", "any")
     if kind == "array":
-        return f"list of {_type(field.get('items', {}), defs)}"
+        return f"list of {_type(field.get('items', {}), labels)}"
     if kind == "object" and isinstance(field.get("additionalProperties"), dict):
-        return f"map of name to {_type(field['additionalProperties'], defs)}"
+        return f"map of name to {_type(field['additionalProperties'], labels)}"
     if kind == "string" and field.get("format") == "path":
         kind = "path"
     bounds = [f"{sign} {field[word]}" for word, sign in
@@ -77,26 +79,32 @@ def _default(field: dict[str, Any]) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
-def _reachable(schema: dict[str, Any], defs: dict[str, Any]) -> list[str]:
-    """Nested settings objects in the order a reader meets them from the top-level keys."""
-    seen: list[str] = []
+def _reachable(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, str]:
+    """Nested settings objects, in the order a reader meets them, with the key that holds each (`llm`)."""
+    seen: dict[str, str] = {}
 
-    def visit(node: Any) -> None:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                name = ref.rsplit("/", 1)[-1]
-                if name not in seen and name in defs:
-                    seen.append(name)
-                    visit(defs[name])
-            for key, value in node.items():
-                if key != "$defs":
-                    visit(value)
-        elif isinstance(node, list):
+    def visit(node: Any, path: list[str]) -> None:
+        if isinstance(node, list):
             for value in node:
-                visit(value)
+                visit(value, path)
+            return
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            name = ref.rsplit("/", 1)[-1]
+            if name not in seen and name in defs:
+                seen[name] = ".".join(path)
+                visit(defs[name], path)
+        for key, value in node.get("properties", {}).items():
+            visit(value, [*path, key])
+        if isinstance(node.get("additionalProperties"), dict):
+            visit(node["additionalProperties"], [*path, "NAME"])
+        for word in ("items", "anyOf", "allOf", "oneOf"):
+            if word in node:
+                visit(node[word], path)
 
-    visit(schema)
+    visit(schema, [])
     return seen
 
 

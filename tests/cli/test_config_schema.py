@@ -74,8 +74,9 @@ def test_the_reference_page_has_a_row_for_every_key() -> None:
     for key in schema["properties"]:
         assert f"\n| `{key}` |" in page, key
     for name, model in schema["$defs"].items():
-        assert f"### {name} {{#config-{name.lower()}}}" in page, name
+        assert f" {{#config-{name.lower()}}}" in page, name
         for key in model.get("properties", {}):
             assert f"| `{key}` |" in page, (name, key)
-    assert "| `limits` | [Limits](#config-limits) |" in page
+    assert "| `limits` | [limits](#config-limits) |" in page and "\n### limits {#config-limits}\n" in page
+    assert "\n### channels.NAME {#config-binding}\n" in page  # a map's values: the key that holds them
     assert (REPO / "docs" / hook.PAGE).read_text(encoding="utf-8").count(hook.MARKER) == 1
