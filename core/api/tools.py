@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..tools.mounts import resolve
-from ..tools.policy import McpServerConfig, SystemToolPolicy, missing_variables, server_name_problem
+from ..tools.mcp.server_config import McpServerConfig, server_problems
+from ..tools.policy import SystemToolPolicy
 from ..tools.base import Mounts
 from ..tools.registry import ToolHost
 
 __all__ = [
-    "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "missing_variables", "resolve",
-    "server_name_problem",
+    "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "resolve", "server_problems",
 ]

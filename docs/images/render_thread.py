@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO))
 
 async def record_thread(scratch: Path) -> list[dict[str, Any]]:
     """Mention the bot, pick Bob, start Create Story, wait for its question; the thread's messages."""
-    from tests.conftest import EXAMPLES
-    from tests.scripts import script_create_story
-    from tests.test_bot_support import bot_harness
+    from tests.support.paths import EXAMPLES
+    from tests.support.scripts import script_create_story
+    from tests.support.bot_harness import bot_harness
 
     project = scratch / "project"
     shutil.copytree(EXAMPLES / "sample-project", project)

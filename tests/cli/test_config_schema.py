@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from bot.config import ConfigError, FileConfig, read_file_config
 from cli.config_cmd import config_schema
 from cli.main import main
-from tests.conftest import EXAMPLES, REPO
+from tests.support.paths import EXAMPLES, REPO
 
 EXAMPLE_CONFIG = EXAMPLES / "crewagent.yml"
 SCHEMA_LINE = "# yaml-language-server: $schema="

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
 STUB = '#!/bin/sh\nfor word in "$@"; do printf "%s\\n" "$word"; done\n'

@@ -8,7 +8,7 @@ import pytest
 
 from cli.exit_codes import EXIT_USAGE
 from cli.main import main
-from tests.conftest import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 NO_MODEL_WORDS = ("CREWAGENT_MODEL", "model")
 

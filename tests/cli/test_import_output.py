@@ -9,7 +9,7 @@ import pytest
 
 from cli.exit_codes import EXIT_USAGE
 from cli.main import main
-from tests.bmad_trees import installed_bmad
+from tests.support.bmad_trees import installed_bmad
 
 
 @pytest.fixture
