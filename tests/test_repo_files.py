@@ -178,3 +178,20 @@ def test_a_checkout_without_shared_skips_those_tests_with_that_reason(tmp_path: 
     assert skipped, done.stdout[-3000:]
     for line in skipped:
         assert "not found at ../shared/" in line and "the rest of the suite does not" in line, line
+
+
+# ---- the README and the documentation site ---------------------------------------------------------------
+
+
+def test_the_readme_fits_on_a_few_screens_and_its_links_lead_somewhere() -> None:
+    assert len(README.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [t for t in targets if "://" not in t]
+    assert "docs/images/thread.png" in local and "docs/configuration.md" in local
+    for target in local:
+        assert (REPO / target).exists(), target
+    assert (REPO / "docs" / "images" / "thread.png").stat().st_size < 200_000
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in re.findall(r"\(docs/([\w-]+\.md)\)", README):  # every page the README names is in the site
+        assert f": {page}" in nav, page
+    assert '"When Slack or the database goes away"' not in README and "## When Slack or the database goes away" in README
