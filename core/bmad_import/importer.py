@@ -107,7 +107,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     skills = _customised(source, skills, custom_dir, report)
     for rel, problem in sorted(source.problems.items()):
         report.leave_out(rel, problem)
-    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
+    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin, unset=c.kind == "unresolved")
+                     for c in config.keys.values()]
     for key in config.unknown_overrides:
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
     generated = {f"{m}/config.yaml" for m in source.modules} | {

@@ -1,7 +1,7 @@
 """The import report: what was imported, how each thing was mapped, and everything left out.
 
 Every decision the importer makes that a team would want to know about lands here, so nothing is
-dropped silently. Rendered as `IMPORT-REPORT.md` in the package and printed by the CLI.
+dropped silently. Rendered as `IMPORT-REPORT.md` in the package; the CLI prints a summary of it.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class ConfigLine(BaseModel):
     key: str
     mapped_to: str
     origin: str
+    unset: bool = False  # no default and no --set: left as `{key}` for the run
 
 
 class ImportReport(BaseModel):
