@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import McpServerConfig, missing_variables, server_name_problem, SystemToolPolicy
+from core.api.tools import CommandsConfig, McpServerConfig, missing_variables, server_name_problem, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -160,6 +160,7 @@ class FileConfig(_Strict):
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # Claude Desktop's `mcpServers` shape
+    commands: CommandsConfig | None = None  # listing it turns shell_run on (docs/commands.md)
     access: Access = Field(default_factory=Access)
     resume_on_start: bool = True
     log_level: str = "INFO"
@@ -316,11 +317,14 @@ def load_config(
     if database_url and not database_url.startswith(("postgresql://", "postgres://")):
         key = "database_url" if file_cfg.database_url else DATABASE_ENV
         problems.append(f"{source if file_cfg.database_url else 'environment'}: {key}: must start with postgresql://")
-    problems += mcp_problems(source, file_cfg.mcp_servers, env)
+    problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
 
     home_text = env.get("CREWAGENT_HOME", "").strip()
+    if file_cfg.commands is not None:  # what a command must never see, even where a visible folder holds it
+        hidden = (*([str(_absolute(Path(config_path), cwd))] if config_path is not None else []), home_text)
+        file_cfg = file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
     return BotConfig(
         default=default,
         channels=channels,
@@ -353,9 +357,17 @@ def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mappi
     return problems
 
 
+def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:
+    if file_cfg.commands is None:
+        return []
+    return [f"{source}: commands.env: ${{{var}}} is not set in the environment"
+            for var in file_cfg.commands.missing_variables(env)]
+
+
 def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
-    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)."""
-    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers)})
+    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)
+    and `commands:` (shell_run is offered only when it is there)."""
+    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers), "commands": file_cfg.commands})
 
 
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:
@@ -363,7 +375,7 @@ def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = Non
     env = os.environ if env is None else env
     path = _absolute(Path(config_path), Path.cwd())
     file_cfg = read_file_config(path)
-    problems = mcp_problems(str(path), file_cfg.mcp_servers, env)
+    problems = mcp_problems(str(path), file_cfg.mcp_servers, env) + commands_problems(str(path), file_cfg, env)
     if problems:
         raise ConfigError(problems)
     return file_cfg

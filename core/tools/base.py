@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from ..package.models import Graph
+from .shell.command_config import CommandsConfig
 
 ToolMode = Literal["run", "agent", "chat", "script"]
 
@@ -32,6 +33,7 @@ class EffectivePolicy:
     max_list_entries: int = 200
     max_search_matches: int = 50
     max_search_seconds: float = 20.0  # a search still running then is stopped (patterns come from the model)
+    shell: CommandsConfig | None = None  # `commands:`, when this agent may run commands (shell_run)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
+from .shell.shell_run import shell_run
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
@@ -56,10 +57,13 @@ TOOLS: dict[str, Tool] = {
         Tool("fs_apply_patch", A.PatchArgs, apply_patch),
         Tool("ui_ask_user", A.WidgetPayload, ask_user),
         Tool("workflow_rewind", A.RewindArgs, rewind),
+        Tool("shell_run", A.ShellRunArgs, shell_run),
     )
 }
 _READ_ONLY = ("fs_read", "fs_list", "fs_search", "ui_ask_user")
 _ASK_ONLY = ("ui_ask_user",)
+_RUN_TOOLS = tuple(TOOLS)
+_RUN_TOOLS_NO_SHELL = tuple(t for t in TOOLS if t != "shell_run")  # shell_run: only with `commands:`
 
 
 def wire_name(name: str) -> str:
@@ -77,7 +81,9 @@ def available(ctx: ToolContext) -> tuple[str, ...]:
     """Wire names this context may call, in a stable order (SPEC §9.9, D§3.10)."""
     if not ctx.policy.fs_enabled:
         return _ASK_ONLY
-    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY
+    if ctx.mode != "run":
+        return _READ_ONLY
+    return _RUN_TOOLS if ctx.policy.shell is not None else _RUN_TOOLS_NO_SHELL
 
 
 @cache

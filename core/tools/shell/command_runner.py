@@ -1,0 +1,134 @@
+"""One process started, read and ended without blocking the event loop.
+
+The process gets its own session (so one kill reaches its group); stdin is empty; both streams
+are read as they come into an OutputCapture. A timeout, a cancellation (`*stop`, shutdown) or
+the end of the command itself end everything it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .output_capture import OutputCapture
+from .pids_cgroup import PidsCgroup
+
+READ_CHUNK = 65_536
+DRAIN_SECONDS = 5.0  # after the process ended, how long its pipes may stay open (a daemon in sandbox: none)
+REAP_SECONDS = 10.0
+
+
+@dataclass
+class Finished:
+    exit_code: int | None  # None: killed before it ended by itself
+    duration_ms: int
+    killed: str | None  # "timeout" or "stopped"
+
+
+def open_data_pipes(blobs: Sequence[bytes]) -> list[int]:
+    """Read ends of pipes already holding each blob (small: they must fit in a pipe's buffer)."""
+    fds: list[int] = []
+    try:
+        for blob in blobs:
+            read_end, write_end = os.pipe()
+            fds.append(read_end)
+            try:
+                os.write(write_end, blob)
+            finally:
+                os.close(write_end)
+    except OSError:
+        close_fds(fds)
+        raise
+    return fds
+
+
+def close_fds(fds: Sequence[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+async def run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str,
+    timeout: float,
+    capture: OutputCapture,
+    pass_fds: Sequence[int] = (),
+    cgroup: PidsCgroup | None = None,
+    on_output: Callable[[], None] | None = None,
+    executable: str | None = None,
+) -> Finished:
+    """Run argv to its end or its timeout. Raises OSError when it cannot start; cancellation kills it."""
+    started = time.monotonic()
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+        pass_fds=tuple(pass_fds),
+        executable=executable,
+    )
+    close_fds(pass_fds)
+    readers = [
+        asyncio.create_task(_read(proc.stdout, "stdout", capture, on_output)),
+        asyncio.create_task(_read(proc.stderr, "stderr", capture, on_output)),
+    ]
+    killed: str | None = None
+    try:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            killed = "timeout"
+    except asyncio.CancelledError:
+        await _end(proc, cgroup, readers)
+        raise
+    if killed:
+        await _end(proc, cgroup, readers)
+    else:
+        _kill_group(proc.pid, cgroup)  # whatever it left behind
+        await _drain(readers)
+    duration_ms = round((time.monotonic() - started) * 1000)
+    return Finished(exit_code=None if killed else proc.returncode, duration_ms=duration_ms, killed=killed)
+
+
+async def _read(stream: asyncio.StreamReader | None, name: str, capture: OutputCapture,
+                on_output: Callable[[], None] | None) -> None:
+    if stream is None:
+        return
+    while chunk := await stream.read(READ_CHUNK):
+        capture.add(name, chunk)
+        if on_output is not None:
+            on_output()
+
+
+def _kill_group(pid: int, cgroup: PidsCgroup | None) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    if cgroup is not None:
+        cgroup.kill_all()
+
+
+async def _end(proc: asyncio.subprocess.Process, cgroup: PidsCgroup | None, readers: list[asyncio.Task[None]]) -> None:
+    """Kill the whole group and wait for it, even when the caller is being cancelled."""
+    _kill_group(proc.pid, cgroup)
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        await asyncio.shield(asyncio.wait_for(proc.wait(), REAP_SECONDS))
+    await _drain(readers)
+
+
+async def _drain(readers: list[asyncio.Task[None]]) -> None:
+    done, pending = await asyncio.wait(readers, timeout=DRAIN_SECONDS)
+    for task in pending:
+        task.cancel()
+    for task in done:
+        task.exception()  # a read error only means the output ended early
