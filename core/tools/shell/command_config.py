@@ -60,7 +60,7 @@ class CommandsConfig(BaseModel):
     rules: tuple[CommandRule, ...] = ()
     timeout_seconds: int = Field(default=600, ge=1, le=86_400)  # a call may ask for less, never more
     network: bool = False
-    env: dict[str, str] = Field(default_factory=dict)  # ${VAR} is taken from the bot's environment
+    env: tuple[tuple[str, str], ...] = ()  # {NAME: value} in YAML; ${VAR} is taken from the bot's environment
     output_limit_bytes: int = Field(default=32_768, ge=1_024, le=1_048_576)
     sandbox: Literal["bwrap", "none"] = "bwrap"  # none: only when an operator writes it; logged loudly
     toolchain: tuple[str, ...] = ()  # extra host folders visible read-only at the same path (e.g. a venv)
@@ -68,19 +68,22 @@ class CommandsConfig(BaseModel):
     hidden: tuple[str, ...] = Field(default=(), exclude=True)  # set at start-up: the config file, the home
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
 
-    @field_validator("env")
+    @field_validator("env", mode="before")
     @classmethod
-    def _names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ValueError(f"'{name}' is not a valid variable name")
+    def _names(cls, value: object) -> object:
+        """A mapping in YAML, kept as sorted pairs so the policy stays hashable."""
+        if isinstance(value, Mapping):
+            for name in value:
+                if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    raise ValueError(f"'{name}' is not a valid variable name")
+            return tuple(sorted((k, str(v)) for k, v in value.items()))
         return value
 
     def missing_variables(self, environ: Mapping[str, str] | None = None) -> list[str]:
         """`${VAR}`s in env that the bot's environment does not set (names only, never values)."""
         environ = os.environ if environ is None else environ
-        return sorted({m for v in self.env.values() for m in _VARIABLE.findall(v) if m not in environ})
+        return sorted({m for _, v in self.env for m in _VARIABLE.findall(v) if m not in environ})
 
     def resolved_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         environ = os.environ if environ is None else environ
-        return {k: _VARIABLE.sub(lambda m: environ.get(m.group(1), ""), v) for k, v in self.env.items()}
+        return {k: _VARIABLE.sub(lambda m: environ.get(m.group(1), ""), v) for k, v in self.env}
