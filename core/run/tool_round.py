@@ -46,6 +46,8 @@ class ToolRecorder:
     async def run(self, call: ToolCall, ctx: ToolContext, *, scope: str | None = None) -> ToolOutcome:
         """`scope`: the node active when the call was issued; a result issued after the reply moved
         the state to the next node belongs to that node and stays in its prompt (History.scoped_wire)."""
+        if ctx.progress is None:
+            ctx.progress = self.emit  # long calls (shell_run) report progress on the run's surface
         outcome = await self.tools.execute(call.name, call.arguments, ctx, call_id=call.id)
         await self._record(call, outcome, scope)
         return outcome

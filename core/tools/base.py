@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal
 
+from ..base.events import EngineEvent
 from ..package.models import Graph
 from .shell.command_config import CommandsConfig
 
@@ -76,6 +77,7 @@ class ToolContext:
     audit: Callable[[dict[str, Any]], None] | None = None  # appends one event to execution.jsonl
     approved: str | None = None  # who approved this very call (set only when an approved call is made)
     allowed_for_run: frozenset[str] = frozenset()  # command prefixes the owner allowed for this run
+    progress: Callable[[EngineEvent], Awaitable[None]] | None = None  # a long call's progress, to the surface
 
 
 @dataclass

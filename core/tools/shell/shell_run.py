@@ -23,6 +23,7 @@ from .command_config import CommandsConfig
 from .command_line import CommandLineInvalid
 from .command_policy import Verdict, decide
 from .command_runner import Finished
+from .command_progress import CommandReporter
 from .command_sandbox import SandboxState, execute, prepare, sandbox_state
 from .output_capture import OutputCapture
 from .sandbox_layout import Layout, layout_for, scrub
@@ -74,9 +75,11 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
         extra_read_only=extras.read_only, hidden=config.hidden, uv=find_uv(),
     )
     capture = OutputCapture(config.output_limit_bytes)
+    progress = CommandReporter(ctx, command, shown_cwd, capture, layout)
     try:
         prepared = await asyncio.to_thread(prepare, state, config, layout, command, rel, timeout)
-        finished = await execute(state, prepared, timeout, capture)
+        async with progress:
+            finished = await execute(state, prepared, timeout, capture)
     except OSError as exc:
         log.error("shell_run: cannot start the sandbox: %s", exc)
         return _refused(ctx, command, shown_cwd, "SANDBOX_UNAVAILABLE",
@@ -86,6 +89,7 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
     stdout, stderr, truncated = capture.render()
     stdout, stderr = scrub(stdout, layout), scrub(stderr, layout)
     _audit(ctx, command, shown_cwd, verdict, state.backend, finished=finished, output_bytes=capture.total, log_alias=log_alias)
+    await progress.ended(finished, log_alias)
     if finished.killed == "timeout":
         message = (f"The command did not finish within {timeout} s and was stopped (everything it started ended). "
                    "Partial output is in the details; run something shorter or ask for a longer timeout.")
