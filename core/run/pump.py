@@ -406,6 +406,7 @@ class Pump:
             graph=self.graph,
             confirmation=self.confirmation,
             audit=self.audit,
+            stop_requested=lambda: self.control.stop,
         )
 
     # ---- state ----------------------------------------------------------------

@@ -78,6 +78,7 @@ class ToolContext:
     approved: str | None = None  # who approved this very call (set only when an approved call is made)
     allowed_for_run: frozenset[str] = frozenset()  # command prefixes the owner allowed for this run
     progress: Callable[[EngineEvent], Awaitable[None]] | None = None  # a long call's progress, to the surface
+    stop_requested: Callable[[], bool] | None = None  # true once the owner stopped the run (a command ends then)
 
 
 @dataclass

@@ -239,3 +239,18 @@ async def test_git_works_read_only_in_a_linked_worktree(tmp_path: Path) -> None:
     assert blocked["exitCode"] != 0
     log = subprocess.run([*git, "log", "--oneline", "--all"], capture_output=True, text=True, check=True).stdout
     assert "sneaky" not in log and not (main / ".git" / "hooks" / "pre-commit").exists()
+
+
+async def test_a_stopped_run_ends_its_command(bench: ShellBench) -> None:
+    marker = str(600_000 + os.getpid() % 90_000)
+    stopped = False
+    ctx = bench.context()
+    ctx.stop_requested = lambda: stopped
+    task = asyncio.create_task(bench.host.execute("shell_run", f'{{"command": "echo go; sleep {marker}"}}', ctx))
+    await asyncio.wait_for(_until(lambda: bool(_host_processes_with(f"sleep\x00{marker}"))), 20)
+    stopped = True
+    outcome = await asyncio.wait_for(task, 20)
+    assert outcome.result["error"]["code"] == "COMMAND_STOPPED"
+    assert outcome.result["error"]["details"]["stdout"] == "go\n"
+    assert _host_processes_with(f"sleep\x00{marker}") == []
+    assert bench.commands_audited()[-1]["killed"] == "stopped"

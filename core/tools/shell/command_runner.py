@@ -21,6 +21,7 @@ from .pids_cgroup import PidsCgroup
 READ_CHUNK = 65_536
 DRAIN_SECONDS = 5.0  # after the process ended, how long its pipes may stay open (a daemon in sandbox: none)
 REAP_SECONDS = 10.0
+STOP_CHECK_SECONDS = 0.25  # how soon a stopped run's command is killed
 
 
 @dataclass
@@ -62,8 +63,8 @@ async def run(
     capture: OutputCapture,
     pass_fds: Sequence[int] = (),
     cgroup: PidsCgroup | None = None,
-    on_output: Callable[[], None] | None = None,
     executable: str | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Finished:
     """Run argv to its end or its timeout. Raises OSError when it cannot start; cancellation kills it."""
     started = time.monotonic()
@@ -80,16 +81,15 @@ async def run(
     )
     close_fds(pass_fds)
     readers = [
-        asyncio.create_task(_read(proc.stdout, "stdout", capture, on_output)),
-        asyncio.create_task(_read(proc.stderr, "stderr", capture, on_output)),
+        asyncio.create_task(_read(proc.stdout, "stdout", capture)),
+        asyncio.create_task(_read(proc.stderr, "stderr", capture)),
     ]
     killed: str | None = None
+    waiting = asyncio.ensure_future(proc.wait())
     try:
-        try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            killed = "timeout"
+        killed = await _wait(waiting, started + timeout, stop)
     except asyncio.CancelledError:
+        waiting.cancel()
         await _end(proc, cgroup, readers)
         raise
     if killed:
@@ -101,14 +101,24 @@ async def run(
     return Finished(exit_code=None if killed else proc.returncode, duration_ms=duration_ms, killed=killed)
 
 
-async def _read(stream: asyncio.StreamReader | None, name: str, capture: OutputCapture,
-                on_output: Callable[[], None] | None) -> None:
+async def _wait(waiting: asyncio.Future[int], deadline: float, stop: Callable[[], bool] | None) -> str | None:
+    """None when the process ended by itself; else why it has to be killed ("timeout" or "stopped")."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        done, _ = await asyncio.wait({waiting}, timeout=min(left, STOP_CHECK_SECONDS) if stop else left)
+        if done:
+            return None
+        if stop is not None and stop():
+            return "stopped"
+
+
+async def _read(stream: asyncio.StreamReader | None, name: str, capture: OutputCapture) -> None:
     if stream is None:
         return
     while chunk := await stream.read(READ_CHUNK):
         capture.add(name, chunk)
-        if on_output is not None:
-            on_output()
 
 
 def _kill_group(pid: int, cgroup: PidsCgroup | None) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,11 +104,11 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
 
 
 async def execute(state: SandboxState, prepared: Prepared, timeout: float, capture: OutputCapture,
-                  on_output=None) -> Finished:  # type: ignore[no-untyped-def]
+                  stop: Callable[[], bool] | None = None) -> Finished:
     try:
         return await run(prepared.argv, env=prepared.env, cwd=prepared.cwd, timeout=timeout, capture=capture,
-                         pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, on_output=on_output,
-                         executable=prepared.executable)
+                         pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, executable=prepared.executable,
+                         stop=stop)
     finally:
         close_fds(prepared.pass_fds)
         if prepared.cgroup is not None:

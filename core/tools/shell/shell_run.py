@@ -1,7 +1,7 @@
 """The `shell_run` tool: policy, approval, the sandboxed run, its log with the run, and its audit event.
 
 Never raises: every problem is a ToolOutcome with a code (COMMAND_FORBIDDEN, COMMAND_INVALID,
-COMMAND_TIMEOUT, SANDBOX_UNAVAILABLE; COMMAND_DENIED comes from the approval). Real host paths
+COMMAND_TIMEOUT, COMMAND_STOPPED, SANDBOX_UNAVAILABLE; COMMAND_DENIED comes from the approval). Real host paths
 never reach the model: output is scrubbed back to @project / @pkg.
 """
 
@@ -79,7 +79,7 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
     try:
         prepared = await asyncio.to_thread(prepare, state, config, layout, command, rel, timeout)
         async with progress:
-            finished = await execute(state, prepared, timeout, capture)
+            finished = await execute(state, prepared, timeout, capture, stop=ctx.stop_requested)
     except OSError as exc:
         log.error("shell_run: cannot start the sandbox: %s", exc)
         return _refused(ctx, command, shown_cwd, "SANDBOX_UNAVAILABLE",
@@ -94,6 +94,10 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
         message = (f"The command did not finish within {timeout} s and was stopped (everything it started ended). "
                    "Partial output is in the details; run something shorter or ask for a longer timeout.")
         return ToolOutcome(fail("COMMAND_TIMEOUT", message, stdout=stdout, stderr=stderr,
+                                durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
+    if finished.killed == "stopped":
+        return ToolOutcome(fail("COMMAND_STOPPED", "The run's owner stopped the run; the command was ended. "
+                                "Do not run it again unless asked.", stdout=stdout, stderr=stderr,
                                 durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
     return ToolOutcome(ok(exitCode=finished.exit_code, stdout=stdout, stderr=stderr,
                           durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
