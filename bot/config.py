@@ -322,9 +322,8 @@ def load_config(
         raise ConfigError(problems)
 
     home_text = env.get("CREWAGENT_HOME", "").strip()
-    if file_cfg.commands is not None:  # what a command must never see, even where a visible folder holds it
-        hidden = (*([str(_absolute(Path(config_path), cwd))] if config_path is not None else []), home_text)
-        file_cfg = file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
+    if config_path is not None:
+        file_cfg = with_hidden_paths(file_cfg, _absolute(Path(config_path), cwd), home_text)
     return BotConfig(
         default=default,
         channels=channels,
@@ -370,6 +369,14 @@ def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
     return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers), "commands": file_cfg.commands})
 
 
+def with_hidden_paths(file_cfg: FileConfig, config_file: Path, home: str) -> FileConfig:
+    """What a command must never see, even where a folder it sees holds it: this file, the runtime home."""
+    if file_cfg.commands is None:
+        return file_cfg
+    hidden = tuple(p for p in (str(config_file), home) if p)
+    return file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
+
+
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:
     """crewagent.yml for `crewagent run` / `chat`: the same file, checked the same way (MCP keys included)."""
     env = os.environ if env is None else env
@@ -378,7 +385,7 @@ def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = Non
     problems = mcp_problems(str(path), file_cfg.mcp_servers, env) + commands_problems(str(path), file_cfg, env)
     if problems:
         raise ConfigError(problems)
-    return file_cfg
+    return with_hidden_paths(file_cfg, path, env.get("CREWAGENT_HOME", "").strip())
 
 
 def describe(config: BotConfig) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.tools.shell.command_config import SandboxExtras
 from core.tools.shell.command_sandbox import sandbox_state
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
 
@@ -254,3 +255,28 @@ async def test_a_stopped_run_ends_its_command(bench: ShellBench) -> None:
     assert outcome.result["error"]["details"]["stdout"] == "go\n"
     assert _host_processes_with(f"sleep\x00{marker}") == []
     assert bench.commands_audited()[-1]["killed"] == "stopped"
+
+
+async def test_the_config_file_inside_the_project_is_hidden(tmp_path: Path) -> None:
+    made = make_bench(tmp_path)
+    config = made.project / "crewagent.yml"
+    config.write_text("secret-config-text\n")
+    secrets = made.project / "private"
+    secrets.mkdir()
+    (secrets / "x").write_text("secret-folder-text\n")
+    made.config = made.config.model_copy(update={"hidden": (str(config), str(secrets))})
+    result = await made.run("cat @project/crewagent.yml; ls @project/private; cat @project/private/x; rm -f @project/crewagent.yml")
+    assert "secret-config-text" not in str(result) and "secret-folder-text" not in str(result)
+    assert config.read_text() == "secret-config-text\n"
+
+
+async def test_uv_and_the_products_read_only_extras_are_inside(tmp_path: Path) -> None:
+    cache = tmp_path / "script-cache"
+    cache.mkdir()
+    (cache / "marker.txt").write_text("cached\n")
+    made = make_bench(tmp_path / "b")
+    extras = SandboxExtras(read_only=((str(cache), "/opt/crewagent/cache"),), env=(("UV_CACHE_DIR", "/opt/crewagent/cache"),))
+    made.config = made.config.model_copy(update={"extras": extras})
+    result = await made.run("uv --version && cat $UV_CACHE_DIR/marker.txt && touch /opt/crewagent/cache/new")
+    assert result["exitCode"] != 0 and result["stdout"].startswith("uv ") and "cached" in result["stdout"]
+    assert "Read-only file system" in result["stderr"] and not (cache / "new").exists()
