@@ -181,3 +181,17 @@ def test_crewagent_yml_commands_section(tmp_path: Path, project: Path) -> None:
     assert "commands.default" in str(bad.value)
     config.write_text(f"project: {project}\n")
     assert load_config(config_path=config, packages=[str(project)], env={}).tool_policy.commands is None
+
+
+async def test_sandbox_none_runs_without_one_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from core.tools.shell.command_sandbox import start_up_line
+
+    made = make_bench(tmp_path, commands(sandbox="none"))
+    level, line = await start_up_line(made.config)
+    assert level == logging.WARNING and "sandbox is OFF" in line
+    result = await made.run("pwd; echo $HOME; touch @project/made; sleep 60 & echo bg")
+    assert result["ok"] is True and result["stdout"].splitlines()[0] == "@project", result
+    assert (made.project / "made").is_file() and str(made.project) not in str(result)
+    assert made.commands_audited()[-1]["sandbox"] == "none"

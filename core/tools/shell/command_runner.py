@@ -85,23 +85,47 @@ async def run(
         asyncio.create_task(_read(proc.stderr, "stderr", capture)),
     ]
     killed: str | None = None
-    waiting = asyncio.ensure_future(proc.wait())
+    exited = _exit_of(proc)
     try:
-        killed = await _wait(waiting, started + timeout, stop)
+        killed = await _wait(exited, started + timeout, stop)
     except asyncio.CancelledError:
-        waiting.cancel()
         await _end(proc, cgroup, readers)
         raise
-    if killed:
-        await _end(proc, cgroup, readers)
-    else:
-        _kill_group(proc.pid, cgroup)  # whatever it left behind
-        await _drain(readers)
+    finally:
+        exited.cancel()
     duration_ms = round((time.monotonic() - started) * 1000)
+    await _end(proc, cgroup, readers)  # whatever it left behind (a daemon holding the pipes) ends too
     return Finished(exit_code=None if killed else proc.returncode, duration_ms=duration_ms, killed=killed)
 
 
-async def _wait(waiting: asyncio.Future[int], deadline: float, stop: Callable[[], bool] | None) -> str | None:
+def _exit_of(proc: asyncio.subprocess.Process) -> asyncio.Future[None]:
+    """Done when the process itself exits, even while something it left behind holds its pipes open
+    (Process.wait() also waits for the pipes)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:  # already gone, or no pidfd: the pipes closing is the next best sign
+        waiting = asyncio.ensure_future(proc.wait())
+        waiting.add_done_callback(lambda _: done.done() or done.set_result(None))
+        done.add_done_callback(lambda _: waiting.cancel())
+        return done
+
+    def on_exit() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, on_exit)
+
+    def close(_: asyncio.Future[None]) -> None:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+    done.add_done_callback(close)
+    return done
+
+
+async def _wait(waiting: asyncio.Future[None], deadline: float, stop: Callable[[], bool] | None) -> str | None:
     """None when the process ended by itself; else why it has to be killed ("timeout" or "stopped")."""
     while True:
         left = deadline - time.monotonic()
@@ -134,6 +158,10 @@ async def _end(proc: asyncio.subprocess.Process, cgroup: PidsCgroup | None, read
     with contextlib.suppress(TimeoutError, asyncio.CancelledError):
         await asyncio.shield(asyncio.wait_for(proc.wait(), REAP_SECONDS))
     await _drain(readers)
+    for _ in range(100):  # the exit status arrives through the child watcher, a moment after the exit
+        if proc.returncode is not None:
+            return
+        await asyncio.sleep(0.01)
 
 
 async def _drain(readers: list[asyncio.Task[None]]) -> None:
