@@ -42,6 +42,8 @@ POLICY = CommandsConfig.model_validate({
     ("uv run elsewhere.py", "ask"),
     ("make", "ask"),  # the default
     ("git push origin main", "forbid"),
+    ("/usr/bin/git push", "forbid"),  # a command named by its path is its name
+    ("g''it pu\\sh", "forbid"),  # quoting does not hide the words
     ("ls && git push", "forbid"),  # every part is checked
     ("ls | python -m pytest", "allow"),
     ("(ls; git push --force)", "forbid"),  # subshells too

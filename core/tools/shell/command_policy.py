@@ -62,10 +62,13 @@ def _longer_or_stricter(rule: CommandRule, best: CommandRule) -> bool:
 
 
 def _starts_with(words: Sequence[str], prefix: str) -> bool:
-    """Whole words; a last prefix word ending in '/' matches any path below it (`uv run @pkg/`)."""
+    """Whole words; a last prefix word ending in '/' matches any path below it (`uv run @pkg/`);
+    a command named by its path matches its name."""
     wanted = _split(prefix)
     if not wanted or len(words) < len(wanted):
         return False
+    if "/" not in wanted[0] and "/" in words[0]:  # /usr/bin/git is git
+        words = [words[0].rsplit("/", 1)[-1], *words[1:]]
     *head, last = wanted
     if any(w != x for w, x in zip(words, head)):
         return False
