@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from functools import cache
 from pathlib import Path
 
 from .command_config import CommandLimits
@@ -29,6 +30,7 @@ def find_bwrap() -> str | None:
         return shutil.which("bwrap")
 
 
+@cache
 def find_uv() -> Path | None:
     try:
         from uv import find_uv_bin  # type: ignore[import-untyped]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from .sandbox_layout import HOME, Layout, layout_for, path_inside, translate
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
+MAX_ARGS_BYTES = 60_000
 _PROBE_TEXT = "crewagent-sandbox-ok"
 
 
@@ -70,6 +72,7 @@ class Prepared:
     pass_fds: list[int]
     cgroup: PidsCgroup | None
     executable: str | None
+    own_home: str | None = None  # sandbox: none: a temporary $HOME, removed afterwards
 
 
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
@@ -82,17 +85,22 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
-        return Prepared([*limits, "/bin/sh", "-c", line], env, cwd, [], None, None)
+        return Prepared([*limits, "/bin/sh", "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
     assert state.program is not None
     cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
-    blobs = [git_file_text(layout)] if layout.git is not None else []
-    fds = open_data_pipes(blobs)
+    fds: list[int] = []
     try:
+        fds = open_data_pipes([git_file_text(layout)] if layout.git is not None else [])
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
                              git_fd=fds[0] if fds else None) + ["--setenv", "PATH", env["PATH"]]
-        args_fd = open_data_pipes([("\0".join(options) + "\0").encode()])[0]
+        packed = ("\0".join(options) + "\0").encode()
+        if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
+            raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
+        args_fd = open_data_pipes([packed])[0]
     except OSError:
         close_fds(fds)
+        if cgroup is not None:
+            cgroup.remove()
         raise
     argv = ["bwrap", "--args", str(args_fd), "--", *limits, "/bin/sh", "-c", translate(command)]
     executable = state.program
@@ -113,6 +121,8 @@ async def execute(state: SandboxState, prepared: Prepared, timeout: float, captu
         close_fds(prepared.pass_fds)
         if prepared.cgroup is not None:
             await asyncio.to_thread(prepared.cgroup.remove)
+        if prepared.own_home is not None:
+            await asyncio.to_thread(shutil.rmtree, prepared.own_home, True)
 
 
 async def _self_test(config: CommandsConfig) -> SandboxState:

@@ -91,8 +91,10 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
     _audit(ctx, command, shown_cwd, verdict, state.backend, finished=finished, output_bytes=capture.total, log_alias=log_alias)
     await progress.ended(finished, log_alias)
     if finished.killed == "timeout":
+        longer = (f"ask for a longer timeout (up to {config.timeout_seconds} s)" if timeout < config.timeout_seconds
+                  else "run a smaller part of the work")
         message = (f"The command did not finish within {timeout} s and was stopped (everything it started ended). "
-                   "Partial output is in the details; run something shorter or ask for a longer timeout.")
+                   f"Partial output is in the details; {longer}.")
         return ToolOutcome(fail("COMMAND_TIMEOUT", message, stdout=stdout, stderr=stderr,
                                 durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
     if finished.killed == "stopped":
