@@ -71,7 +71,7 @@ class CommandProgress(_Event):
     command: str  # shortened to one line
     cwd: str = "@project"
     running: bool = True
-    elapsed_ms: int = 0
+    elapsed_ms: int = 0  # 0 only on the first event (the command starts)
     last_line: str = ""  # the latest output line, for a status line
     exit_code: int | None = None  # once ended; None when it was killed
     killed: str | None = None  # "timeout" or "stopped"

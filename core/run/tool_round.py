@@ -101,7 +101,7 @@ def summary(tool: str, arguments: str, outcome: ToolOutcome) -> str:
         args = {}
     target = ""
     if isinstance(args, dict):
-        for key in ("path", "targetNodeId", "widgetId"):
+        for key in ("path", "targetNodeId", "widgetId", "command"):
             if isinstance(args.get(key), str):
                 target = args[key]
                 break

@@ -81,6 +81,8 @@ async def test_a_dev_agent_fixes_failing_tests_in_the_sandbox(tmp_path: Path, mo
             main, ["run", str(package), "--project", str(project), "--config", str(config)])
     out, err = capsys.readouterr()
     assert code == 0, out + err
+    assert f"  $ {PYTEST}" in out and "→ exit 1 after" in out and "→ exit 0 after" in out
+    assert "shell_run rm -rf @project/* — COMMAND_FORBIDDEN" in out
     assert (project / "calc.py").read_text() == FIXED
     assert (project / "test_calc.py").is_file()  # the forbidden rm never ran
     forbidden, failing, passing = seen

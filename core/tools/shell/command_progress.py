@@ -46,7 +46,8 @@ class CommandReporter:
 
     async def __aenter__(self) -> CommandReporter:
         if self.ctx.progress is not None:
-            await self._send()
+            self.started = time.monotonic()
+            await self._send(elapsed_ms=0)
             self._ticker = asyncio.create_task(self._tick())
         return self
 
