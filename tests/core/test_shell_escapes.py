@@ -280,3 +280,33 @@ async def test_uv_and_the_products_read_only_extras_are_inside(tmp_path: Path) -
     result = await made.run("uv --version && cat $UV_CACHE_DIR/marker.txt && touch /opt/crewagent/cache/new")
     assert result["exitCode"] != 0 and result["stdout"].startswith("uv ") and "cached" in result["stdout"]
     assert "Read-only file system" in result["stderr"] and not (cache / "new").exists()
+
+
+_BOT_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from tests.support.shell_sandbox import make_bench
+bench = make_bench(Path(sys.argv[1]))
+asyncio.run(bench.run(sys.argv[2]))
+"""
+
+
+async def test_a_command_ends_when_the_bot_is_killed(tmp_path: Path) -> None:
+    import signal
+    import sys
+
+    from tests.processes import kill_group
+
+    marker = str(500_000 + os.getpid() % 90_000)
+    repo = Path(__file__).resolve().parents[2]
+    bot = subprocess.Popen([sys.executable, "-c", _BOT_SCRIPT, str(tmp_path / "bot"), f"sleep {marker}"],
+                           cwd=repo, start_new_session=True)
+    try:
+        await asyncio.wait_for(_until(lambda: bool(_host_processes_with(f"sleep\x00{marker}"))), 30)
+        os.kill(bot.pid, signal.SIGKILL)  # the bot alone: its sandboxes run in sessions of their own
+        await asyncio.wait_for(_until(lambda: not _host_processes_with(f"sleep\x00{marker}")), 10)
+    finally:
+        kill_group(bot.pid)
+        for pid in _host_processes_with(f"sleep\x00{marker}"):
+            os.kill(pid, signal.SIGKILL)
+        bot.wait(timeout=10)
