@@ -18,41 +18,9 @@ import pytest
 from cli.main import main
 from core.tools.shell.command_config import CommandsConfig
 from core.tools.shell.command_sandbox import sandbox_state
-from tests.fakes.llm_server import Reply, ScriptedLLM
-from tests.linear_package import make_linear_package, node_id
-from tests.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
-from tests.support.shell_sandbox import TOOLCHAIN
-
-PYTEST = "python -m pytest -q -p no:cacheprovider"
-BROKEN = "def add(a, b):\n    return a - b\n"
-FIXED = "def add(a, b):\n    return a + b\n"
-
-
-def dev_responder(seen: list[dict[str, Any]]) -> Any:
-    """Runs the tests; on a failure patches calc.py and runs them again; on a pass completes the step."""
-    first, last = node_id(1, 2), node_id(2, 2)
-
-    def respond(body: Body) -> Reply:
-        if is_post_completion(body):
-            return Reply(content="Fixed and tested.")
-        node = current_node(body)
-        if node == last:
-            return calls(complete_node(last, to=None, variables={"workflowStatus": "complete"}))
-        if node != first:
-            return Reply(content=f"(scripted model: no plan for {node!r})")
-        names = [name for name, _ in previous_calls(body)]
-        results = previous_results(body)
-        seen.extend(r for r, n in zip(results, names) if n == "shell_run")
-        if not names:
-            return calls(("shell_run", {"command": "rm -rf @project/*"}), ("shell_run", {"command": PYTEST}))
-        if names[-1] == "fs_apply_patch":
-            return calls(("shell_run", {"command": PYTEST}))
-        if names[-1] == "shell_run" and results[-1].get("exitCode") not in (0, None):
-            patch = {"operation": "replace", "oldText": "a - b", "newText": "a + b"}
-            return calls(("fs_apply_patch", {"path": "@project/calc.py", "patch": patch}))
-        return calls(complete_node(first, to=last))
-
-    return respond
+from tests.fakes.llm_server import ScriptedLLM
+from tests.linear_package import make_linear_package
+from tests.support.shell_sandbox import BROKEN, FIXED, PYTEST, TOOLCHAIN, dev_responder
 
 
 async def test_a_dev_agent_fixes_failing_tests_in_the_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
