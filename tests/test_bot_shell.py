@@ -74,3 +74,15 @@ async def test_a_dev_agent_fixes_its_worktrees_tests_in_slack(team_repo: TeamRep
     branch = next(b for b in team_repo.branches() if b != "main")
     assert team_repo.show(branch, "calc.py") == FIXED  # the run's branch carries the fix
     assert "test_calc.py" in team_repo.files(branch)  # the forbidden rm never ran
+
+
+async def test_serve_says_in_one_line_whether_the_sandbox_works(project: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="bot.serve.app"):
+        async with bot_harness(project, configure=with_commands):
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commands: ")]
+    assert len(lines) == 1
+    assert "sandbox bubblewrap ready" in lines[0] or "does not work here" in lines[0]
+
