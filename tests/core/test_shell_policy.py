@@ -197,3 +197,13 @@ async def test_sandbox_none_runs_without_one_and_says_so(tmp_path: Path, caplog:
     assert result["ok"] is True and result["stdout"].splitlines()[0] == "@project", result
     assert (made.project / "made").is_file() and str(made.project) not in str(result)
     assert made.commands_audited()[-1]["sandbox"] == "none"
+
+
+def test_a_denied_command_is_audited(tmp_path: Path) -> None:
+    from core.tools.shell.shell_run import audit_denied
+
+    made = make_bench(tmp_path)
+    audit_denied(made.context(), {"command": "make deploy", "cwd": "@project/app"}, "U42")
+    [event] = made.commands_audited()
+    assert event["command"] == "make deploy" and event["cwd"] == "@project/app"
+    assert event["refused"] == "COMMAND_DENIED" and event["deniedBy"] == "U42" and "exitCode" not in event

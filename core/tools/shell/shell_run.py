@@ -105,6 +105,13 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
                           durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
 
 
+def audit_denied(ctx: ToolContext, arguments: dict[str, Any], denied_by: str | None) -> None:
+    """The audit event of a command the owner denied (for the engine's approval path to call)."""
+    command = str(arguments.get("command") or "")
+    cwd = str(arguments.get("cwd") or "@project")
+    _audit(ctx, command, cwd, None, None, refused=DENIED, denied_by=denied_by)
+
+
 def _approval(command: str, cwd: str, timeout: int, config: CommandsConfig, verdict: Verdict) -> ApprovalRequest:
     network = "network on" if config.network else "no network"
     message = (f"The agent wants to run a command ({verdict.reason}):\n```\n{command[:3000]}\n```\n"
@@ -138,7 +145,7 @@ def _refused(ctx: ToolContext, command: str, cwd: str, code: str, message: str, 
 
 def _audit(ctx: ToolContext, command: str, cwd: str, verdict: Verdict | None, sandbox: str | None, *,
            finished: Finished | None = None, output_bytes: int = 0, log_alias: str | None = None,
-           refused: str | None = None) -> None:
+           refused: str | None = None, denied_by: str | None = None) -> None:
     if ctx.audit is None:
         return
     event: dict[str, Any] = {
@@ -153,6 +160,8 @@ def _audit(ctx: ToolContext, command: str, cwd: str, verdict: Verdict | None, sa
     }
     if refused:
         event["refused"] = refused
+    if denied_by:
+        event["deniedBy"] = denied_by
     if finished is not None:
         event.update(exitCode=finished.exit_code, durationMs=finished.duration_ms, outputBytes=output_bytes,
                      killed=finished.killed, log=log_alias)
