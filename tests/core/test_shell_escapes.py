@@ -79,11 +79,12 @@ async def test_the_bots_environment_and_host_secrets_are_invisible(bench: ShellB
     (home / "state.txt").write_text("other-runs-secret")
     result = await bench.run(
         f"env; cat /proc/1/environ; cat /proc/*/environ; cat {home}/state.txt; ls /root /home; "
-        "ps -e -o pid,args; cat /etc/shadow | head -1"
+        "ps -e -o pid,args; cat /etc/shadow | head -1; ls /etc/ssh /etc/ssl/private"
     )
     text = str(result)
     assert "xoxb-secret-token-1234" not in text and "sk-secret-key-5678" not in text
     assert "other-runs-secret" not in text
+    assert "ssh_host" not in text and "root:" not in result["stdout"]  # host keys and password hashes
     assert "test_shell_escapes.py" not in result["stdout"]  # the host's processes (this test run) are invisible
     names = {line.split("=", 1)[0] for line in result["stdout"].splitlines() if "=" in line and line[0].isupper()}
     assert {"PATH", "HOME", "LANG"} <= names

@@ -12,7 +12,7 @@ from functools import cache
 from pathlib import Path
 
 from .command_config import CommandLimits
-from .sandbox_layout import GIT, HOME, PKG, PROJECT, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN, Layout
+from .sandbox_layout import GIT, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN, Layout
 
 DOCKER_FIX = (
     "user namespaces are blocked here; in Docker run the container with "
@@ -91,11 +91,15 @@ def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool) 
 
 def _masks(layout: Layout) -> list[str]:
     """Hidden paths (the config file, the runtime home) that happen to lie inside a visible folder."""
-    visible = [Path(f) for f in SYSTEM_DIRS] + list(layout.toolchain) + [layout.project, layout.pkg]
+    visible = [(Path(f), f) for f in SYSTEM_DIRS] + [(t, str(t)) for t in layout.toolchain]
+    visible += [(Path(h), i) for h, i in layout.extra_read_only] + [(layout.project, PROJECT), (layout.pkg, PKG)]
     out: list[str] = []
     for hidden in layout.hidden:
-        for root, inside in [(p, str(p)) for p in visible[:-2]] + [(layout.project, PROJECT), (layout.pkg, PKG)]:
+        for root, inside in visible:
             if hidden == root or root in hidden.parents:
                 target = inside + str(hidden)[len(str(root)):]
                 out += ["--tmpfs", target] if hidden.is_dir() else ["--ro-bind", "/dev/null", target]
+    for secret in SECRET_DIRS:
+        if os.path.isdir(secret):
+            out += ["--tmpfs", secret]
     return out

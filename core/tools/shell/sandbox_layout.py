@@ -20,6 +20,7 @@ TOOLS_BIN = "/opt/crewagent/bin"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
+SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")  # host keys: readable by a bot running as root
 _ALIAS = re.compile(r"(?<![\w@/.$-])@(project|pkg)(?=/|\b|$)")
 
 
