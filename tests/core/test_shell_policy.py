@@ -80,6 +80,7 @@ def test_unparseable_lines_are_invalid(line: str) -> None:
 def test_allowed_for_the_run_covers_every_part_or_nothing() -> None:
     verdict = decide("make test", POLICY)
     assert verdict.decision == "ask" and verdict.allow_for_run == "make test"
+    assert decide("python -m mypy src", POLICY).allow_for_run == "python -m mypy"
     assert decide("make test -j2", POLICY, {"make test"}).decision == "allow"
     assert decide("make test && make lint", POLICY, {"make test"}).decision == "ask"
     assert decide("make test && ls", POLICY, {"make test"}).decision == "allow"  # ls is allowed by a rule

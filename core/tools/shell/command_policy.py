@@ -98,7 +98,8 @@ def _allow_for_run(analysis: Analysis, config: CommandsConfig) -> str | None:
     asking = [w for w in analysis.parts if _part(w, config.rules, config.default).decision == "ask"]
     if not asking:
         return None
-    prefix = asking[0][:ALLOW_FOR_RUN_WORDS]
+    first = asking[0]
+    prefix = first[:3] if first[1:2] == ["-m"] else first[:ALLOW_FOR_RUN_WORDS]  # python -m pytest
     if any(list(w[: len(prefix)]) != prefix for w in asking):
         prefix = asking[0][:1]
         if any(w[:1] != prefix for w in asking):
