@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import CommandsConfig, McpServerConfig, missing_variables, server_name_problem, SystemToolPolicy
+from core.api.tools import CommandsConfig, McpServerConfig, server_problems, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -257,66 +257,19 @@ def load_config(
     """Merge file, flags and environment; flags win over the file's default binding."""
     env = os.environ if env is None else env
     cwd = (cwd or Path.cwd()).resolve()
-    file_cfg = FileConfig()
-    file_base = cwd
-    source = "command line"
+    file_cfg, file_base, source = FileConfig(), cwd, "command line"
     if config_path is not None:
         path = _absolute(Path(config_path), cwd)
-        file_cfg = read_file_config(path)
-        file_base = path.parent
-        source = str(path)
+        file_cfg, file_base, source = read_file_config(path), path.parent, str(path)
 
-    problems: list[str] = []
-    default_repo: str | None = None
-    default_project: Path | None
-    if project is not None:
-        default_project = _absolute(Path(project), cwd)
-    elif file_cfg.project is not None and file_cfg.repo is not None:
-        default_project = None
-        problems.append(f"{source}: project: give either project (a folder) or repo (a git URL), not both")
-    elif file_cfg.project is not None:
-        default_project = _absolute(file_cfg.project, file_base)
-    elif file_cfg.repo is not None:
-        default_project, default_repo = None, file_cfg.repo
-    else:
-        default_project = cwd
-    if packages:
-        default_packages = [_absolute(Path(p), cwd) for p in packages]
-    elif file_cfg.packages:
-        default_packages = [_absolute(p, file_base) for p in file_cfg.packages]
-    else:
-        default_packages = example_packages(cwd)
-
-    channels = {
-        channel: b.model_copy(
-            update={
-                "project": _absolute(b.project, file_base) if b.project is not None else None,
-                "packages": [_absolute(p, file_base) for p in b.packages] or default_packages,
-            }
-        )
-        for channel, b in file_cfg.channels.items()
-    }
+    default_project, default_repo, problems = _default_source(project, file_cfg, cwd, file_base, source)
+    default_packages = _default_packages(packages, file_cfg, cwd, file_base)
+    channels = _channel_bindings(file_cfg, file_base, default_packages)
     source_key = {"repo": default_repo} if default_repo is not None else {"project": default_project or cwd}
     default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
-
-    for name, binding in {"(default)": default, **channels}.items():
-        where = "--project" if name == "(default)" and project is not None else (
-            "project" if name == "(default)" else f"channels.{name}.project"
-        )
-        if binding.project is not None and not binding.project.is_dir():
-            problems.append(f"{source}: {where}: project directory {binding.project} does not exist")
-        if not binding.packages:
-            key = "packages" if name == "(default)" else f"channels.{name}.packages"
-            problems.append(
-                f"{source}: {key}: no packages; pass --package PATH (a package directory or .bmad file)"
-            )
-        for pkg in binding.packages:
-            if not pkg.exists():
-                problems.append(f"{source}: packages: {pkg} does not exist")
-    database_url = file_cfg.database_url or env.get(DATABASE_ENV, "").strip() or None
-    if database_url and not database_url.startswith(("postgresql://", "postgres://")):
-        key = "database_url" if file_cfg.database_url else DATABASE_ENV
-        problems.append(f"{source if file_cfg.database_url else 'environment'}: {key}: must start with postgresql://")
+    problems += _binding_problems(source, default, channels, project_flag=project is not None)
+    database_url, database_problems = _database_url(source, file_cfg, env)
+    problems += database_problems
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
@@ -344,16 +297,78 @@ def load_config(
     )
 
 
+def _default_source(
+    project: str | Path | None, file_cfg: FileConfig, cwd: Path, file_base: Path, source: str
+) -> tuple[Path | None, str | None, list[str]]:
+    """The default binding's folder or repository: the --project flag, else the file's, else the cwd."""
+    if project is not None:
+        return _absolute(Path(project), cwd), None, []
+    if file_cfg.project is not None and file_cfg.repo is not None:
+        return None, None, [f"{source}: project: give either project (a folder) or repo (a git URL), not both"]
+    if file_cfg.project is not None:
+        return _absolute(file_cfg.project, file_base), None, []
+    if file_cfg.repo is not None:
+        return None, file_cfg.repo, []
+    return cwd, None, []
+
+
+def _default_packages(packages: Sequence[str | Path], file_cfg: FileConfig, cwd: Path, file_base: Path) -> list[Path]:
+    """The --package flags, else the file's packages, else the bundled examples."""
+    if packages:
+        return [_absolute(Path(p), cwd) for p in packages]
+    if file_cfg.packages:
+        return [_absolute(p, file_base) for p in file_cfg.packages]
+    return example_packages(cwd)
+
+
+def _channel_bindings(file_cfg: FileConfig, file_base: Path, default_packages: list[Path]) -> dict[str, Binding]:
+    """The `channels:` bindings with absolute paths; a channel without packages gets the default ones."""
+    return {
+        channel: b.model_copy(
+            update={
+                "project": _absolute(b.project, file_base) if b.project is not None else None,
+                "packages": [_absolute(p, file_base) for p in b.packages] or default_packages,
+            }
+        )
+        for channel, b in file_cfg.channels.items()
+    }
+
+
+def _binding_problems(
+    source: str, default: Binding, channels: Mapping[str, Binding], *, project_flag: bool
+) -> list[str]:
+    """Project folders and packages that do not exist, or a binding without packages."""
+    problems = []
+    for name, binding in {"(default)": default, **channels}.items():
+        where = "--project" if name == "(default)" and project_flag else (
+            "project" if name == "(default)" else f"channels.{name}.project"
+        )
+        if binding.project is not None and not binding.project.is_dir():
+            problems.append(f"{source}: {where}: project directory {binding.project} does not exist")
+        if not binding.packages:
+            key = "packages" if name == "(default)" else f"channels.{name}.packages"
+            problems.append(
+                f"{source}: {key}: no packages; pass --package PATH (a package directory or .bmad file)"
+            )
+        for pkg in binding.packages:
+            if not pkg.exists():
+                problems.append(f"{source}: packages: {pkg} does not exist")
+    return problems
+
+
+def _database_url(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The file's database_url, else CREWAGENT_DATABASE_URL; it must be a postgresql:// URL."""
+    database_url = file_cfg.database_url or env.get(DATABASE_ENV, "").strip() or None
+    if database_url and not database_url.startswith(("postgresql://", "postgres://")):
+        key = "database_url" if file_cfg.database_url else DATABASE_ENV
+        where = source if file_cfg.database_url else "environment"
+        return database_url, [f"{where}: {key}: must start with postgresql://"]
+    return database_url, []
+
+
 def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
     """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
-    problems = []
-    for name in servers:
-        why = server_name_problem(name)
-        if why:
-            problems.append(f"{source}: mcp_servers.{name}: invalid server name: {why}")
-    for name, var in missing_variables(servers, env):
-        problems.append(f"{source}: mcp_servers.{name}: ${{{var}}} is not set in the environment")
-    return problems
+    return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in server_problems(servers, env)]
 
 
 def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:

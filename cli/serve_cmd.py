@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from bot.serve.app import CrewBot, build, freeze_startup_heap
-from bot.serve.packages import PackageLoadFailed
+from bot.serve.bound_packages import PackageLoadFailed
 from bot.connection import TokenRefused
 from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import resolve_format, setup_logging

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.shared_files import BMAD_V6_SRC, REFERENCE_SCHEMAS, missing_reason
+from tests.support.shared_files import BMAD_V6_SRC, REFERENCE_SCHEMAS, missing_reason
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -163,7 +163,8 @@ def test_a_checkout_without_shared_skips_those_tests_with_that_reason(tmp_path: 
     assert not (tmp_path / "shared").exists()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         "tests/test_package_schemas.py", "tests/test_router.py", "tests/test_bmad_import.py", "-k",
+         "tests/core/package/test_package_schemas.py", "tests/core/session/test_router.py",
+         "tests/core/bmad_import/test_bmad_import.py", "-k",
          "schema or pm or bmm or real"],
         cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True, text=True,
         timeout=600,

@@ -23,7 +23,7 @@ from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..waits import wait_set
 from ..base.thread import ThreadRecord
 from .overview import Access, RunOverview
-from .view import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
+from .tab import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
 
 log = logging.getLogger(__name__)
 

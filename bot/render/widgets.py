@@ -12,7 +12,7 @@ from ..base import actions as act
 from ..base.actions import ButtonValue, FormMode
 from .message import BlockJSON, SlackMessage
 from .blocks import actions_block, button, choices, context, reply, section
-from .approval import approval_answer, approval_controls, approval_outcome, is_approval
+from .approval_buttons import approval_answer, approval_controls, approval_outcome, is_approval
 from .mrkdwn import escape, to_mrkdwn
 
 CONFIRM_WIDGET = "workflow_state_change_confirm"

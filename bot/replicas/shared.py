@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from core.api.stores import check_url, open_pool, PostgresRuntimeStore
 
 from .membership import Replicas
-from .schema import REPLICA_SCHEMA
+from .tables import REPLICA_SCHEMA
 
 
 class SharedStore:

@@ -43,7 +43,7 @@ from ..threads.dedupe import Deduper
 from ..threads.binding import BindingRuntime
 from ..threads.dispatch import Dispatcher
 from .handlers import Handlers
-from .packages import load_packages
+from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks

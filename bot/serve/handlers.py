@@ -26,7 +26,7 @@ from ..base.actions import ButtonValue, Clicked
 from ..native.agent_view import PROMPTS_TITLE, PromptPacer
 from ..threads.dedupe import Deduper
 from ..threads.dispatch import Dispatcher
-from ..render.forms import decode_context, parse_submission
+from ..render.modals import decode_context, parse_submission
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..base.thread import ThreadKey
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base.actions import ButtonValue, Clicked, FormContext
-from ..render.forms import build_modal
+from ..render.modals import build_modal
 from ..base.thread import ThreadKey, ThreadRecord
 from ..render.widgets import form_answered, form_mode
 from .work import ThreadWork

@@ -20,7 +20,7 @@ from ..access import AccessPolicy, Verdict
 from ..base.actions import ButtonValue, Clicked
 from ..config import BotConfig
 from .dedupe import Deduper
-from ..completion.delivery import Deliveries
+from ..completion.push import Deliveries
 from ..completion.feedback import FeedbackRecorder
 from .lanes import ThreadLanes
 from .view import ThreadRenderer

@@ -91,7 +91,7 @@ class StateUpdated(_Event):
     steps_total: int  # every step of the graph, from start to end of the run
     steps_not_taken: int = 0  # once complete: the steps on branches the run did not take
     artifacts: list[str]
-    complete: bool = False  # the workflow is complete (SPEC §9.4) as of this state
+    complete: bool = False  # workflowStatus "complete", or else the end node in stepsCompleted, as of this state
 
 
 class PhaseChanged(_Event):

@@ -1,4 +1,4 @@
-"""The run state (`@state/workflow.md`) and the one guarded path every change to it takes (D§4.1).
+"""The run state (`@state/workflow.md`) and the one guarded path every change to it takes.
 
 Checks run in a fixed order — confirmation gate, ifMatchSha256, parse, defaults + schema,
 transition against the graph, stepsCompleted monotonicity — and only then is the file replaced
@@ -167,7 +167,7 @@ def init_state_text(
 
 
 def apply_update(fm: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    """`updateFrontmatter` semantics (D§3.6). A plain value (no `set`/`append`) means set.
+    """`updateFrontmatter` semantics. A plain value (no `set`/`append`) means set.
 
     Returns a new mapping and never modifies `fm`: changed keys get new values, unchanged ones are
     shared with `fm` (commit_state normalises, i.e. copies, what it keeps).

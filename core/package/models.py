@@ -62,7 +62,7 @@ class Graph(BaseModel):
         return any(e.from_ == src and e.to == dst for e in self.edges)
 
     def effective_node_id(self, current: str | None) -> str:
-        """`""` (or blank) means "not started", which is the entry node (SPEC §9.3)."""
+        """`""` (or blank) means "not started", which is the entry node."""
         return (current or "").strip() or self.entryNodeId
 
 

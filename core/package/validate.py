@@ -54,7 +54,7 @@ def check_package_dir(root: Path) -> tuple[PackageDocs | None, list[Problem]]:
 
 
 def _without_blank_dates(fm: dict[str, Any]) -> dict[str, Any]:
-    """Templates ship `updatedAt: ""`; an empty date means "not set yet" (SPEC §9.13)."""
+    """Templates ship `updatedAt: ""`; an empty date means "not set yet"."""
     out = {k: v for k, v in fm.items() if not (k == "updatedAt" and v == "")}
     log = out.get("decisionLog")
     if isinstance(log, list):

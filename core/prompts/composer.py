@@ -1,4 +1,4 @@
-"""PromptComposer: the layered messages sent on every LLM call (D§5, SPEC §9.7).
+"""PromptComposer: the layered messages sent on every LLM call.
 
 System layers (base rules, tool policy, mode banner, persona) and the run anchors (RUN_DIRECTIVE,
 NODE_BRIEF with the step file inlined and a STATE_SUMMARY) are rebuilt from the current state on
@@ -59,7 +59,7 @@ def _user(text: str) -> Message:
 
 
 def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode: Mode) -> str:
-    """The same effective policy that decides visibility and enforcement, in words (D§3.10)."""
+    """The same effective policy that decides visibility and enforcement, in words."""
     if policy.fs_enabled:
         fs_line = f"enabled (maxReadBytes={policy.max_read_bytes}, maxWriteBytes={policy.max_write_bytes})"
         if mode != "run":
@@ -96,7 +96,7 @@ def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode:
 
 
 def render_persona(agent: Agent) -> str:
-    """`systemPrompt` verbatim when the package compiled one, else the persona fields (D§5.5)."""
+    """`systemPrompt` verbatim when the package compiled one, else the persona fields."""
     if agent.systemPrompt and agent.systemPrompt.strip():
         return agent.systemPrompt.strip()
     principles = "\n".join(f"- {line}" for line in agent.persona.principle_lines())

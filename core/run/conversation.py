@@ -29,7 +29,7 @@ CONVERSATION_RESULT_LIMIT = 50_000
 
 
 class TurnDeltaListener(Protocol):
-    """Hears the assistant text of model call `turn` as it streams (`restart`: see core.model.stream)."""
+    """Hears the assistant text of model call `turn` as it streams (`restart`: see core.model.completion_stream)."""
 
     def __call__(self, turn: int, text: str, *, restart: bool = False) -> Awaitable[None]: ...
 

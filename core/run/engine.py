@@ -23,7 +23,7 @@ from ..package.models import Agent, Package
 from ..prompts.composer import PromptComposer
 from .pump import Pump
 from .pump_deps import PumpControl, PumpDeps
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
 from ..store.protocol import RunStore
 from ..tools.base import EffectivePolicy, ToolContext

@@ -21,7 +21,7 @@ from ..base.errors import CrewError
 from ..base.events import SubworkflowReturned, SubworkflowStarted
 from ..package.models import Graph, Node, Package, Workflow
 from ..prompts.composer import render
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord, utc_now
 from ..document.codec import render_draft
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..checkout.binding import Checkout
+from ..checkout.project import Checkout
 from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import AgentCard, Output
 from ..package.models import Agent, Package
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..tools.base import Mounts
 from .model import Session
 

@@ -1,4 +1,4 @@
-"""CommandRouter (D§6.3–6.5): turns one line of user text into a command, without side effects.
+"""CommandRouter: turns one line of user text into a command, without side effects.
 
 Pure and deterministic so it can be table-tested: no I/O, no LLM. The session layer decides what
 each command does (dispatch); this module only decides which command the user meant.
@@ -134,7 +134,7 @@ def _query(norm: str) -> _Query:
 
 
 def parse_global_command(text: str) -> GlobalCommand | None:
-    """`*menu`, `/PAUSE now`, ... → the command name; anything else (even `/foo`) → None (SPEC §9.12)."""
+    """`*menu`, `/PAUSE now`, ... → the command name; anything else (even `/foo`) → None."""
     first = text.strip().split(maxsplit=1)
     if not first or first[0][:1] not in ("*", "/"):
         return None
@@ -170,7 +170,7 @@ DESCRIPTION_WEIGHTS = (50, 30)
 
 
 def visible_items(agent: Agent, surface: Surface) -> list[tuple[int, MenuItem]]:
-    """Menu items shown on this surface, numbered 1.. over the visible ones only (D§6.3)."""
+    """Menu items shown on this surface, numbered 1.. over the visible ones only."""
     shown = [
         item
         for item in agent.menu
@@ -329,7 +329,7 @@ def resolve(
     surface: Surface,
     workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
-    """Resolve one user message against the agent's visible menu (D§6.4), then map the hit (D§6.5)."""
+    """Resolve one user message against the agent's visible menu, then map the hit to a command."""
     raw = text.strip()
     if not raw:
         return ResolvedCommand(kind="ShowMenu", reason="empty input")
@@ -391,7 +391,7 @@ def _map(
     details: str,
     workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
-    """Turn a matched item into a command: workflow > exec > action (D§6.5)."""
+    """Turn a matched item into a command: workflow > exec > action."""
     base: dict[str, Any] = {
         "confidence": confidence,
         "reason": reason,

@@ -24,7 +24,7 @@ from .outputs import (
     WidgetRequest,
 )
 from ..package.models import Agent, Package
-from ..store.runs import StateView, new_run_id, resolve_workflow
+from ..store.run_manager import StateView, new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session

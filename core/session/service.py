@@ -13,25 +13,25 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Literal
 
-from ..checkout.binding import Checkout
+from ..checkout.project import Checkout
 from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..base.wrappers import widget_submit_text
 from .router import GlobalCommand, parse_global_command, resolve
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from . import runmode
 from .commands import help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
 from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest
+from .lookup import CHAT_WORDS, Startable, names_something, startables, unique_trigger_owner
 from .model import Session
 from .talk import talk
 
 log = logging.getLogger(__name__)
 
 Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss", "help"]
-CHAT_WORDS = {"chat", "*chat", "/chat", "plain chat"}
 STALE_WIDGET = "This question was already answered."
 
 
@@ -160,15 +160,7 @@ class SessionService:
             await self._show_agents(session, out)
 
     def _unique_trigger_owner(self, text: str) -> AgentChoice | None:
-        """The one agent whose menu has an exact trigger for `text` (numbers are never unique)."""
-        if not text or text.lstrip("*").isdigit():
-            return None
-        owners = []
-        for choice in self.catalog.choices:
-            cmd = resolve(choice.agent, text, surface=self.deps.surface, workflows=choice.package.workflows)
-            if cmd.confidence == "exact" and cmd.item_index is not None:
-                owners.append(choice)
-        return owners[0] if len(owners) == 1 else None
+        return unique_trigger_owner(self.catalog, text, self.deps.surface)
 
     async def _show_agents(self, session: Session, out: Outbox, lead: str = "Hi! ") -> None:
         names = ", ".join(p.name for p in self.catalog.packages)
@@ -337,3 +329,13 @@ class SessionService:
         else:
             package, agent = self.deps.bound(session)
             await talk(self.deps, session, package, agent, answer, out, mode="agent")
+
+    # ---- asked without a session: the Home tab and `/crew TEXT` ------------------------
+
+    def names_something(self, text: str) -> bool:
+        """True when opening a session with `text` picks an agent, enters chat or starts a command."""
+        return names_something(self.catalog, text, self.deps.surface)
+
+    def startables(self) -> list[Startable]:
+        """The agents this service offers, each with the triggers of what it can start."""
+        return startables(self.catalog, self.deps.surface)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ INTERRUPTED_RESULT = json.dumps(
 
 
 def estimate_tokens(text: str | None) -> int:
-    """ASCII characters count a quarter token each, any other character a whole one (D§5.10)."""
+    """ASCII characters count a quarter token each, any other character a whole one."""
     if not text:
         return 0
     if text.isascii():
@@ -342,13 +342,6 @@ class History:
             return str(entry["content"]) if entry.get("content") else None
         return None
 
-    def last_assistant_text(self) -> str | None:
-        for entry in reversed(self.entries):
-            if entry.get("role") == "assistant" and entry.get("content"):
-                return str(entry["content"])
-        return None
-
-
 class HistoryCache:
     """The conversations of recently pumped runs, so a pump does not re-read a log it wrote itself.
 
@@ -402,8 +395,3 @@ def offload_large_result(
     real_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(real_dir / f"{message_id}.json", content)
     return f"{preview}\n\n[Full output: {alias_dir}/{message_id}.json (read windows with fs_read startLine/endLine)]"
-
-
-def plain_history(messages: Iterable[Message]) -> list[Message]:
-    """Wire-form copies, for conversation callers that keep history as plain dicts."""
-    return [to_wire(m) for m in messages]

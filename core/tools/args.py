@@ -1,6 +1,6 @@
 """Argument models of the built-in tools: they parse what the model sent and generate the wire schemas.
 
-Legacy shapes the corpus also uses are accepted on input (SPEC §9.1) but not advertised:
+Legacy shapes the corpus also uses are accepted on input but not advertised:
 `query`/`globs` for fs_search and the flat `{path, operation, update}` form of fs_apply_patch.
 """
 

@@ -24,7 +24,7 @@ class Mounts:
 
 @dataclass(frozen=True)
 class EffectivePolicy:
-    """Agent settings merged with system settings; agents can only tighten (D§3.10)."""
+    """Agent settings merged with system settings; agents can only tighten."""
 
     fs_enabled: bool = True
     max_read_bytes: int = 524_288
@@ -39,7 +39,7 @@ class EffectivePolicy:
 
 @dataclass
 class Confirmation:
-    """One-shot permission for one state change after completion (D§7.6). Never persisted."""
+    """One-shot permission for one state change after completion. Never persisted."""
 
     granted: bool = False
 

@@ -1,4 +1,4 @@
-"""System tool settings merged with an agent's `tools` block: agents can only tighten (D§3.10).
+"""System tool settings merged with an agent's `tools` block: agents can only tighten.
 
 The same EffectivePolicy drives the prompt's tool-policy text, which tools are offered, and
 what the tools enforce, so the three never disagree.
@@ -10,13 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..package.models import Agent
 from .base import EffectivePolicy
-from .mcp.config import McpServerConfig, missing_variables, server_name_problem
 from .shell.command_config import CommandsConfig
-
-__all__ = [
-    "CommandsConfig", "EffectivePolicy", "McpServerConfig", "SystemToolPolicy", "effective_policy", "missing_variables",
-    "server_name_problem",
-]
 
 
 class SystemToolPolicy(BaseModel):

@@ -1,6 +1,6 @@
 """ToolHost: which tools a context may use, their wire schemas, and one never-raising execute().
 
-Names travel as `fs_read` on the wire (OpenAI function names cannot hold dots, SPEC §9.8) and as
+Names travel as `fs_read` on the wire (OpenAI function names cannot hold dots) and as
 `fs.read` in audit logs; both spellings are accepted from the model.
 """
 
@@ -32,7 +32,7 @@ from .shell.shell_run import shell_run
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
-    from .mcp.config import McpServerConfig
+    from .mcp.server_config import McpServerConfig
     from .mcp.hub import McpHub
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,8 @@ def canonical_name(name: str) -> str:
 
 
 def available(ctx: ToolContext) -> tuple[str, ...]:
-    """Wire names this context may call, in a stable order (SPEC §9.9, D§3.10)."""
+    """Wire names this context may call, in a stable order: every tool in a run; outside a run only the
+    read-only ones and `ui_ask_user` (writes happen only inside runs); just `ui_ask_user` when fs is off."""
     if not ctx.policy.fs_enabled:
         return _ASK_ONLY
     if ctx.mode != "run":
@@ -214,5 +215,5 @@ class ToolHost:
         }
         try:
             ctx.audit(event)
-        except Exception:
+        except OSError:  # the tool's work is done; a full or broken disk must not turn it into a failure
             log.exception("audit write failed for tool call %s", call_id)

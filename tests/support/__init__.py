@@ -1,1 +1,1 @@
-"""Helpers shared by test modules."""
+"""Helpers the tests share: fakes of Slack and the model, harnesses, real-process and repository helpers."""

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
-from tests.fakes.llm_server import Reply
-from tests.linear_package import node_id
-from tests.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
+from tests.support.fakes.llm_server import Reply
+from tests.support.linear_package import node_id
+from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
 from core.tools.registry import ToolHost
 from core.tools.shell.command_config import CommandsConfig
 

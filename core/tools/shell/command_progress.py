@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import time
 import uuid
-from types import TracebackType
 
 from ...base.events import CommandProgress
 from ..base import ToolContext
@@ -51,8 +50,7 @@ class CommandReporter:
             self._ticker = asyncio.create_task(self._tick())
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
