@@ -312,3 +312,12 @@ async def test_a_command_ends_when_the_bot_is_killed(tmp_path: Path) -> None:
         for pid in _host_processes_with(f"sleep\x00{marker}"):
             os.kill(pid, signal.SIGKILL)
         bot.wait(timeout=10)
+
+
+async def test_the_sandbox_works_on_this_machine() -> None:
+    """The escape tests skip where bubblewrap cannot work; this one says so as a failure, unless the
+    machine is known to block user namespaces (CREWAGENT_TESTS_WITHOUT_SANDBOX=1)."""
+    state = await sandbox_state(commands())
+    if os.environ.get("CREWAGENT_TESTS_WITHOUT_SANDBOX") == "1":
+        pytest.skip("this machine runs the tests without the command sandbox")
+    assert state.usable, state.problem
