@@ -208,3 +208,21 @@ def test_a_denied_command_is_audited(tmp_path: Path) -> None:
     [event] = made.commands_audited()
     assert event["command"] == "make deploy" and event["cwd"] == "@project/app"
     assert event["refused"] == "COMMAND_DENIED" and event["deniedBy"] == "U42" and "exitCode" not in event
+
+
+def test_agents_json_may_switch_the_tool_off_and_is_validated(tmp_path: Path) -> None:
+    from core.base.errors import CrewError
+    from core.package.loader import load_package
+    from tests.support.linear_package import make_linear_package
+
+    root = make_linear_package(tmp_path / "pkg", nodes=2)
+    agents = json.loads((root / "agents.json").read_text())
+    agents["agents"][0]["tools"]["shell"] = {"enabled": False}
+    (root / "agents.json").write_text(json.dumps(agents))
+    agent = load_package(root, cache_dir=tmp_path / "cache").agent("writer")
+    assert agent is not None and agent.tools is not None and agent.tools.shell is not None
+    assert agent.tools.shell.enabled is False
+    agents["agents"][0]["tools"]["shell"] = {"enabled": "sometimes"}
+    (root / "agents.json").write_text(json.dumps(agents))
+    with pytest.raises(CrewError):
+        load_package(root, cache_dir=tmp_path / "cache2")
