@@ -4,6 +4,8 @@
 # Every *.bmad file or package folder mounted under /packages is served (see docker/entrypoint.sh);
 # with nothing there, the bundled example packages are.
 # Several replicas over one Postgres: see docker-compose.yml.
+# With `commands:` in crewagent.yml, the command sandbox needs user namespaces: add
+#   --security-opt seccomp=unconfined --security-opt apparmor=unconfined (docs/commands.md).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

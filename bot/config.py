@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import McpServerConfig, server_problems, SystemToolPolicy
+from core.api.tools import CommandsConfig, McpServerConfig, server_problems, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -199,6 +199,8 @@ class FileConfig(_Strict):
     """Which tools models get and how much a read or write may move."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # Claude Desktop's `mcpServers` shape
     """MCP servers whose tools agents may use, keyed by server name (the `mcpServers` shape of Claude Desktop, VS Code and Cursor)."""
+    commands: CommandsConfig | None = None
+    """Listing it turns the shell_run tool on: the command policy and the sandbox (docs/commands.md)."""
     access: Access = Field(default_factory=Access)
     """Who may use the bot, where, and who administers it."""
     resume_on_start: bool = True
@@ -314,11 +316,13 @@ def load_config(
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
     problems += database_problems
-    problems += mcp_problems(source, file_cfg.mcp_servers, env)
+    problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
 
     home_text = env.get("CREWAGENT_HOME", "").strip()
+    if config_path is not None:
+        file_cfg = with_hidden_paths(file_cfg, _absolute(Path(config_path), cwd), home_text)
     return BotConfig(
         default=default,
         channels=channels,
@@ -413,9 +417,25 @@ def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mappi
     return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in server_problems(servers, env)]
 
 
+def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:
+    if file_cfg.commands is None:
+        return []
+    return [f"{source}: commands.env: ${{{var}}} is not set in the environment"
+            for var in file_cfg.commands.missing_variables(env)]
+
+
 def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
-    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)."""
-    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers)})
+    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)
+    and `commands:` (shell_run is offered only when it is there)."""
+    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers), "commands": file_cfg.commands})
+
+
+def with_hidden_paths(file_cfg: FileConfig, config_file: Path, home: str) -> FileConfig:
+    """What a command must never see, even where a folder it sees holds it: this file, the runtime home."""
+    if file_cfg.commands is None:
+        return file_cfg
+    hidden = tuple(p for p in (str(config_file), home) if p)
+    return file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
 
 
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:
@@ -423,10 +443,10 @@ def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = Non
     env = os.environ if env is None else env
     path = _absolute(Path(config_path), Path.cwd())
     file_cfg = read_file_config(path)
-    problems = mcp_problems(str(path), file_cfg.mcp_servers, env)
+    problems = mcp_problems(str(path), file_cfg.mcp_servers, env) + commands_problems(str(path), file_cfg, env)
     if problems:
         raise ConfigError(problems)
-    return file_cfg
+    return with_hidden_paths(file_cfg, path, env.get("CREWAGENT_HOME", "").strip())
 
 
 def describe(config: BotConfig) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from core.api.events import (
     ArtifactWritten,
     AssistantText,
     AssistantTextDelta,
+    CommandProgress,
     EngineEvent,
     LLMRetrying,
     NodeStarted,
@@ -170,6 +171,12 @@ class EventPrinter:
                 self.write(f"  ! {event.summary}")
             elif self.verbose:
                 self.write(f"  · {event.summary}")
+        elif isinstance(event, CommandProgress):
+            if event.running and event.elapsed_ms == 0:
+                self.write(f"  $ {event.command}")
+            elif not event.running:
+                ended = f"exit {event.exit_code}" if event.killed is None else f"stopped ({event.killed})"
+                self.write(f"    → {ended} after {event.elapsed_ms / 1000:.1f} s")
         elif isinstance(event, LLMRetrying):
             self.write(f"  … {retry_note(event)}")
         elif isinstance(event, PhaseChanged) and event.parent_run_id is None:  # the caller reports for both

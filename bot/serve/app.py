@@ -33,7 +33,7 @@ from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunMan
 from core.api.packages import Graph
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost
+from core.api.tools import ToolHost, sandbox_start_up_line
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
@@ -150,6 +150,8 @@ class CrewBot:
             self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
         self.engine.tools.warm_up()
+        if (commands := self.engine.settings.system_policy.commands) is not None:
+            log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.api.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
+from core.api.events import CommandProgress, LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
 from core.api.sessions import (
     Clarify,
     Dismissed,
@@ -28,7 +28,7 @@ from core.api.sessions import (
 )
 from core.api.runs import RunSnapshot
 
-from ..render import blocks
+from ..render import blocks, command_card
 from ..native.agent_view import thread_title
 from ..base.actions import ButtonValue
 from ..render.message import SlackMessage
@@ -157,6 +157,11 @@ class ThreadRenderer:
             if line:
                 surface.plans.note(event.run_id, output.snapshot.current_node_id, line)
                 surface.lines.working(key, line)
+        elif isinstance(event, CommandProgress):
+            node = output.snapshot.current_node_id
+            surface.plans.note(event.run_id, node, command_card.plan_line(event), replacing=command_card.plan_key(event))
+            if event.running:
+                surface.lines.working(key, command_card.status_line(event))
         elif isinstance(event, NodeStarted):
             surface.lines.working(key, f"Working on {event.title}")
         elif isinstance(event, LLMRetrying):
@@ -246,6 +251,8 @@ class ThreadRenderer:
 
     async def _progress(self, output: RunProgress) -> None:
         self._note_activity(output)
+        if isinstance(output.event, CommandProgress) and not output.event.running:
+            await self.post([command_card.result_message(output.event, key=self.key)])
         record = self.record
         if record.status_run_id != output.snapshot.run_id or not record.status_ts:
             await self._new_status(output.snapshot)

@@ -394,6 +394,7 @@ class Pump:
             confirmation=self.confirmation,
             audit=self.audit,
             allowed_for_run=self.approvals.allowed_for_run(),
+            stop_requested=lambda: self.control.stop,
         )
 
     # ---- state ----------------------------------------------------------------

@@ -47,6 +47,8 @@ class ToolRecorder:
         """`scope`: the node active when the call was issued; a result issued after the reply moved
         the state to the next node belongs to that node and stays in its prompt (History.scoped_wire).
         A call that waits for approval (`outcome.approval`) ran nothing and is not recorded: the pump holds it."""
+        if ctx.progress is None:
+            ctx.progress = self.emit  # long calls (shell_run) report progress on the run's surface
         outcome = await self.tools.execute(call.name, call.arguments, ctx, call_id=call.id)
         if outcome.approval is None:
             await self.record(call, outcome, scope)
@@ -102,7 +104,7 @@ def summary(tool: str, arguments: str, outcome: ToolOutcome) -> str:
         args = {}
     target = ""
     if isinstance(args, dict):
-        for key in ("path", "targetNodeId", "widgetId"):
+        for key in ("path", "targetNodeId", "widgetId", "command"):
             if isinstance(args.get(key), str):
                 target = args[key]
                 break

@@ -28,6 +28,7 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
+from .shell.shell_run import shell_run
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
@@ -56,6 +57,7 @@ TOOLS: dict[str, Tool] = {
         Tool("fs_apply_patch", A.PatchArgs, apply_patch),
         Tool("ui_ask_user", A.WidgetPayload, ask_user),
         Tool("workflow_rewind", A.RewindArgs, rewind),
+        Tool("shell_run", A.ShellRunArgs, shell_run),
     )
 }
 _READ_ONLY = ("fs_read", "fs_list", "fs_search", "ui_ask_user")
@@ -78,7 +80,10 @@ def available(ctx: ToolContext) -> tuple[str, ...]:
     read-only ones and `ui_ask_user` (writes happen only inside runs); just `ui_ask_user` when fs is off."""
     if not ctx.policy.fs_enabled:
         return _ASK_ONLY
-    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY  # read at each call: a tool registered later is offered
+    if ctx.mode != "run":
+        return _READ_ONLY
+    names = tuple(TOOLS)  # read at each call: a tool registered later is offered
+    return names if ctx.policy.shell is not None else tuple(t for t in names if t != "shell_run")
 
 
 @cache
