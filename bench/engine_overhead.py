@@ -44,11 +44,11 @@ from core.run.engine import Engine  # noqa: E402
 from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.store.runs import RunManager  # noqa: E402
+from core.store.run_manager import RunManager  # noqa: E402
 from core.store.files import RuntimeStore  # noqa: E402
 from core.tools.registry import ToolHost  # noqa: E402
-from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
-from tests.scripts import (  # noqa: E402
+from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.support.scripts import (  # noqa: E402
     FEATURE_ANSWER,
     HELLO_LINEAR_ANSWER,
     STORY_KEY,

@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.checkout.binding import Author, Checkout, CheckoutSpec  # noqa: E402
+from core.checkout.project import Author, Checkout, CheckoutSpec  # noqa: E402
 from core.store.runs_model import RunRecord  # noqa: E402
 
 

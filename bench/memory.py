@@ -27,11 +27,11 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
-from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
-from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
-from tests.fakes.slack_events import app_mention_event, deliver_event, new_ts  # noqa: E402
-from tests.processes import free_port, kill_group, wait_healthy  # noqa: E402
-from tests.scripts import hello_branch_responder  # noqa: E402
+from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.support.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, new_ts  # noqa: E402
+from tests.support.processes import free_port, kill_group, wait_healthy  # noqa: E402
+from tests.support.scripts import hello_branch_responder  # noqa: E402
 
 SECRET = "bench-signing-secret"
 EXAMPLES = REPO / "examples"
@@ -145,7 +145,7 @@ async def main(database: str | None, settle: float) -> int:
 async def with_database(option: str | None, settle: float) -> int:
     if option != "auto":
         return await main(option, settle)
-    from tests.postgres import PostgresServer, find_bindir
+    from tests.support.postgres import PostgresServer, find_bindir
 
     bindir = find_bindir()
     if bindir is None:

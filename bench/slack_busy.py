@@ -39,10 +39,10 @@ sys.path.insert(0, str(REPO))
 import aiohttp  # noqa: E402
 
 from bot.config import Limits  # noqa: E402
-from tests.fakes.llm_server import Reply, ScriptedLLM  # noqa: E402
-from tests.fakes.slack_api import STREAMED  # noqa: E402
-from tests.scripts import create_story_responder  # noqa: E402
-from tests.test_bot_support import Harness, is_status, make_config, message_text  # noqa: E402
+from tests.support.fakes.llm_server import Reply, ScriptedLLM  # noqa: E402
+from tests.support.fakes.slack_api import STREAMED  # noqa: E402
+from tests.support.scripts import create_story_responder  # noqa: E402
+from tests.support.bot_harness import Harness, is_status, make_config, message_text  # noqa: E402
 from bench.slack_native import TimedSlack, percentile  # noqa: E402
 
 TAG = re.compile(r"bench-run-(\d+)")

@@ -35,10 +35,10 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
-from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
-from tests.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
-from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts  # noqa: E402
-from tests.scripts import hello_branch_responder  # noqa: E402
+from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.support.fakes.slack_api import BOT_TOKEN, FakeSlack  # noqa: E402
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts  # noqa: E402
+from tests.support.scripts import hello_branch_responder  # noqa: E402
 
 SECRET = "bench-signing-secret"
 EXAMPLES = REPO / "examples"
@@ -642,7 +642,7 @@ def _store(args: argparse.Namespace) -> str:
 async def main(args: argparse.Namespace) -> int:
     server = None
     if args.database == "auto":
-        from tests.postgres import PostgresServer, find_bindir
+        from tests.support.postgres import PostgresServer, find_bindir
 
         bindir = find_bindir()
         if bindir is None:

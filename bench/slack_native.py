@@ -32,10 +32,10 @@ sys.path.insert(0, str(REPO))
 import aiohttp  # noqa: E402
 
 from bot.config import Limits  # noqa: E402
-from tests.fakes.llm_server import Reply, ScriptedLLM  # noqa: E402
-from tests.fakes.slack_api import FakeSlack  # noqa: E402
-from tests.scripts import STORY_KEY, create_story_responder  # noqa: E402
-from tests.test_bot_support import Harness, make_config  # noqa: E402
+from tests.support.fakes.llm_server import Reply, ScriptedLLM  # noqa: E402
+from tests.support.fakes.slack_api import FakeSlack  # noqa: E402
+from tests.support.scripts import STORY_KEY, create_story_responder  # noqa: E402
+from tests.support.bot_harness import Harness, make_config  # noqa: E402
 
 PIECE_CHARS = 12
 NOT_API_CALLS = {"auth.test", "streamed", "upload", "response_url"}

@@ -5,8 +5,8 @@ models, each twice: as the engine composes prompts now (a finished node's turns 
 the reads the finishing reply made for the next node stay), and with `full_history` (every earlier
 turn re-sent until the history budget trims it, the behaviour before node-scoped context).
 
-- "competent": the reference scripts (tests/scripts.py), which trust the NODE_BRIEF;
-- "pipelining": the same scripts wrapped by tests/pipelining.py: the model reads the state, the
+- "competent": the reference scripts (tests/support/scripts.py), which trust the NODE_BRIEF;
+- "pipelining": the same scripts wrapped by tests/support/pipelining.py: the model reads the state, the
   graph and the step file (frontmatter included) whenever they are not in its prompt, and reads
   them for the next node in the reply that moves the state there.
 
@@ -45,17 +45,17 @@ from core.run.engine import Engine, EngineSettings  # noqa: E402
 from core.base.events import RunPhase  # noqa: E402
 from core.model.client import LLMClient, LLMSettings  # noqa: E402
 from core.package.loader import load_package  # noqa: E402
-from core.store.runs import RunManager  # noqa: E402
+from core.store.run_manager import RunManager  # noqa: E402
 from core.store.files import RuntimeStore  # noqa: E402
-from tests.fakes.llm_server import ScriptedLLM  # noqa: E402
-from tests.linear_package import (  # noqa: E402
+from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
+from tests.support.linear_package import (  # noqa: E402
     CODENAME_ANSWER,
     first_call_of_each_node,
     linear_responder,
     make_linear_package,
     node_id,
 )
-from tests.pipelining import pipelining  # noqa: E402
+from tests.support.pipelining import pipelining  # noqa: E402
 from bench.engine_overhead import SCENARIOS  # noqa: E402
 
 EXAMPLES = REPO / "examples"

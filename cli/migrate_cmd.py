@@ -14,7 +14,7 @@ from pathlib import Path
 from psycopg.types.json import Jsonb
 
 from bot.base.thread import ThreadRecord
-from bot.replicas.schema import REPLICA_SCHEMA
+from bot.replicas.tables import REPLICA_SCHEMA
 from bot.threads.store import open_table
 from core.api.stores import open_pool, PostgresRuntimeStore, RuntimeStore
 from core.api.errors import CrewError

@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.postgres import PostgresServer, find_bindir
-from tests.processes import Spawner
+from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.paths import EXAMPLES
+from tests.support.processes import Spawner
 
-pytest_plugins = ("tests.gitrepos",)  # git_config / team_repo: real repositories with a bare remote
+pytest_plugins = ("tests.support.gitrepos",)  # git_config / team_repo: real repositories with a bare remote
 
-REPO = Path(__file__).resolve().parent.parent
 TEST_TIME_LIMIT = float(os.environ.get("CREWAGENT_TEST_TIME_LIMIT", "240"))
 """Seconds one test (set-up and teardown included) may take before it fails. Every wait in the
 tests is bounded on its own (30 s or less); this guard catches a wait someone forgot to bound."""
-EXAMPLES = REPO / "examples"
 
 _LEAKY_ENV = (
     "OPENAI_BASE_URL",
@@ -35,6 +34,8 @@ _LEAKY_ENV = (
     "SLACK_SIGNING_SECRET",
     "SLACK_API_URL",
     "CREWAGENT_DATABASE_URL",
+    "CREWAGENT_PROJECT",  # serve's default project and config file (the Docker image sets them)
+    "CREWAGENT_CONFIG",
 )
 
 

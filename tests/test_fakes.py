@@ -19,9 +19,9 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 
-from tests.fakes import APP_TOKEN, BoltHTTPServer, ErrorReply, FakeSlack, Reply, ScriptedLLM, SocketModeServer
-from tests.fakes.fixtures import fake_slack, scripted_llm  # noqa: F401  (fixtures)
-from tests.fakes.slack_events import (
+from tests.support.fakes import APP_TOKEN, BoltHTTPServer, ErrorReply, FakeSlack, Reply, ScriptedLLM, SocketModeServer
+from tests.support.fakes.fixtures import fake_slack, scripted_llm  # noqa: F401  (fixtures)
+from tests.support.fakes.slack_events import (
     app_mention_event,
     block_actions_payload,
     deliver_event,

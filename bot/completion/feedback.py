@@ -10,7 +10,7 @@ from core.api.errors import CrewError
 from core.api.runs import RunManager
 
 from ..base.actions import ButtonValue
-from ..render.feedback import THANKS
+from ..render.feedback_buttons import THANKS
 from ..slack_io import SlackIO
 from ..base.thread import ThreadKey
 

@@ -3,7 +3,7 @@
 - overview.py: one person's runs, read from the thread store and the run index;
 - view.py: those runs as Block Kit (the Home view, the `/crew runs` answer);
 - publish.py: publishing on open and on phase changes, coalesced and paced;
-- command.py: `/crew`; listeners.py: the Bolt listeners; agents.py: what can be started.
+- command.py: `/crew`; listeners.py: the Bolt listeners; startable.py: what can be started.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.api.packages import Package
 from core.api.runs import RunManager
 
-from ..threads.binding import BindingRuntime
-from ..threads.dispatch import Dispatcher
+from ..threads.channel_binding import BindingRuntime
+from ..threads.intake import ThreadIntake
 from ..threads.store import ThreadStore
-from .agents import agent_entries
+from .startable import agent_entries
 from .command import CrewCommand
 from .listeners import HomeListeners
 from .overview import Access, RunOverview
@@ -40,7 +40,7 @@ def wire_home(
     runs: RunManager,
     access: Access,
     bindings: Mapping[str, BindingRuntime],
-    dispatcher: Dispatcher,
+    dispatcher: ThreadIntake,
     refresh_interval: float,
 ) -> HomePublisher:
     """Register the Home tab and `/crew` on `app` (before the thread listeners) and follow run phases."""

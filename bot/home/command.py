@@ -13,21 +13,23 @@ the person who typed it as the sender, so they own the thread (and replicas queu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..render.mrkdwn import escape
-from ..threads.dispatch import Dispatcher
+from ..threads.intake import ThreadIntake
 from ..base.thread import ThreadKey
-from .agents import agents_list, names_something
+from .startable import agents_list
 from .overview import Access
 from .publish import HomePublisher
-from .view import MESSAGE_BLOCKS, fallback_text, overview_blocks
+from .tab import MESSAGE_BLOCKS, fallback_text, overview_blocks
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ class CrewCommand:
         self,
         *,
         access: Access,
-        dispatcher: Dispatcher,
+        dispatcher: ThreadIntake,
         publisher: HomePublisher,
         client: AsyncWebClient,
     ) -> None:
@@ -88,7 +90,7 @@ class CrewCommand:
             everyone = text.lower().split()[1:] == ["all"] and self.access.is_admin(user)
             return Decision("runs", everyone=everyone)
         service = self.dispatcher.bindings.get(self.dispatcher.config.binding_name(channel)) or self.dispatcher.bindings["default"]
-        if not names_something(service.service, text):
+        if not service.service.names_something(text):
             return Decision(
                 "unknown",
                 f"I don't know an agent or command called `{escape(text)}` here. These agents are available:\n"
@@ -149,5 +151,5 @@ class CrewCommand:
 async def _say(respond: Any, text: str) -> None:
     try:
         await respond(text=text, response_type="ephemeral")
-    except Exception:
+    except (aiohttp.ClientError, asyncio.TimeoutError):
         log.warning("could not answer /crew privately", exc_info=True)

@@ -10,7 +10,7 @@ from slack_bolt.async_app import AsyncApp
 
 from .command import COMMAND, CrewCommand
 from .publish import HomePublisher
-from .view import OPEN_ACTION, SCOPE_ACTION
+from .tab import OPEN_ACTION, SCOPE_ACTION
 
 
 async def _home_tab(event: dict[str, Any]) -> bool:

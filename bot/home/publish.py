@@ -23,7 +23,7 @@ from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..waits import wait_set
 from ..base.thread import ThreadKey, ThreadRecord
 from .overview import Access, RunOverview
-from .view import VIEW_BLOCKS, AgentEntry, HomeContext, Undelivered, home_view, refusal_view
+from .tab import VIEW_BLOCKS, AgentEntry, HomeContext, Undelivered, home_view, refusal_view
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,6 @@ class HomePublisher:
         # Messages for the viewer's threads that Slack never took (the outbox's), shown at the top.
         self.undelivered: Callable[[str], Awaitable[Sequence[tuple[ThreadKey, str, str]]]] | None = None
         self.everyone: set[str] = set()  # admins looking at all runs
-        self.published = 0
         self._due: dict[str, float] = {}  # person -> when their view should go out
         self._last: dict[str, float] = {}  # person -> when it last went out
         self._checking: set[asyncio.Task[None]] = set()
@@ -202,7 +201,6 @@ class HomePublisher:
                 view = home_view(overview, agents, ctx, max_blocks=max_blocks, missed=missed)
             try:
                 await self.client.views_publish(user_id=user, view=view)
-                self.published += 1
                 return True
             except SlackApiError as exc:
                 code = error_code(exc)

@@ -85,6 +85,7 @@ class Courier:
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_failing = False
         self.paused = False  # cut off from the database: nothing is sent until `resume`
+        self._open = False  # `open` opened the ledger, so `close` closes it
 
     # ---- what SlackIO calls -------------------------------------------------------
 
@@ -139,6 +140,13 @@ class Courier:
 
     # ---- life -----------------------------------------------------------------------
 
+    async def open(self) -> int:
+        """Open the store and take up what an earlier process (or a dead replica) left unsent; returns how
+        many entries that was."""
+        await self.ledger.open()
+        self._open = True
+        return await self.start()
+
     async def start(self) -> int:
         """Take up what an earlier process (or a dead replica) left unsent; returns how many entries."""
         left = await self.ledger.pending()
@@ -181,13 +189,18 @@ class Courier:
     def waiting(self) -> int:
         return sum(len(lane.entries) for lane in self._lanes.values())
 
-    async def close(self) -> None:
-        """Stop sending; what is left stays recorded for the next start."""
+    async def close(self, grace: float = 0.0) -> None:
+        """Send what can go within `grace` seconds, then stop; what is left stays recorded for the next start."""
+        if grace > 0:
+            await self.idle(grace)
         task, self._loop_task = self._loop_task, None
         for running in [*self._tasks, *([task] if task else [])]:
             running.cancel()
         await asyncio.gather(*self._tasks, *([task] if task else []), return_exceptions=True)
         self._tasks.clear()
+        if self._open:
+            self._open = False
+            await self.ledger.close()
 
     # ---- the loop ---------------------------------------------------------------------
 

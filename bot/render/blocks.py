@@ -31,22 +31,20 @@ from core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
-from .delivery import delivery_blocks
-from .feedback import feedback_block
+from .push_blocks import delivery_blocks
+from .feedback_buttons import feedback_block
 from .markdown import markdown_messages
 from .message import (
     KEPT_BLOCKS,
     MAX_BLOCKS,
-    SECTION_LIMIT,
     BlockJSON,
     SlackMessage,
     context,
     section,
     serialise,
 )
-from .mrkdwn import escape, split_text, to_mrkdwn, truncate
+from .mrkdwn import escape, to_mrkdwn, truncate
 
-TEXT_BLOCKS_PER_MESSAGE = 40  # leaves room for a header and controls
 BUTTON_TEXT_LIMIT = 75
 BUTTONS_PER_ACTIONS = 25
 SELECT_OPTIONS_LIMIT = 100
@@ -98,21 +96,6 @@ def choices(
         more = f"Showing the first {SELECT_OPTIONS_LIMIT} of {len(labels)}; type a number to pick another."
         blocks.append(context(more))
     return blocks
-
-
-def text_messages(text: str, *, header: str | None = None) -> list[SlackMessage]:
-    """Assistant Markdown as one or more messages of sections."""
-    mrkdwn = to_mrkdwn(text)
-    chunks = split_text(mrkdwn, SECTION_LIMIT) or [" "]
-    messages: list[SlackMessage] = []
-    for start in range(0, len(chunks), TEXT_BLOCKS_PER_MESSAGE):
-        part = chunks[start : start + TEXT_BLOCKS_PER_MESSAGE]
-        blocks: list[BlockJSON] = []
-        if header and start == 0:
-            blocks.append(context(header))
-        blocks.extend(section(chunk) for chunk in part)
-        messages.append(SlackMessage(text=text if start == 0 else part[0], blocks=blocks))
-    return messages
 
 
 def agent_label(agent: AgentCard) -> str:

@@ -15,9 +15,9 @@ from core.api.stores import check_url, open_pool, PostgresRuntimeStore
 
 from ..outbox.entry import LedgerUnavailable
 from .membership import Replicas
+from .tables import REPLICA_SCHEMA
 
 SEND_FLUSH_TIMEOUT = 2.0  # seconds the outbox waits for run writes to reach Postgres before it tries later
-from .schema import REPLICA_SCHEMA
 
 
 class SharedStore:

@@ -62,7 +62,7 @@ class GlobalSlots:
             self._waiting -= 1
 
     async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: TracebackType | None
     ) -> None:
         task = asyncio.current_task()
         slot = self._held.pop(task, None) if task is not None else None

@@ -33,18 +33,19 @@ from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunMan
 from core.api.packages import Graph
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost
+from core.api.tools import ToolHost, sandbox_start_up_line
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
-from ..threads.binding import BindingRuntime
-from ..threads.dispatch import Dispatcher
+from ..threads.channel_binding import BindingRuntime
+from ..threads.assembly import build_thread_work
+from ..threads.intake import ThreadIntake
 from .front_door import EVENTS_PATH, events_app, numeric_timestamp, serve_web
 from .handlers import Handlers
-from .packages import load_packages
+from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
@@ -84,7 +85,7 @@ class CrewBot:
         store: ThreadStore | PostgresThreadStore,
         lanes: ThreadLanes,
         board: StatusBoard,
-        dispatcher: Dispatcher,
+        dispatcher: ThreadIntake,
         engine: Engine,
         llm: LLMClient,
         outbox: Courier,
@@ -112,7 +113,6 @@ class CrewBot:
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
         self._store_open = False
-        self._outbox_open = False
 
     @property
     def replica_id(self) -> str | None:
@@ -130,9 +130,7 @@ class CrewBot:
             await self.shared.open()
         await self.store.open()
         self._store_open = True  # closed even if a stop cuts the rest of start-up short
-        await self.outbox.ledger.open()
-        self._outbox_open = True
-        if left := await self.outbox.start():  # what an earlier process could not send goes first
+        if left := await self.outbox.open():  # what an earlier process could not send goes first
             log.info("sending messages a previous process left in the outbox", extra={"count": left})
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
@@ -143,6 +141,8 @@ class CrewBot:
             self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
         self.engine.tools.warm_up()
+        if (commands := self.engine.settings.system_policy.commands) is not None:
+            log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -257,15 +257,12 @@ class CrewBot:
                 await self.board.close()
         except TimeoutError:
             log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
-        await self.outbox.idle(FINAL_EDITS_SECONDS)
-        await self.outbox.close()  # what is not sent yet stays recorded for the next start
-        if self._outbox_open:
-            await self.outbox.ledger.close()
+        await self.outbox.close(FINAL_EDITS_SECONDS)  # what is not sent by then stays recorded for the next start
         if self._prepared and self.dispatcher.handover is not None:
             await self.dispatcher.handover.stop()
         if self._store_open:
             await self.store.close()
-        self._store_open = self._outbox_open = False
+        self._store_open = False
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:
@@ -434,7 +431,7 @@ def _build(
         stop_run=engine.request_stop,
         stream_interval=config.limits.stream_flush_interval,
     )
-    dispatcher = Dispatcher(
+    dispatcher = build_thread_work(
         config=config,
         io=io,
         store=thread_store,

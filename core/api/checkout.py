@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..checkout.binding import Author, Checkout, CheckoutSpec, GitSettings
+from ..checkout.project import Author, Checkout, CheckoutSpec, GitSettings
 from ..checkout.delivery import Delivery
 from ..checkout.urls import scrub
 

@@ -6,7 +6,7 @@ from ..model.client import LLMClient, LLMSettings
 from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
 from ..store.history import History
-from ..store.runs import RunManager, new_run_id, resolve_workflow
+from ..store.run_manager import RunManager, new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord, RunSnapshot, valid_records
 
 __all__ = [

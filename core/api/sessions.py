@@ -1,4 +1,4 @@
-"""Sessions: the conversation service, its outputs to a surface, and command routing."""
+"""Sessions: the conversation service, the session it moves, and the outputs it sends to a surface."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ from ..session.outputs import (
     AgentCard, Clarify, Dismissed, ErrorOutput, MenuEntry, Notice, Output, Reply, ReplyDelta,
     RunProgress, RunStarted, RunStatus, ShowAgents, ShowMenu, WidgetRequest,
 )
-from ..session.router import display_trigger, parse_global_command, resolve, visible_items
+from ..session.commands import TypedText
 from ..session.model import Session
-from ..session.service import CHAT_WORDS, SessionService
+from ..session.service import SessionService
 
 __all__ = [
-    "AgentCard", "CHAT_WORDS", "Clarify", "Dismissed", "ErrorOutput", "MenuEntry", "Notice", "Output",
-    "Reply", "ReplyDelta", "RunProgress", "RunStarted", "RunStatus", "Session", "SessionService",
-    "ShowAgents", "ShowMenu", "WidgetRequest", "display_trigger", "parse_global_command", "resolve",
-    "visible_items",
+    "AgentCard", "Clarify", "Dismissed", "ErrorOutput", "MenuEntry", "Notice", "Output", "Reply",
+    "ReplyDelta", "RunProgress", "RunStarted", "RunStatus", "Session", "SessionService", "ShowAgents",
+    "ShowMenu", "TypedText", "WidgetRequest",
 ]

@@ -9,7 +9,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..store.files import RuntimeStore
-from ..store.protocol import RunStore
 
 if TYPE_CHECKING:
     from ..store.database import check_url, open_pool
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 
 _ON_FIRST_USE = {"check_url": "..store.database", "open_pool": "..store.database", "PostgresRuntimeStore": "..store.postgres"}
 
-__all__ = ["PostgresRuntimeStore", "RunStore", "RuntimeStore", "check_url", "open_pool"]
+__all__ = ["PostgresRuntimeStore", "RuntimeStore", "check_url", "open_pool"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The user-side shells the runtime wraps around what a person typed or submitted (D§5.8, D§3.7)."""
+"""The user-side shells the runtime wraps around what a person typed or submitted."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def parse_widget_submit(text: str | None) -> dict[str, Any] | None:
 
 
 def confirms_state_change(text: str | None) -> bool:
-    """True iff the input is the user's "yes" to the post-completion state-change confirmation (D§7.6)."""
+    """True iff the input is the user's "yes" to the post-completion state-change confirmation."""
     payload = parse_widget_submit(text)
     if payload is None or payload.get("widgetId") != STATE_CHANGE_CONFIRM_ID:
         return False

@@ -95,7 +95,7 @@ def remember(path: str, doc: Known) -> None:
 
 
 def normalise(fm: dict[str, Any]) -> dict[str, Any]:
-    """A copy with defaults filled, YAML dates as ISO strings and empty timestamps dropped (SPEC §9.13)."""
+    """A copy with defaults filled, YAML dates as ISO strings and empty timestamps dropped: an empty `updatedAt`/`decidedAt` reads as absent."""
     out = {k: plain(v) for k, v in fm.items()}
     for key in _LIST_FIELDS:
         if out.get(key) is None:

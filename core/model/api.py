@@ -30,7 +30,7 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=2, ge=0)
     temperature: float | None = None
     max_connections: int = Field(default=1000, ge=1)  # open model connections at most (one per call in flight)
-    stream: bool = True  # ask for streamed answers (core.model.stream steps down where the endpoint refuses)
+    stream: bool = True  # ask for streamed answers (core.model.completion_stream steps down where the endpoint refuses)
     # The person who reads the errors runs this process (a terminal), so a message may name the setting to
     # fix. In Slack the reader is a channel member: settings, hosts and ports go to the operator's log only.
     operator_reads_errors: bool = False

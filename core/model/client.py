@@ -56,7 +56,7 @@ class LLMClient:
         on_delta: DeltaListener | None = None,
     ) -> LLMReply:
         """One completion, streamed: `on_delta` hears each piece of assistant text as it arrives (and
-        `restart=True` when an answer cut off mid-stream is asked for again; see core.model.stream).
+        `restart=True` when an answer cut off mid-stream is asked for again; see core.model.completion_stream).
         Raises CrewError(LLM_*) once the SDK has used up its retries.
 
         When the same specs or messages go out with many calls, `tools` may be a ToolSet and

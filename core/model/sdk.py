@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from ..base.errors import CrewError
 from .api import ASK_THE_OPERATOR, DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall, endpoint_name
-from .stream import StreamedCalls, StreamMode
+from .completion_stream import StreamedCalls, StreamMode
 from .wire import MessageJSON, ToolSet, request_body
 
 log = logging.getLogger("core.model.client")  # the model client's log, whichever module writes it

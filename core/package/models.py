@@ -62,7 +62,7 @@ class Graph(BaseModel):
         return any(e.from_ == src and e.to == dst for e in self.edges)
 
     def effective_node_id(self, current: str | None) -> str:
-        """`""` (or blank) means "not started", which is the entry node (SPEC §9.3)."""
+        """`""` (or blank) means "not started", which is the entry node."""
         return (current or "").strip() or self.entryNodeId
 
 
@@ -140,11 +140,18 @@ class McpPolicy(BaseModel):
     allowedServers: list[str] | None = None
 
 
+class ShellPolicy(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    enabled: bool | None = None  # false: this agent never gets shell_run, whatever `commands:` says
+
+
 class AgentTools(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     fs: FsPolicy | None = None
     mcp: McpPolicy | None = None
+    shell: ShellPolicy | None = None
 
 
 class Agent(BaseModel):

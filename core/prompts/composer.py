@@ -1,4 +1,4 @@
-"""PromptComposer: the layered messages sent on every LLM call (D§5, SPEC §9.7).
+"""PromptComposer: the layered messages sent on every LLM call.
 
 System layers (base rules, tool policy, mode banner, persona) and the run anchors (RUN_DIRECTIVE,
 NODE_BRIEF with the step file inlined and a STATE_SUMMARY) are rebuilt from the current state on
@@ -59,7 +59,7 @@ def _user(text: str) -> Message:
 
 
 def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode: Mode) -> str:
-    """The same effective policy that decides visibility and enforcement, in words (D§3.10)."""
+    """The same effective policy that decides visibility and enforcement, in words."""
     if policy.fs_enabled:
         fs_line = f"enabled (maxReadBytes={policy.max_read_bytes}, maxWriteBytes={policy.max_write_bytes})"
         if mode != "run":
@@ -86,11 +86,17 @@ def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode:
         guidance = "Writes are not available here: read, list and search files, and ask the user with ui_ask_user."
     else:
         guidance = "You cannot read or write files; ask the user with ui_ask_user when you need input."
+    if "shell_run" in tool_names:
+        guidance += (
+            " shell_run runs a command line in the project folder inside a sandbox (no network unless the "
+            "operator allows it): read its exitCode, stdout and stderr; the operator's policy may forbid a "
+            "command or make it wait for the run owner's approval."
+        )
     return render("tool-policy", fs_line=fs_line, mcp_line=mcp_line, tool_names=names, guidance=guidance)
 
 
 def render_persona(agent: Agent) -> str:
-    """`systemPrompt` verbatim when the package compiled one, else the persona fields (D§5.5)."""
+    """`systemPrompt` verbatim when the package compiled one, else the persona fields."""
     if agent.systemPrompt and agent.systemPrompt.strip():
         return agent.systemPrompt.strip()
     principles = "\n".join(f"- {line}" for line in agent.persona.principle_lines())

@@ -59,7 +59,7 @@ class RunPrompt:
         """Prefix + as much history as the budget allows (+ the closing note on the closing turn).
 
         `state_version` must change whenever `fm` does. Raises CrewError AGENT_NOT_FOUND when the
-        node's agent is not in the package: a node never runs without its persona and policy (D§5.2).
+        node's agent is not in the package: a node never runs without its persona and policy.
         """
         key = (ctx.agent_id, ctx.policy, tuple(tool_names), state_version, len(history.answers))
         if key != self._key:

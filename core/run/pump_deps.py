@@ -15,7 +15,7 @@ from ..model.wire import ToolSet
 from ..package.models import Package
 from ..prompts.composer import PromptComposer
 from ..store.protocol import RunStore
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
 from ..tools.base import ToolContext
 from ..tools.registry import ToolHost

@@ -15,7 +15,7 @@ from .engine_model import EventSink
 from ..base.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, StateUpdated
 from ..document import state as run_state
 from ..package.models import Graph
-from ..store.runs import RunManager
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunError, RunRecord
 
 log = logging.getLogger(__name__)

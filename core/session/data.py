@@ -1,4 +1,4 @@
-"""menuItem.data (D§9.3): load the referenced file before the handler runs and describe it for the model.
+"""menuItem.data: load the referenced file before the handler runs and describe it for the model.
 
 The model only ever sees the alias path (`@project/...`, `@pkg/...`), a short summary and a capped
 preview; the rest stays reachable through fs_read.
@@ -37,7 +37,7 @@ class LoadedData:
     truncated: bool
 
     def message(self) -> str:
-        """The explicit user message injected before the handler's own input (D§5.8 DataContext)."""
+        """The explicit user message injected before the handler's own input (the DataContext message)."""
         lines = [
             "Extra context (from menuItem.data):",
             f"- label: {self.label}",

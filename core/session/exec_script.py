@@ -1,7 +1,7 @@
 """`exec` menu items that are plain markdown (not a workflow.md): read the script for a one-shot conversation.
 
 The script reaches the model as an explicit context message under its alias path; it has no
-resumable state (D§6.6 ExecScript).
+resumable state.
 """
 
 from __future__ import annotations

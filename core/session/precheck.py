@@ -1,4 +1,4 @@
-"""`validate-workflow` on a menu item (D§9.4): refuse to start a run whose files are not all there.
+"""`validate-workflow` on a menu item: refuse to start a run whose files are not all there.
 
 The package was valid when it was loaded, but a directory package can change underneath a
 long-running bot; this check looks at the disk again right before the run is created.

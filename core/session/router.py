@@ -1,4 +1,4 @@
-"""CommandRouter (D§6.3–6.5): turns one line of user text into a command, without side effects.
+"""CommandRouter: turns one line of user text into a command, without side effects.
 
 Pure and deterministic so it can be table-tested: no I/O, no LLM. The session layer decides what
 each command does (dispatch); this module only decides which command the user meant.
@@ -18,6 +18,7 @@ from .outputs import MenuEntry
 from ..package.models import Agent, MenuItem
 from ..package.validate import package_ref
 
+# BMAD's words, as menu items marked webOnly / ideOnly use them: "web" is Slack here, "ide" the terminal.
 Surface = Literal["web", "ide"]
 Confidence = Literal["exact", "high", "medium", "low"]
 CommandKind = Literal[
@@ -134,7 +135,7 @@ def _query(norm: str) -> _Query:
 
 
 def parse_global_command(text: str) -> GlobalCommand | None:
-    """`*menu`, `/PAUSE now`, ... → the command name; anything else (even `/foo`) → None (SPEC §9.12)."""
+    """`*menu`, `/PAUSE now`, ... → the command name; anything else (even `/foo`) → None."""
     first = text.strip().split(maxsplit=1)
     if not first or first[0][:1] not in ("*", "/"):
         return None
@@ -170,7 +171,7 @@ DESCRIPTION_WEIGHTS = (50, 30)
 
 
 def visible_items(agent: Agent, surface: Surface) -> list[tuple[int, MenuItem]]:
-    """Menu items shown on this surface, numbered 1.. over the visible ones only (D§6.3)."""
+    """Menu items shown on this surface, numbered 1.. over the visible ones only."""
     shown = [
         item
         for item in agent.menu
@@ -329,7 +330,7 @@ def resolve(
     surface: Surface,
     workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
-    """Resolve one user message against the agent's visible menu (D§6.4), then map the hit (D§6.5)."""
+    """Resolve one user message against the agent's visible menu, then map the hit to a command."""
     raw = text.strip()
     if not raw:
         return ResolvedCommand(kind="ShowMenu", reason="empty input")
@@ -339,18 +340,7 @@ def resolve(
     visible = visible_items(agent, surface)
 
     if re.fullmatch(r"[0-9]+", norm):
-        n = int(norm)
-        if 1 <= n <= len(visible):
-            index, item = visible[n - 1]
-            target = _Target(item.workflow, item.exec, item.action, item.data)
-            return _map(agent, index, item, target, "exact", "number", details, workflows)
-        span = f"1 to {len(visible)}" if visible else "none"
-        return ResolvedCommand(
-            kind="ClarifyChoice",
-            reason=f"{n} is not a menu number (valid: {span})",  # ClarifyChoice reasons are shown to the user
-            candidates=[_entry(i, it) for i, it in visible],
-            details=details,
-        )
+        return _by_number(agent, int(norm), visible, details, workflows)
 
     candidates = _build_candidates(visible)
     bare = norm[1:-1].strip() if norm.startswith("[") and norm.endswith("]") else norm  # "[CP]" typed as shown
@@ -381,6 +371,27 @@ def resolve(
     return ResolvedCommand(kind="Chat", confidence="low", reason="no menu item matches", details=details)
 
 
+def _by_number(
+    agent: Agent,
+    n: int,
+    visible: list[tuple[int, MenuItem]],
+    details: str,
+    workflows: Sequence[RoutableWorkflow],
+) -> ResolvedCommand:
+    """The `n`-th visible item, or a clarification that says which numbers there are."""
+    if 1 <= n <= len(visible):
+        index, item = visible[n - 1]
+        target = _Target(item.workflow, item.exec, item.action, item.data)
+        return _map(agent, index, item, target, "exact", "number", details, workflows)
+    span = f"1 to {len(visible)}" if visible else "none"
+    return ResolvedCommand(
+        kind="ClarifyChoice",
+        reason=f"{n} is not a menu number (valid: {span})",  # ClarifyChoice reasons are shown to the user
+        candidates=[_entry(i, it) for i, it in visible],
+        details=details,
+    )
+
+
 def _map(
     agent: Agent,
     index: int,
@@ -391,7 +402,7 @@ def _map(
     details: str,
     workflows: Sequence[RoutableWorkflow],
 ) -> ResolvedCommand:
-    """Turn a matched item into a command: workflow > exec > action (D§6.5)."""
+    """Turn a matched item into a command: workflow > exec > action."""
     base: dict[str, Any] = {
         "confidence": confidence,
         "reason": reason,

@@ -86,7 +86,7 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0, schema: str
     )
     try:
         pool.open(wait=True, timeout=timeout)
-    except Exception as exc:
+    except psycopg.Error as exc:  # PoolTimeout included
         pool.close()
         raise _unreachable(exc) from None
     return pool

@@ -1,4 +1,4 @@
-"""RuntimeStore: the private directory where runs live, away from the user's project (D§2.1).
+"""RuntimeStore: the private directory where runs live, away from the user's project.
 
 Layout under the home:
 
@@ -81,9 +81,6 @@ class RuntimeStore:
     def index_path(self) -> Path:
         return self.home / INDEX_FILE
 
-    def project_dir(self, project_id: str) -> Path:
-        return self.home / "projects" / project_id
-
     def _run_path(self, record: RunRecord, *parts: str) -> Path:
         # One join and one Path: chained `/` on Paths costs ~5 µs a step, and a turn asks for these often.
         return Path(os.path.join(self._home_str, "projects", record.project_id, "runs", record.run_id, *parts))
@@ -126,7 +123,7 @@ class RuntimeStore:
     # ---- audit -------------------------------------------------------------
 
     def audit(self, record: RunRecord, kind: str, **fields: Any) -> None:
-        """Append one event to the run's execution.jsonl (D§8.1)."""
+        """Append one event to the run's execution.jsonl."""
         self.audit_sink(record)({"kind": kind, **fields})
 
     def audit_sink(self, record: RunRecord) -> AuditSink:
@@ -225,7 +222,7 @@ class RuntimeStore:
 
 
 class AuditSink:
-    """Stamps events and appends them to one run's execution.jsonl (D§8.1); `log` can be held open.
+    """Stamps events and appends them to one run's execution.jsonl; `log` can be held open.
 
     One O_APPEND write per line, handed to the OS before returning: a killed process loses nothing
     already logged. Like the conversation log it is not fsynced (power-loss durability is out of scope).

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
@@ -103,7 +104,7 @@ class PostgresRuntimeStore(RuntimeStore):
                 try:
                     self._commit(batch)
                     break
-                except Exception:
+                except psycopg.Error:
                     log.warning("could not copy run writes to the database; retrying", exc_info=True)
                     time.sleep(_RETRY_SECONDS)
             with self._changed:

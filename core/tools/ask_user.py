@@ -1,4 +1,4 @@
-"""ui_ask_user (D§3.7): a validated widget payload; the engine renders it and the pump stops there."""
+"""ui_ask_user: a validated widget payload; the engine renders it and the pump stops there."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fs_read and fs_list: read-only views of the mounts (D§3.2, D§3.3)."""
+"""fs_read and fs_list: read-only views of the mounts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fs_search (D§3.4): a Python scan for files and small trees, ripgrep for big trees; same results.
+"""fs_search: a Python scan for files and small trees, ripgrep for big trees; same results.
 
 Starting ripgrep costs a few milliseconds, far more than scanning a step's worth of Markdown, so
 a search whose files are few and small (found by a bounded walk) runs in-process, in a worker
@@ -365,13 +365,9 @@ async def _rg_target(
     base = target.base
     is_file = os.path.isfile(base.real)
     cwd = os.path.dirname(base.real) if is_file else str(base.real)
-    cmd = [rg, "--json", "--no-config", "--no-ignore", "--no-messages", "--max-count", str(limit + 1)]
-    cmd += ["-B", str(before), "-A", str(after), "--glob", "!node_modules", "--glob", "!.git"]
-    if target.include:
-        cmd += ["--glob", target.include]
-    cmd += [*matcher.rg_args(), "--", os.path.basename(base.real) if is_file else "."]
     proc = await asyncio.create_subprocess_exec(
-        *cmd, cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=_RG_LINE_LIMIT
+        *_rg_command(rg, target, matcher, before, after, limit, is_file),
+        cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, limit=_RG_LINE_LIMIT,
     )
     assert proc.stdout is not None
     prefix = base.rel.rsplit("/", 1)[0] if is_file and "/" in base.rel else ("" if is_file else base.rel)
@@ -396,21 +392,7 @@ async def _rg_target(
                 matched_files += 1
                 rel = _rg_text(data.get("path", {})).removeprefix("./")
                 alias = alias_of(base.mount, f"{prefix}/{rel}" if prefix else rel)
-                for line_no, col in hits:
-                    if len(found.matches) >= limit:
-                        found.truncated = True
-                        break
-                    found.matches.append(
-                        _match(
-                            alias,
-                            line_no,
-                            col,
-                            lines[line_no],
-                            [lines[n] for n in range(line_no - before, line_no) if n in lines],
-                            [lines[n] for n in range(line_no + 1, line_no + after + 1) if n in lines],
-                        )
-                    )
-                if found.truncated:
+                if not _add_file_matches(found, alias, hits, lines, before, after, limit):
                     break
             elif kind == "summary":
                 scanned = (data.get("stats") or {}).get("searches", matched_files)
@@ -425,6 +407,38 @@ async def _rg_target(
     found.files_scanned += scanned if scanned is not None else matched_files
     if proc.returncode == 2 and not found.matches:
         return False  # pattern error (e.g. a regex feature Rust's engine lacks): use the Python walk
+    return True
+
+
+def _rg_command(
+    rg: str, target: Target, matcher: Matcher, before: int, after: int, limit: int, is_file: bool
+) -> list[str]:
+    """rg's arguments for one target: JSON events, no config or ignore files, deps and .git skipped."""
+    cmd = [rg, "--json", "--no-config", "--no-ignore", "--no-messages", "--max-count", str(limit + 1)]
+    cmd += ["-B", str(before), "-A", str(after), "--glob", "!node_modules", "--glob", "!.git"]
+    if target.include:
+        cmd += ["--glob", target.include]
+    return cmd + [*matcher.rg_args(), "--", os.path.basename(target.base.real) if is_file else "."]
+
+
+def _add_file_matches(
+    found: Found, alias: str, hits: list[tuple[int, int]], lines: dict[int, str], before: int, after: int, limit: int
+) -> bool:
+    """Add one file's hits with their context lines; False once `limit` is reached (found is truncated)."""
+    for line_no, col in hits:
+        if len(found.matches) >= limit:
+            found.truncated = True
+            return False
+        found.matches.append(
+            _match(
+                alias,
+                line_no,
+                col,
+                lines[line_no],
+                [lines[n] for n in range(line_no - before, line_no) if n in lines],
+                [lines[n] for n in range(line_no + 1, line_no + after + 1) if n in lines],
+            )
+        )
     return True
 
 

@@ -1,4 +1,4 @@
-"""fs_write and fs_apply_patch (D§3.5, D§3.6, SPEC §9.2): atomic writes, state writes validated.
+"""fs_write and fs_apply_patch: atomic writes, state writes validated.
 
 A file written under @project/artifacts/ is recorded in the run state's `artifacts` in the same
 call; if that recording is rejected a new file is removed again, so the two never disagree.

@@ -1,4 +1,4 @@
-"""The post-completion confirmation gate (D§7) and access to the run state for state-changing tools."""
+"""The post-completion confirmation gate and access to the run state for state-changing tools."""
 
 from __future__ import annotations
 

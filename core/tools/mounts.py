@@ -79,7 +79,7 @@ def normalise(alias: str) -> tuple[str, str]:
                 f"Unknown mount '{mount}' in '{text}'. {_HINT}", mount=mount, path=text, reason="unknown mount"
             )
     elif head == "artifacts":
-        mount, rest = "@project", text  # step texts say `artifacts/...`, meaning the project's (D§1.8)
+        mount, rest = "@project", text  # step texts say `artifacts/...`, meaning the project's
     else:
         raise SandboxViolation(
             f"'{text}' has no mount. {_HINT}", mount="", path=text, reason="missing mount"

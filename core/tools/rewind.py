@@ -1,4 +1,4 @@
-"""workflow_rewind (SPEC §9.10): the one sanctioned way back, and the only one that may shrink stepsCompleted."""
+"""workflow_rewind: the one sanctioned way back, and the only one that may shrink stepsCompleted."""
 
 from __future__ import annotations
 

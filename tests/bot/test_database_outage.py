@@ -16,11 +16,11 @@ import aiohttp
 import pytest
 
 from bot.outbox.entry import marked_entry
-from tests.fakes import FakeSlack, Reply, ScriptedLLM
-from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
-from tests.postgres import PostgresServer, find_bindir
-from tests.processes import Spawner, kill_group, wait_healthy
-from tests.scripts import HELLO_LINEAR_ANSWER, current_node, hello_linear_responder, user_inputs
+from tests.support.fakes import FakeSlack, Reply, ScriptedLLM
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.processes import Spawner, kill_group, wait_healthy
+from tests.support.scripts import HELLO_LINEAR_ANSWER, current_node, hello_linear_responder, user_inputs
 from tests.support.outage_bot import text_of
 from tests.support.serve_process import SECRET, start_serve
 

@@ -16,9 +16,9 @@ from bot.outbox.courier import Courier
 from bot.outbox.entry import OutboxEntry, with_marker
 from bot.outbox.sqlite_ledger import SqliteLedger, read_given_up
 from bot.slack_client import PacedWebClient
-from tests.fakes import BOT_TOKEN, FakeSlack
-from tests.fakes.slack_events import app_home_opened_event
-from tests.scripts import hello_linear_responder
+from tests.support.fakes import BOT_TOKEN, FakeSlack
+from tests.support.fakes.slack_events import app_home_opened_event
+from tests.support.scripts import hello_linear_responder
 from tests.support.outage_bot import outage_bot
 
 THREAD = "1700000000.000001"

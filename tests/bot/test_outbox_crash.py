@@ -9,10 +9,10 @@ from pathlib import Path
 import aiohttp
 
 from bot.outbox.entry import marked_entry
-from tests.fakes import FakeSlack, ScriptedLLM
-from tests.fakes.slack_events import app_mention_event, deliver_event, new_ts
-from tests.processes import Spawner, kill_group, wait_healthy
-from tests.scripts import hello_linear_responder
+from tests.support.fakes import FakeSlack, ScriptedLLM
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, new_ts
+from tests.support.processes import Spawner, kill_group, wait_healthy
+from tests.support.scripts import hello_linear_responder
 from tests.support.serve_process import SECRET, start_serve
 
 WAIT = 60.0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bot.base.thread import ThreadKey
 from bot.native.fallbacks import STATUS, STREAM
-from tests.scripts import HELLO_LINEAR_ANSWER, hello_linear_responder
+from tests.support.scripts import HELLO_LINEAR_ANSWER, hello_linear_responder
 from tests.support.outage_bot import outage_bot
 
 OUTAGE_SECONDS = 25.0

@@ -18,8 +18,8 @@ import aiohttp
 from bot.config import BotConfig, load_config
 from bot.serve.app import CrewBot, build
 from core.model.client import LLMSettings
-from tests.fakes import BOT_TOKEN, FakeSlack, ScriptedLLM
-from tests.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.support.fakes import BOT_TOKEN, FakeSlack, ScriptedLLM
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 
 SECRET = "test-signing-secret"
 WAIT = 30.0

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from tests.fakes import BOT_TOKEN
-from tests.processes import Spawner, free_port
+from tests.support.fakes import BOT_TOKEN
+from tests.support.processes import Spawner, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import McpServerConfig
+from .server_config import McpServerConfig
 
 if TYPE_CHECKING:
     from .hub import McpHub

@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.protocols import Validator
 from mcp import types
 
-from .config import McpServerConfig
+from .server_config import McpServerConfig
 
 SEPARATOR = "__"
 FUNCTION_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

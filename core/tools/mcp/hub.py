@@ -20,8 +20,8 @@ from mcp_types import REQUEST_TIMEOUT
 
 from ..base import fail, ok
 from .adapter import McpTool, adapt, result_text
-from .config import McpServerConfig, scrub
-from .connection import ServerConnection, ServerDied, ServerUnavailable
+from .server_config import McpServerConfig, hide_secrets
+from .server import ServerConnection, ServerDied, ServerUnavailable
 
 log = logging.getLogger(__name__)
 QUIET_LOGGERS = ("httpx2", "mcp")
@@ -103,7 +103,7 @@ class McpHub:
         if not secrets:
             return result
         text = json.dumps(result, ensure_ascii=False, default=str)
-        masked = scrub(text, secrets)
+        masked = hide_secrets(text, secrets)
         return result if masked == text else dict(json.loads(masked))
 
     async def _call(self, tool: McpTool, arguments: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class McpHub:
                 return fail("MCP_TIMEOUT", f"{where} did not answer {tool.name} within {timeout:g} s.")
             return fail("MCP_PROTOCOL_ERROR", f"{where} refused the call to {tool.name}: {exc.message[:500]}")
         except Exception as exc:
-            reason = scrub(f"{type(exc).__name__}: {exc}", self.connections[tool.server].secrets)
+            reason = hide_secrets(f"{type(exc).__name__}: {exc}", self.connections[tool.server].secrets)
             log.error("MCP call %s on server %s failed unexpectedly: %s", tool.name, tool.server, reason[:500])
             return fail("MCP_CALL_FAILED", f"The call to {tool.name} on the MCP server '{tool.server}' failed unexpectedly.")
         text, structured, truncated = result_text(result, max_bytes)

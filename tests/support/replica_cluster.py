@@ -1,0 +1,165 @@
+"""Replicas as real `crewagent serve` processes sharing one Postgres, behind the fake Slack."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import psycopg
+
+from tests.support.paths import EXAMPLES, REPO
+from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.support.fakes.slack_api import STREAMED
+from tests.support.processes import free_port, kill_group, wait_healthy
+from tests.support.bot_harness import SECRET, Mode, message_text
+
+LEASE_SECONDS = 1.5
+WAIT = 60.0  # generous upper bound for anything a busy 2-core machine does across processes
+
+
+@dataclass
+class Replica:
+    index: int
+    process: asyncio.subprocess.Process
+    port: int
+    home: Path
+    id: str = ""
+
+    @property
+    def events_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slack/events"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+
+@dataclass
+class Cluster:
+    slack: FakeSlack
+    llm: ScriptedLLM
+    http: aiohttp.ClientSession
+    database_url: str
+    project: Path
+    workdir: Path
+    mode: Mode
+    packages: tuple[str, ...]
+    replicas: list[Replica] = field(default_factory=list)
+    lease_seconds: float | None = LEASE_SECONDS  # None: the default
+    extra_config: str = ""  # more crewagent.yml, appended
+
+    async def start(self, count: int) -> None:
+        config = self.workdir / "crewagent.yml"
+        config.write_text(
+            (f"lease_seconds: {self.lease_seconds}\n" if self.lease_seconds is not None else "")
+            + "limits:\n  status_update_interval: 0.05\n  status_edits_per_second: 200\n  shutdown_grace: 2\n"
+            + "  home_refresh_interval: 0.2\n"
+            + self.extra_config
+        )
+        for index in range(count):
+            home = self.workdir / f"home-{index}"
+            port = free_port()
+            env = {
+                **os.environ,
+                "SLACK_BOT_TOKEN": BOT_TOKEN,
+                "SLACK_API_URL": self.slack.api_url,
+                "CREWAGENT_MODEL": "scripted",
+                "OPENAI_BASE_URL": self.llm.base_url,
+                "OPENAI_API_KEY": "test",
+                "CREWAGENT_HOME": str(home),
+                "CREWAGENT_DATABASE_URL": self.database_url,
+            }
+            env["SLACK_APP_TOKEN" if self.mode == "socket" else "SLACK_SIGNING_SECRET"] = (
+                APP_TOKEN if self.mode == "socket" else SECRET
+            )
+            packages = [arg for name in self.packages for arg in ("--package", str(EXAMPLES / name))]
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "cli", "serve", "--project", str(self.project), *packages,
+                "--config", str(config), "--port", str(port),
+                cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL,
+                stderr=open(self.workdir / f"replica-{index}.log", "wb"),  # noqa: SIM115
+                start_new_session=True,
+            )
+            replica = Replica(index=index, process=process, port=port, home=home)
+            self.replicas.append(replica)
+            health = await wait_healthy(self.http, replica.health_url, timeout=WAIT)
+            replica.id = str(health["replica"])
+            if self.mode == "socket":
+                # Connections are numbered in connecting order: connection i is replica i.
+                await self.slack.socket_mode.wait_connections(index + 1, timeout=WAIT)
+
+    def stop_all(self) -> None:
+        for replica in self.replicas:
+            kill_group(replica.process.pid)
+
+    def log(self, index: int) -> str:
+        return (self.workdir / f"replica-{index}.log").read_text(errors="replace")
+
+    # ---- Slack traffic -----------------------------------------------------------
+
+    async def event(self, envelope: dict[str, Any], *, via: int) -> None:
+        if self.mode == "socket":
+            envelope_id = await self.slack.socket_mode.send_envelope("events_api", envelope, via=via)
+            await self.slack.socket_mode.wait_ack(envelope_id, timeout=WAIT)
+            return
+        status, _ = await deliver_event(self.http, self.replicas[via].events_url, SECRET, envelope)
+        assert status == 200
+
+    async def mention(self, text: str, *, via: int, ts: str | None = None) -> str:
+        ts = ts or new_ts()
+        self.slack.add_message("C1", f"<@UBOT> {text}", user="U1", ts=ts)
+        await self.event(app_mention_event(f"<@UBOT> {text}", ts=ts), via=via)
+        return ts
+
+    async def reply(self, top: str, text: str, *, via: int) -> dict[str, Any]:
+        ts = new_ts()
+        self.slack.add_message("C1", text, user="U1", ts=ts, thread_ts=top)
+        envelope = message_event(text, ts=ts, thread_ts=top)
+        await self.event(envelope, via=via)
+        return envelope
+
+    # ---- what users see ------------------------------------------------------------
+
+    async def posted(self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0) -> dict[str, Any]:
+        """A message users see in the thread: posted whole, or a reply whose stream has finished."""
+        return await self.slack.wait_for(("chat.postMessage", STREAMED), predicate, timeout=WAIT, since=since)
+
+    def posts(self, top: str) -> list[str]:
+        return [
+            message_text(call.params)
+            for call in self.slack.calls
+            if call.method in ("chat.postMessage", STREAMED) and call.params.get("thread_ts") == top
+        ]
+
+    async def holder(self, top: str) -> str | None:
+        async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
+            cur = await conn.execute("SELECT replica FROM crew_leases WHERE thread_key = %s", (f"T1:C1:{top}",))
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+
+@asynccontextmanager
+async def cluster(
+    database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch",
+    lease_seconds: float | None = LEASE_SECONDS,
+    extra_config: str = "",
+) -> AsyncIterator[Cluster]:
+    """`count` replicas of `crewagent serve` on one Postgres behind a fresh FakeSlack and scripted model; all stopped on exit."""
+    async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
+        c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,), lease_seconds=lease_seconds,
+                    extra_config=extra_config)
+        try:
+            await c.start(count)
+            yield c
+        finally:
+            c.stop_all()
+            for replica in c.replicas:
+                await replica.process.wait()
