@@ -91,7 +91,7 @@ class Handover:
         """Queue `event` for its thread (and signal `control` to the replica pumping its run). While the
         database is away, keep it in the local journal (in order behind what is kept there already);
         raises when it cannot be kept anywhere, so Slack gets no ack and delivers it again."""
-        if self.journal is None or (not self.journal.count and not self.replicas.database_lost):
+        if self.journal is None or not self.journal.count:
             try:
                 await self.replicas.push(event, control)
             except DatabaseAway:
