@@ -120,6 +120,8 @@ class Courier:
         attempt = await self._send_head(lane, entry)
         if lane.entries:
             self._kick()
+        elif not lane.lock.locked() and self._lanes.get(entry.lane) is lane:
+            del self._lanes[entry.lane]  # an idle lane costs nothing
         return attempt
 
     async def _record(self, write: Callable[[OutboxEntry], Awaitable[None]], entry: OutboxEntry) -> None:
