@@ -23,6 +23,7 @@ INDIRECT = frozenset({
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "ash"})
 _OPAQUE_KINDS = {"commandsubstitution": "$(…)", "processsubstitution": "<(…)"}
 _TOKEN = re.compile(r"[^\s;&|()<>`$\"']+")
+_SUBSTITUTION = re.compile(r"\$\(|`|[<>]\(")
 
 
 class CommandLineInvalid(ValueError):
@@ -55,6 +56,8 @@ def analyse(line: str) -> Analysis:
     found = Analysis()
     for tree in trees:
         _walk(tree, found)
+    if not found.opaque and _SUBSTITUTION.search(line):  # e.g. inside ${x:-…} or a here-document
+        found.opaque.append("a command substitution")
     if not found.parts and not found.opaque:
         raise CommandLineInvalid("no command found")
     return found
