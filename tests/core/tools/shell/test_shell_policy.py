@@ -61,6 +61,10 @@ POLICY = CommandsConfig.model_validate({
     ("env", "ask"),  # env alone prints; no rule names it, so the default
     ("ls ${X:-$(make)}", "ask"),  # a substitution the parser does not model still asks
     ("cat <<EOF\n$(make)\nEOF", "ask"),  # a here-document runs its substitutions
+    ("PATH=@project/bin:$PATH git diff", "ask"),  # which `git` runs is no longer what the rule names
+    ("export LD_PRELOAD=x.so; ls", "ask"),
+    ("GIT_DIR=/x git diff", "ask"),
+    ("LANG=C ls", "allow"),
 ])
 def test_decisions(line: str, expected: str) -> None:
     assert decide(line, POLICY).decision == expected
