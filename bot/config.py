@@ -36,7 +36,7 @@ class ConfigError(CrewError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)  # docstrings: `crewagent config schema`
 
 
 class Binding(_Strict):
@@ -49,10 +49,15 @@ class Binding(_Strict):
     """
 
     project: Path | None = None
+    """The project folder (a plain folder or a git clone); relative paths are read from the file's folder."""
     repo: str | None = None
+    """A git URL the bot clones into CREWAGENT_HOME/checkouts/ (instead of `project`)."""
     branch: str | None = None
+    """Git projects: the base branch runs start from (default: the remote's default branch)."""
     auto_push: bool = False
+    """Git projects: push a completed run's branch without waiting for the Commit & push click."""
     packages: list[Path] = Field(default_factory=list)
+    """Package folders or .bmad files offered in this channel (default: the top-level `packages`)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Binding:
@@ -70,9 +75,13 @@ class GitOptions(_Strict):
     """Git projects: time limits, worktree clean-up, and who commits (default: the Slack user)."""
 
     timeout: float = Field(default=120.0, gt=0)  # seconds for one git command (clone, fetch, push…)
+    """Seconds one git command (clone, fetch, push…) may take."""
     worktree_retention_hours: float = Field(default=72.0, ge=0)  # completed runs' worktrees are removed after
+    """Hours after a completed run's last change before its worktree is removed (its branch is kept)."""
     author_name: str | None = None  # commit author for every delivery instead of the Slack user's profile
+    """Commit author for every delivery, instead of the Slack user's profile."""
     author_email: str | None = None
+    """Commit author's e-mail for every delivery, instead of the Slack user's profile."""
 
     def settings(self) -> GitSettings:
         return GitSettings(timeout=self.timeout, retention_hours=self.worktree_retention_hours)
@@ -80,22 +89,34 @@ class GitOptions(_Strict):
 
 class Limits(_Strict):
     max_concurrent_runs: int = Field(default=8, ge=1)
+    """Runs the model works on at once (across all replicas together); others wait their turn."""
     max_turns_without_progress: int = Field(default=40, ge=1)
+    """A run that makes no progress for this many model turns fails (the runaway guard)."""
     max_turns_per_input: int = Field(default=400, ge=1)
+    """Model turns one input may start before the run stops for the user."""
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
+    """Seconds between two redraws of one run's plan message."""
     # All chat.update calls together: chat.update is Tier 3 (about 50 per minute per workspace, with
     # bursts). 0.67 per second plus a burst of 10 stays within 50 in any minute; two thirds of the burst
     # are kept for what people must read (a reply's final text, Paused / Failed / Completed).
     status_edits_per_second: float = Field(default=0.67, gt=0)
+    """Average rate of all chat.update calls together (Slack Tier 3: about 50 a minute)."""
     status_edit_burst: int = Field(default=10, ge=1)
+    """chat.update calls allowed in a burst; two thirds are kept for what people must read."""
     stream_flush_interval: float = Field(default=1.0, ge=0)  # seconds between appends to one streamed reply
+    """Seconds between two appends to one streamed reply."""
     status_line_interval: float = Field(default=2.0, ge=0)  # seconds between status-line changes of one thread
+    """Seconds between two status-line changes in one thread."""
     status_lines_per_second: float = Field(default=1.5, gt=0)  # all status-line calls together
+    """Rate of all status-line calls together."""
     # Seconds in-flight turns get on SIGTERM/SIGINT; with the rest of shutdown the process ends within
     # 5 s (well inside a container runtime's default 10 s grace). What is cut off stays resumable.
     shutdown_grace: float = Field(default=3.0, ge=0)
+    """Seconds in-flight turns get on SIGTERM or Ctrl-C; what is cut off stays resumable."""
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
+    """Model tokens a run may use before it pauses (default: no limit)."""
     home_refresh_interval: float = Field(default=10.0, ge=0)  # seconds between refreshes of one Home tab
+    """Seconds between two refreshes of one person's Home tab."""
 
 
 class ModelCalls(_Strict):
@@ -103,14 +124,20 @@ class ModelCalls(_Strict):
     CREWAGENT_LLM_STREAM, then to the defaults (60 s per attempt, 2 retries, streamed answers)."""
 
     timeout_seconds: float | None = Field(default=None, gt=0)  # per attempt
+    """Seconds one model call may take (default: CREWAGENT_LLM_TIMEOUT, else 60)."""
     max_retries: int | None = Field(default=None, ge=0)  # attempts after the first
+    """Attempts after a failed model call (default: CREWAGENT_LLM_RETRIES, else 2)."""
     stream: bool | None = None  # False: ask for whole answers (an endpoint that cannot stream)
+    """false asks for whole answers, for an endpoint that cannot stream (default: CREWAGENT_LLM_STREAM, else true)."""
 
 
 class Access(_Strict):
     allowed_channels: list[str] = Field(default_factory=list)
+    """Channel ids the bot may be used in (empty: every channel it is in)."""
     allowed_users: list[str] = Field(default_factory=list)
+    """User ids who may use the bot (empty: everyone in the workspace)."""
     admins: list[str] = Field(default_factory=list)
+    """User ids who may act in every thread and see every run on the Home tab."""
 
 
 class SlackSettings(BaseModel):
@@ -149,24 +176,43 @@ class FileConfig(_Strict):
     """The shape of crewagent.yml (all keys optional)."""
 
     project: Path | None = None
+    """The default binding's project folder (a plain folder or a git clone); --project and CREWAGENT_PROJECT win."""
     repo: str | None = None
+    """The default binding as a git URL the bot clones into CREWAGENT_HOME/checkouts/ (instead of `project`)."""
     branch: str | None = None
+    """Git projects: the base branch runs start from (default: the remote's default branch)."""
     auto_push: bool = False
+    """Git projects: push a completed run's branch without waiting for the Commit & push click."""
     packages: list[Path] | None = None
+    """Package folders or .bmad files offered by default; --package wins."""
     channels: dict[str, Binding] = Field(default_factory=dict)
+    """Per-channel bindings, keyed by channel id: each its own project (or repo) and packages."""
     git: GitOptions = Field(default_factory=GitOptions)
+    """Git projects: time limits, worktree clean-up and the commit author."""
     model: str | None = None
+    """The model name the endpoint serves (default: CREWAGENT_MODEL)."""
     llm: ModelCalls = Field(default_factory=ModelCalls)
+    """How model calls are made: time limit, retries, streaming."""
     limits: Limits = Field(default_factory=Limits)
+    """Runs at once, runaway guards, Slack call rates, token budget."""
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    """Which tools models get and how much a read or write may move."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # Claude Desktop's `mcpServers` shape
-    commands: CommandsConfig | None = None  # listing it turns shell_run on (docs/commands.md)
+    """MCP servers whose tools agents may use, keyed by server name (the `mcpServers` shape of Claude Desktop, VS Code and Cursor)."""
+    commands: CommandsConfig | None = None
+    """Listing it turns the shell_run tool on: the command policy and the sandbox (docs/commands.md)."""
     access: Access = Field(default_factory=Access)
+    """Who may use the bot, where, and who administers it."""
     resume_on_start: bool = True
+    """Resume the runs a stopped bot left in flight when it starts again."""
     log_level: str = "INFO"
+    """DEBUG, INFO, WARNING or ERROR; DEBUG also logs tracebacks of expected failures."""
     database_url: str | None = None  # postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL)
+    """postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL); default: the embedded store, one process."""
     lease_seconds: float = Field(default=3.0, gt=0)  # a dead replica's threads are taken over after this
+    """Seconds after which another replica takes over the threads of one that stopped beating."""
     host: str = Field(default=DEFAULT_HOST, min_length=1)  # HTTP mode's listening address
+    """The address the HTTP port listens on (--host wins); 127.0.0.1 behind a proxy on the same host."""
 
 
 class BotConfig(BaseModel):

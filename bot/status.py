@@ -40,11 +40,6 @@ class StatusBoard:
         self.sender = Sender("chat.update", budget=budget, reserve=burst * 2 // 3, interval=interval)
         self._shown: dict[str, _Shown] = {}
 
-    @property
-    def edits(self) -> int:
-        """chat.update calls made through the board."""
-        return self.sender.calls
-
     async def post(self, channel: str, thread_ts: str, message: SlackMessage) -> str | None:
         """Post a new message now; its ts is what later edits target."""
         ts = await self.io.post(channel, thread_ts, message)

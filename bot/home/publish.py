@@ -67,7 +67,6 @@ class HomePublisher:
         self.rate = rate
         self.retry_delay = retry_delay
         self.everyone: set[str] = set()  # admins looking at all runs
-        self.published = 0
         self._due: dict[str, float] = {}  # person -> when their view should go out
         self._last: dict[str, float] = {}  # person -> when it last went out
         self._checking: set[asyncio.Task[None]] = set()
@@ -199,7 +198,6 @@ class HomePublisher:
                 view = home_view(overview, agents, ctx, max_blocks=max_blocks)
             try:
                 await self.client.views_publish(user_id=user, view=view)
-                self.published += 1
                 return True
             except SlackApiError as exc:
                 code = error_code(exc)

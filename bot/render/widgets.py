@@ -38,7 +38,7 @@ def form_mode(widget: dict[str, Any]) -> FormMode | None:
 def answer_for(widget: dict[str, Any], value: ButtonValue, user: str = "") -> tuple[bool, Any]:
     """The WIDGET_SUBMIT value a button click by `user` stands for: (ok, value)."""
     if is_approval(widget):
-        return approval_answer(value, user)
+        return approval_answer(widget, value, user)
     kind = widget.get("type")
     if kind == "confirmation" and value.c is not None:
         return True, {"confirmed": bool(value.c)}
@@ -62,7 +62,7 @@ def answered_text(widget: dict[str, Any], value: ButtonValue, name: str) -> str:
     who = escape(name)
     kind = widget.get("type")
     if is_approval(widget):
-        return approval_outcome(value, name)
+        return approval_outcome(widget, value, name)
     if kind == "confirmation":
         if str(widget.get("widgetId")) == CONFIRM_WIDGET:
             return f"{'Confirmed' if value.c else 'Cancelled'} by {who}."
@@ -89,6 +89,37 @@ def form_answered(widget: dict[str, Any], mode: str, name: str) -> SlackMessage:
     return SlackMessage(text=question, blocks=[section(to_mrkdwn(question)), context(f":white_check_mark: {outcome}")])
 
 
+def _confirmation_buttons(base: ButtonValue, *, final: bool) -> BlockJSON:
+    """Yes / No, or Confirm / Cancel for the post-completion state-change confirmation."""
+    yes, no = base.model_copy(update={"c": True}), base.model_copy(update={"c": False})
+    return actions_block(
+        [
+            button("Confirm" if final else "Yes", act.action_id(act.WIDGET, "yes"), yes, "primary"),
+            button("Cancel" if final else "No", act.action_id(act.WIDGET, "no"), no),
+        ]
+    )
+
+
+def _selection_controls(widget: dict[str, Any], base: ButtonValue, field: str) -> list[BlockJSON]:
+    """The options (or actions) as buttons or a menu, after a list of those that carry a description."""
+    items = _options(widget, field)
+    labels = [str(o.get("label") or o.get("value") or o.get("id")) for o in items]
+    described = [
+        f"• *{to_mrkdwn(lbl)}* — {to_mrkdwn(str(o['description']))}"
+        for lbl, o in zip(labels, items)
+        if o.get("description")
+    ]
+    controls: list[BlockJSON] = [section("\n".join(described))] if described else []
+    return controls + choices(
+        act.WIDGET,
+        labels,
+        [base.model_copy(update={"i": i}) for i in range(len(items))],
+        select_context=base,
+        option_values=[str(i) for i in range(len(items))],
+        placeholder="Choose",
+    )
+
+
 def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> list[SlackMessage]:
     """The question and its controls."""
     widget_id = str(widget.get("widgetId") or "")
@@ -99,36 +130,11 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
     controls: list[BlockJSON] = []
 
     if is_approval(widget):
-        controls += approval_controls(base)
+        controls += approval_controls(widget, base)
     elif kind == "confirmation":
-        confirm = "Confirm" if widget_id == CONFIRM_WIDGET else "Yes"
-        cancel = "Cancel" if widget_id == CONFIRM_WIDGET else "No"
-        controls.append(
-            actions_block(
-                [
-                    button(confirm, act.action_id(act.WIDGET, "yes"), base.model_copy(update={"c": True}), "primary"),
-                    button(cancel, act.action_id(act.WIDGET, "no"), base.model_copy(update={"c": False})),
-                ]
-            )
-        )
+        controls.append(_confirmation_buttons(base, final=widget_id == CONFIRM_WIDGET))
     elif kind in ("selection", "action_selection") and form_mode(widget) is None:
-        items = _options(widget, "options" if kind == "selection" else "actions")
-        labels = [str(o.get("label") or o.get("value") or o.get("id")) for o in items]
-        described = [
-            f"• *{to_mrkdwn(lbl)}* — {to_mrkdwn(str(o['description']))}"
-            for lbl, o in zip(labels, items)
-            if o.get("description")
-        ]
-        if described:
-            controls.append(section("\n".join(described)))
-        controls += choices(
-            act.WIDGET,
-            labels,
-            [base.model_copy(update={"i": i}) for i in range(len(items))],
-            select_context=base,
-            option_values=[str(i) for i in range(len(items))],
-            placeholder="Choose",
-        )
+        controls += _selection_controls(widget, base, "options" if kind == "selection" else "actions")
     elif kind == "plan_review":
         approve, changes = base.model_copy(update={"c": True}), base.model_copy(update={"x": "changes"})
         plan = str(widget.get("planContent") or "")

@@ -52,14 +52,8 @@ def convert_agent(
     report: ImportReport,
     skills: SkillTargets | None = None,
 ) -> ImportedAgent | None:
-    try:
-        raw = safe_yaml.load(source.read(rel))
-    except yaml.YAMLError as exc:
-        report.leave_out(rel, yaml_problem(exc))
-        return None
-    agent = raw.get("agent") if isinstance(raw, dict) else None
-    if not isinstance(agent, dict) or not isinstance(agent.get("metadata"), dict) or not isinstance(agent.get("persona"), dict):
-        report.leave_out(rel, "no `agent:` mapping with metadata and persona")
+    agent = _agent_mapping(source, rel, report)
+    if agent is None:
         return None
     aid = agent_id(rel)
     resolver = Resolver(source, generated, rel, {})
@@ -80,13 +74,7 @@ def convert_agent(
     critical = [text(a) for a in agent.get("critical_actions") or [] if str(a).strip()]
     if critical:
         doc["critical_actions"] = critical
-    prompts = []
-    for p in agent.get("prompts") or []:
-        if isinstance(p, dict) and p.get("id") and p.get("content"):
-            prompts.append({"id": str(p["id"]), "content": text(p["content"]),
-                            **({"description": str(p["description"])} if p.get("description") else {})})
-        else:
-            report.leave_out(f"{rel}: prompt {p!r:.60}", "a prompt needs an id and content")
+    prompts = _prompts(agent.get("prompts") or [], text, rel, report)
     if prompts:
         doc["prompts"] = prompts
     doc["menu"] = []
@@ -98,11 +86,41 @@ def convert_agent(
         assets |= item_assets
         doc["menu"].append(converted)
         entry.menu.append(line)
+    _report_unknown_keys(agent, rel, report)
+    report.agents.append(entry)
+    return ImportedAgent(doc, assets)
+
+
+def _agent_mapping(source: BmadSource, rel: str, report: ImportReport) -> dict[str, Any] | None:
+    """The `agent:` mapping of an `*.agent.yaml`, or None after saying in `report` why it is left out."""
+    try:
+        raw = safe_yaml.load(source.read(rel))
+    except yaml.YAMLError as exc:
+        report.leave_out(rel, yaml_problem(exc))
+        return None
+    agent = raw.get("agent") if isinstance(raw, dict) else None
+    if not isinstance(agent, dict) or not isinstance(agent.get("metadata"), dict) or not isinstance(agent.get("persona"), dict):
+        report.leave_out(rel, "no `agent:` mapping with metadata and persona")
+        return None
+    return agent
+
+
+def _report_unknown_keys(agent: dict[str, Any], rel: str, report: ImportReport) -> None:
     for key in agent:
         if key not in AGENT_KEYS:
             report.leave_out(f"{rel}: agent.{key}", "not part of a v1.1 agent")
-    report.agents.append(entry)
-    return ImportedAgent(doc, assets)
+
+
+def _prompts(raw: list[Any], text: Callable[[Any], str], rel: str, report: ImportReport) -> list[dict[str, str]]:
+    """The agent's prompts with references rewritten; one without an id or content is left out (and reported)."""
+    prompts = []
+    for p in raw:
+        if isinstance(p, dict) and p.get("id") and p.get("content"):
+            prompts.append({"id": str(p["id"]), "content": text(p["content"]),
+                            **({"description": str(p["description"])} if p.get("description") else {})})
+        else:
+            report.leave_out(f"{rel}: prompt {p!r:.60}", "a prompt needs an id and content")
+    return prompts
 
 
 def yaml_problem(exc: yaml.YAMLError) -> str:
@@ -166,36 +184,9 @@ def _menu_item(
     status: MenuStatus = "action"
     target, reason = "", ""
     for key, value in item.items():
-        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str) and value.startswith("skill:"):
-            found = skills.get(value.removeprefix("skill:").strip())
-            out[key] = value
-            if isinstance(found, tuple):
-                out[key] = found[1] if key == "exec" else found[0]
-                status, target = "workflow", found[0]
-            else:
-                status, target = "unavailable", value
-                reason = found or "no skill of that name is in the BMAD tree"
-        elif key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
-            ref = resolver.resolve(value)
-            if ref is not None and ref.rel in workflows:
-                wid, template = workflows[ref.rel]
-                out[key] = template if key == "exec" else wid
-                status, target = "workflow", wid
-            elif ref is not None and isinstance(skills.get(ref.rel), str):  # a classic `<workflow>`-XML workflow.md
-                out[key] = value
-                status, target, reason = "unavailable", value, str(skills[ref.rel])
-            elif ref is not None and ref.kind == "classic":
-                out[key] = value
-                status, target = "unavailable", value
-                reason = CLASSIC_REASON if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree"
-            elif ref is not None and ref.kind in ("file", "generated"):
-                out[key] = package_alias(ref.rel)
-                assets.add(ref.rel)
-                status, target = "action", package_alias(ref.rel)
-            else:
-                out[key] = value
-                status, target = "unavailable", value
-                reason = "the file it names is not in the BMAD tree"
+        if key in ("exec", "workflow", "validate-workflow") and isinstance(value, str):
+            out[key], status, target, reason, asset = _handler(key, value, resolver, workflows, skills)
+            assets |= {asset} if asset else set()
         elif key in ("data", "tmpl") and isinstance(value, str):
             ref = resolver.resolve(value)
             if ref is not None and ref.kind in ("file", "generated"):
@@ -214,6 +205,30 @@ def _menu_item(
     if status == "unavailable":
         out["unavailable"] = reason  # the router refuses it with this reason; validate knows nothing can be fixed
     return out, MenuItemReport(code=code, description=description, status=status, target=target, reason=reason), assets
+
+
+def _handler(
+    key: str, value: str, resolver: Resolver, workflows: dict[str, tuple[str, str]], skills: SkillTargets
+) -> tuple[str, MenuStatus, str, str, str | None]:
+    """What an `exec`/`workflow`/`validate-workflow` value becomes in the package: (value, status, target,
+    reason it is unavailable, BMAD file to carry along)."""
+    if value.startswith("skill:"):
+        found = skills.get(value.removeprefix("skill:").strip())
+        if isinstance(found, tuple):
+            return (found[1] if key == "exec" else found[0]), "workflow", found[0], "", None
+        return value, "unavailable", value, found or "no skill of that name is in the BMAD tree", None
+    ref = resolver.resolve(value)
+    if ref is not None and ref.rel in workflows:
+        wid, template = workflows[ref.rel]
+        return (template if key == "exec" else wid), "workflow", wid, "", None
+    if ref is not None and isinstance(skills.get(ref.rel), str):  # a classic `<workflow>`-XML workflow.md
+        return value, "unavailable", value, str(skills[ref.rel]), None
+    if ref is not None and ref.kind == "classic":
+        reason = CLASSIC_REASON if resolver.source.exists(ref.rel) else "the file it names is not in the BMAD tree"
+        return value, "unavailable", value, reason, None
+    if ref is not None and ref.kind in ("file", "generated"):
+        return package_alias(ref.rel), "action", package_alias(ref.rel), "", ref.rel
+    return value, "unavailable", value, "the file it names is not in the BMAD tree", None
 
 
 def _item_code(item: dict[str, Any]) -> str:

@@ -98,32 +98,12 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
         return None
     sources = {rel}
     if rel.endswith((".yaml", ".yml")):
-        try:
-            spec = safe_yaml.load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f", line {mark.line + 1}" if mark is not None else ""
-            report.leave_out(rel, f"not valid YAML{line} ({getattr(exc, 'problem', None) or exc}); fix the YAML "
-                             "and import again")
+        found = _yaml_instructions(source, rel, text, builder, config, report)
+        if found is None:
             return None
-        if not isinstance(spec, dict):
-            report.leave_out(rel, "a classic workflow.yaml must be a mapping (name, instructions, …)")
-            return None
-        variables = resolve_variables(source, spec, folder, config, builder.generated)
-        instructions_rel = variables.file_rel("instructions")
-        if instructions_rel is None or not source.exists(instructions_rel):
-            report.leave_out(rel, f"its instructions file ({spec.get('instructions') or 'none named'}) is not in the "
-                             "BMAD tree")
-            return None
-        sources.add(instructions_rel)
-        variables.display["instructions"] = "(converted into this workflow's nodes)"
-        variables.assets.discard(instructions_rel)
-        try:
-            body_text = source.read(instructions_rel)
-        except SourceError as exc:
-            report.leave_out(rel, str(exc))
-            return None
-        body_rel, full_text = instructions_rel, body_text
+        variables, body_rel, body_text = found
+        sources.add(body_rel)
+        full_text = body_text
     else:
         fm, body_text, _ = read_markdown(text)
         variables = resolve_variables(source, markdown_variables(fm, body_text, source, folder), folder, config,
@@ -152,6 +132,36 @@ def plan_classic_workflow(source: BmadSource, rel: str, builder: WorkflowBuilder
     _Builder(source, builder, config, plan, variables, resolver, TaskInliner(source, resolver, variables, report)
              ).build(parsed, body_text, preamble)
     return plan
+
+
+def _yaml_instructions(source: BmadSource, rel: str, text: str, builder: WorkflowBuilder, config: ConfigMap,
+                       report: ImportReport) -> tuple[WorkflowVariables, str, str] | None:
+    """A `workflow.yaml`'s variables, its instructions file and that file's text, or None after saying in
+    `report` why not."""
+    try:
+        spec = safe_yaml.load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f", line {mark.line + 1}" if mark is not None else ""
+        report.leave_out(rel, f"not valid YAML{line} ({getattr(exc, 'problem', None) or exc}); fix the YAML "
+                         "and import again")
+        return None
+    if not isinstance(spec, dict):
+        report.leave_out(rel, "a classic workflow.yaml must be a mapping (name, instructions, …)")
+        return None
+    variables = resolve_variables(source, spec, posixpath.dirname(rel), config, builder.generated)
+    instructions_rel = variables.file_rel("instructions")
+    if instructions_rel is None or not source.exists(instructions_rel):
+        report.leave_out(rel, f"its instructions file ({spec.get('instructions') or 'none named'}) is not in the "
+                         "BMAD tree")
+        return None
+    variables.display["instructions"] = "(converted into this workflow's nodes)"
+    variables.assets.discard(instructions_rel)
+    try:
+        return variables, instructions_rel, source.read(instructions_rel)
+    except SourceError as exc:
+        report.leave_out(rel, str(exc))
+        return None
 
 
 class _Builder:

@@ -117,19 +117,8 @@ def render(elem: ET.Element, depth: int, ctx: RenderContext) -> list[str]:
                      "continues from here.", depth)
     if tag == "template-output":
         return _template_output(text, elem.get("file") or ctx.output_file, depth, prefix)
-    if tag == "invoke-workflow":
-        node = ctx.call(elem)
-        what = text or elem.get("path", "") or elem.get("workflow", "")
-        if node is None:
-            return _item(f"{prefix}Run the workflow ", f"{what}: it is not available in this package; tell the "
-                         "user and go on without it.", depth)
-        return _item(f"{prefix}**Run a sub-workflow**: ", f"move to node `{node}` (set `currentNodeId`); it runs "
-                     f"{what} and comes back here. Continue after this line when it is done.", depth)
-    if tag == "invoke-task":
-        return _item(f"{prefix}**Run a task**: ", ctx.task(elem), depth)
-    if tag == "invoke-protocol":
-        name = elem.get("name", text)
-        return _item(f"{prefix}**Run the `{name}` protocol**:\n", ctx.protocol(name), depth)
+    if tag in ("invoke-workflow", "invoke-task", "invoke-protocol"):
+        return _invoke(elem, text, depth, ctx, prefix)
     if tag == "example":
         return _indent("Example:\n\n```\n" + text + "\n```", depth)
     if tag in ("step", "substep"):
@@ -138,6 +127,22 @@ def render(elem: ET.Element, depth: int, ctx: RenderContext) -> list[str]:
         return _item(f"**{label}**", "", depth) + _children(elem, depth + 1, ctx, head=text)
     attrs = " ".join(f'{k}="{v}"' for k, v in elem.attrib.items())
     return _item(f"`<{tag}{' ' + attrs if attrs else ''}>` ", text, depth) + _children(elem, depth + 1, ctx)
+
+
+def _invoke(elem: ET.Element, text: str, depth: int, ctx: RenderContext, prefix: str) -> list[str]:
+    """`<invoke-workflow>` as a move to its sub-workflow node, `<invoke-task>` and `<invoke-protocol>` inlined."""
+    if elem.tag == "invoke-task":
+        return _item(f"{prefix}**Run a task**: ", ctx.task(elem), depth)
+    if elem.tag == "invoke-protocol":
+        name = elem.get("name", text)
+        return _item(f"{prefix}**Run the `{name}` protocol**:\n", ctx.protocol(name), depth)
+    node = ctx.call(elem)
+    what = text or elem.get("path", "") or elem.get("workflow", "")
+    if node is None:
+        return _item(f"{prefix}Run the workflow ", f"{what}: it is not available in this package; tell the "
+                     "user and go on without it.", depth)
+    return _item(f"{prefix}**Run a sub-workflow**: ", f"move to node `{node}` (set `currentNodeId`); it runs "
+                 f"{what} and comes back here. Continue after this line when it is done.", depth)
 
 
 def _children(elem: ET.Element, depth: int, ctx: RenderContext, head: str = "") -> list[str]:

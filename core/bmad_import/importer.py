@@ -22,11 +22,12 @@ from .agents import ImportedAgent, convert_agent
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
+from .script_files import describe_scripts, is_script_test, script_folder, script_folder_files
 from .source import BmadSource, SourceError, is_classic, open_source
 from .layouts.customize import load_customizations
 from .layouts.customize import report_unused as report_unused_custom
 from .layouts.generation import LOOKED_FOR, generation
-from .layouts.plans import plan_workflows
+from .layouts.plans import Planned, plan_workflows
 from .layouts.skill_agents import skill_agent
 from .layouts.skills import Skill, discover_skills
 from .step_files import workflow_files
@@ -57,41 +58,25 @@ def import_bmad(path: Path, overrides: dict[str, str] | None = None, *, name: st
         raise BmadImportError(str(exc)) from None
 
 
-def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None,
-            custom_dir: Path | None) -> ImportResult:
-    config = build_config(source, overrides)
-    package_name = name or _default_name(source)
-    report = ImportReport(source=path.name or str(path), layout=source.layout, package=package_name,
-                          version=_version(source))
-    skills = discover_skills(source)
-    report.generation = generation(source, skills) or ""
-    if not report.generation:
-        raise BmadImportError(f"{report.source}: no BMAD agents found; looked for {LOOKED_FOR}")
+def _customised(source: BmadSource, skills: list[Skill], custom_dir: Path | None, report: ImportReport) -> list[Skill]:
+    """The skills with their team customisation applied; an agent whose customize.toml is broken is left out
+    (reported with the line to fix), as are customisations that name no skill."""
     custom = load_customizations(source, custom_dir, report)
     broken: set[str] = set()
     for skill in skills:
         block = custom.block(source, skill.folder, skill.name, "agent" if skill.kind == "agent" else "workflow", report)
         if block is None and skill.kind == "agent":
-            broken.add(skill.name)  # an agent is its customize.toml: left out (reported with the line to fix)
+            broken.add(skill.name)  # an agent is its customize.toml
         skill.block = block or {}
-    skills = [s for s in skills if s.name not in broken]
-    report_unused_custom(custom, {s.name for s in skills} | broken, report)
-    for rel, problem in sorted(source.problems.items()):
-        report.leave_out(rel, problem)
-    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
-    for key in config.unknown_overrides:
-        report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
-    generated = {f"{m}/config.yaml" for m in source.modules} | {
-        "_config/agent-manifest.csv", "_config/workflow-manifest.csv", "_config/task-manifest.csv"}
-    if _module_help(source):
-        generated.add(HELP_CATALOG)
+    kept = [s for s in skills if s.name not in broken]
+    report_unused_custom(custom, {s.name for s in kept} | broken, report)
+    return kept
 
-    planned = plan_workflows(source, generated, skills, config, report)
-    plans, builder = planned.plans, planned.builder
-    if not plans:
-        raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, a classic "
-                              "`workflow.yaml` + instructions, or skill folders with a `SKILL.md`)")
-    templates = {p.entry: (p.id, p.template_path) for p in plans}
+
+def _agents(source: BmadSource, planned: Planned, skills: list[Skill], generated: set[str],
+            config: ConfigMap, report: ImportReport) -> list[ImportedAgent]:
+    """The `*.agent.yaml` agents, then the skill agents; compiled (markdown) agents are reported, not imported."""
+    templates = {p.entry: (p.id, p.template_path) for p in planned.plans}
     agents: list[ImportedAgent] = []
     for rel in sorted(source.agent_files(), key=lambda r: (r.startswith("core/"), r)):
         imported = convert_agent(source, rel, workflows=templates, generated=generated,
@@ -106,6 +91,37 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
             agents.append(imported)
     for rel in source.compiled_agents():
         report.leave_out(rel, "a compiled (markdown) agent; only `*.agent.yaml` agents are imported")
+    return agents
+
+
+def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str | None,
+            custom_dir: Path | None) -> ImportResult:
+    config = build_config(source, overrides)
+    package_name = name or _default_name(source)
+    report = ImportReport(source=path.name or str(path), layout=source.layout, package=package_name,
+                          version=_version(source))
+    skills = discover_skills(source)
+    report.generation = generation(source, skills) or ""
+    if not report.generation:
+        raise BmadImportError(f"{report.source}: no BMAD agents found; looked for {LOOKED_FOR}")
+    skills = _customised(source, skills, custom_dir, report)
+    for rel, problem in sorted(source.problems.items()):
+        report.leave_out(rel, problem)
+    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin, unset=c.kind == "unresolved")
+                     for c in config.keys.values()]
+    for key in config.unknown_overrides:
+        report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
+    generated = {f"{m}/config.yaml" for m in source.modules} | {
+        "_config/agent-manifest.csv", "_config/workflow-manifest.csv", "_config/task-manifest.csv"}
+    if _module_help(source):
+        generated.add(HELP_CATALOG)
+
+    planned = plan_workflows(source, generated, skills, config, report)
+    plans, builder = planned.plans, planned.builder
+    if not plans:
+        raise BmadImportError(f"{report.source}: no workflows found (step-file `workflow.md` + step files, a classic "
+                              "`workflow.yaml` + instructions, or skill folders with a `SKILL.md`)")
+    agents = _agents(source, planned, skills, generated, config, report)
     if not agents:
         raise BmadImportError(f"{report.source}: no agent could be imported (see the problems above); a package "
                               "needs at least one agent")
@@ -149,9 +165,10 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
     values = config.substitutions()
     while queue:
         rel = queue.pop(0)
-        if rel in done or rel in nodes or rel in generated or not source.exists(rel):
+        if rel in done or rel in nodes or rel in generated or not source.exists(rel) or is_script_test(rel):
             continue
         done.add(rel)
+        queue += script_folder_files(source, rel)  # a script's helper modules (`config_utils.py`) come along
         data = source.path(rel).read_bytes()
         if rel.endswith(TEXT_SUFFIXES):
             try:
@@ -171,6 +188,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
         else:
             files[PACKAGE_PREFIX + rel] = data
     report.carried = sorted(done)
+    report.scripts = describe_scripts(files)
     return files
 
 
@@ -178,8 +196,8 @@ _MACHINERY = ("customize.toml", "bmad-skill-manifest.yaml")
 
 
 def _skill_machinery(rel: str) -> bool:
-    """Skill files resolved at import (customization, manifests) or never run (scripts): not carried."""
-    return posixpath.basename(rel) in _MACHINERY or "/scripts/" in f"/{rel}"
+    """Skill files resolved at import (customization, manifests) or only for BMAD's own CI (script tests)."""
+    return posixpath.basename(rel) in _MACHINERY or is_script_test(rel)
 
 
 def _skill_files(source: BmadSource, skills: list[Skill]) -> set[str]:
@@ -291,16 +309,24 @@ def _report_unused(source: BmadSource, plans: list[WorkflowPlan], classic_failed
     classic_dirs = [posixpath.dirname(c) + "/" for c in {*source.classic_workflows(), *classic_failed}
                     if c not in imported]
     groups: dict[str, list[str]] = {}
+    script_tests: set[str] = set()
     for rel in sorted(source.files - used):
         if any(rel.startswith(d) for d in classic_dirs):
             continue  # reported with its classic workflow
+        if is_script_test(rel):
+            script_tests.add(script_folder(rel) or "")
+            continue
         groups.setdefault(posixpath.dirname(rel) or ".", []).append(posixpath.basename(rel))
     for folder, names in groups.items():
-        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        script = "/scripts" in f"/{folder}" or folder == "scripts"
-        report.leave_out(f"{folder}/ ({listed})", "scripts: nothing from the BMAD tree is executed (the model has no "
-                         "shell; what they resolve was resolved at import)" if script
-                         else "not named by any imported agent or workflow")
+        report.leave_out(f"{folder}/ ({_listed(names)})", "not named by any imported agent or workflow")
+    if script_tests:
+        folders = f"{len(script_tests)} scripts folder{'s' if len(script_tests) != 1 else ''}"
+        report.leave_out(f"tests/ of {folders} ({_listed(sorted(script_tests), 3)})",
+                         "tests of BMAD's scripts, run by BMAD's own CI; the scripts are carried without them")
+
+
+def _listed(names: list[str], first: int = 6) -> str:
+    return ", ".join(names[:first]) + (f" and {len(names) - first} more" if len(names) > first else "")
 
 
 def _mapped(c: ConfigKey) -> str:

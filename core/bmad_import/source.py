@@ -38,7 +38,6 @@ class BmadSource:
     files: set[str] = field(default_factory=set)
     aliases: dict[str, str] = field(default_factory=dict)  # install path -> path in this tree (sidecars)
     problems: dict[str, str] = field(default_factory=dict)  # file -> what is wrong with it (for the report)
-    skills_from: str = ""  # v6.6+ installations: the coding tool's skills folder beside `_bmad/`
 
     def path(self, rel: str) -> Path:
         return self.root / self.aliases.get(rel, rel)
@@ -145,7 +144,6 @@ def _add_tool_skills(source: BmadSource, project: Path) -> None:
         skills = sorted(d for d in base.glob("bmad-*") if (d / "SKILL.md").is_file()) if base.is_dir() else []
         if not skills:
             continue
-        source.skills_from = folder
         for skill in skills:
             for file in sorted(skill.rglob("*")):
                 if file.is_file() and not file.is_symlink() and not (set(file.relative_to(skill).parts) & SKIPPED_DIRS):

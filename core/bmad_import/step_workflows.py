@@ -250,13 +250,13 @@ class WorkflowBuilder:
                                         "(file order)")
             _pick_default(node, position, end.id)
             if len(node.edges) >= 2:
-                node.type = "decision"
-                report.decisions.append(node.id)
-                for edge in node.edges:  # the step's own words for each way on, e.g. its numbered menu line
-                    target = next((n for n in nodes if n.id == edge.to), None)
-                    line = _line_naming(node.body, target.rel) if target is not None else None
-                    if edge.condition is None and line:
-                        edge.condition = f"the step says: {line}"
+                _mark_decision(node, nodes, report)
+        nodes.extend(self._nested_calls(wid, nodes, report))
+        nodes.append(end)
+
+    def _nested_calls(self, wid: str, nodes: list[Node], report: WorkflowReport) -> list[Node]:
+        """A sub-workflow node for each workflow a step offers to run, unless it leads back to `wid`
+        (then the step only suggests starting it next)."""
         calls: list[Node] = []
         for node in nodes:
             for target in list(node.calls):
@@ -276,8 +276,19 @@ class WorkflowBuilder:
                                        condition=f"the user picks the option that runs {target}"))
                 calls.append(call)
                 report.calls.append(f"{node.id} -> {target}")
-        nodes.extend(calls)
-        nodes.append(end)
+        return calls
+
+
+def _mark_decision(node: Node, nodes: list[Node], report: WorkflowReport) -> None:
+    """A step with several ways on is a decision; each edge gets the step's own words for it (e.g. its
+    numbered menu line) when it has no condition yet."""
+    node.type = "decision"
+    report.decisions.append(node.id)
+    for edge in node.edges:
+        target = next((n for n in nodes if n.id == edge.to), None)
+        line = _line_naming(node.body, target.rel) if target is not None else None
+        if edge.condition is None and line:
+            edge.condition = f"the step says: {line}"
 
 
 @dataclass

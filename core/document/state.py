@@ -243,28 +243,10 @@ def commit_state(
             f"{STATE_ALIAS} changed since you read it (ifMatchSha256 does not match). Read it again, then retry.",
             {"path": STATE_ALIAS, "sha256": before},
         )
-    built = build(prev)
-    if isinstance(built, Draft):
-        text, next_raw, body = built
-    else:
-        text = built
-        try:
-            next_raw, body = parse_text(text)
-        except FrontmatterError as exc:
-            raise FrontmatterError(f"{STATE_ALIAS}: {exc.message}") from None
-        if prev_fm is not None:
-            next_raw, text = _carry_runtime_fields(prev_fm, next_raw, text, body)
+    text, next_raw, body = _drafted(build(prev), prev_fm)
     _check_bounds(next_raw, text)
     next_fm = normalise(next_raw)
-    errors = schema_errors(next_fm)
-    if errors:
-        listed = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
-        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise CrewError(
-            "E_SCHEMA_VALIDATION",
-            f"{STATE_ALIAS} does not match the run-state schema: {listed}{more}.",
-            {"errors": errors},
-        )
+    _check_schema(next_fm)
     if prev_fm is not None:
         check_runtime_fields(prev_fm, next_fm)
     check_transition(prev_fm, next_fm, graph, rewind=rewind, returning=returning)
@@ -276,6 +258,33 @@ def commit_state(
     after = hashlib.sha256(data).hexdigest()
     remember(path, Known(data, after, next_raw, body))  # the next read of these bytes needs no parse
     return StateWrite(next_fm, before, after)
+
+
+def _drafted(built: str | Draft, prev_fm: dict[str, Any] | None) -> Draft:
+    """The new document as (text, frontmatter as written, body): text from the model is parsed, and the
+    runtime-owned fields it left out are carried over from the current state."""
+    if isinstance(built, Draft):
+        return built
+    try:
+        next_raw, body = parse_text(built)
+    except FrontmatterError as exc:
+        raise FrontmatterError(f"{STATE_ALIAS}: {exc.message}") from None
+    text = built
+    if prev_fm is not None:
+        next_raw, text = _carry_runtime_fields(prev_fm, next_raw, text, body)
+    return Draft(text, next_raw, body)
+
+
+def _check_schema(frontmatter: dict[str, Any]) -> None:
+    errors = schema_errors(frontmatter)
+    if errors:
+        listed = "; ".join(f"{e['path']}: {e['message']}" for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise CrewError(
+            "E_SCHEMA_VALIDATION",
+            f"{STATE_ALIAS} does not match the run-state schema: {listed}{more}.",
+            {"errors": errors},
+        )
 
 
 def _carry_runtime_fields(

@@ -29,23 +29,10 @@ class SubworkflowChecks(Inspector):
                                   f"set the type of node '{nid}' in {wf.graph_path} to subworkflow, or remove "
                                   "subworkflowRef")
                     continue
-                if not isinstance(ref, str) or not ref.strip():
-                    self.error(step.path, "$.subworkflowRef",
-                               f"subworkflow node '{nid}' does not say which workflow it runs",
-                               f"add 'subworkflowRef: <workflow id>' to the frontmatter (one of: {known})",
-                               "SUBWORKFLOW_REF_INVALID")
-                elif ref not in ids:
-                    self.error(step.path, "$.subworkflowRef",
-                               f"subworkflowRef '{ref}' is not a workflow of this package",
-                               f"use the id of a workflow listed in bmad.json (one of: {known})",
-                               "SUBWORKFLOW_REF_INVALID")
-                else:
-                    calls.setdefault(wf.id, []).append((ref, step.path))
-                passing = step.frontmatter.get("passVariables")
-                if passing is not None and not (isinstance(passing, list) and all(isinstance(v, str) for v in passing)):
-                    self.error(step.path, "$.passVariables", "passVariables must be a list of variable names",
-                               "write it as a YAML list of names, e.g. passVariables: [featureName]",
-                               "SUBWORKFLOW_REF_INVALID")
+                callee = self._callee(step.path, nid, ref, ids, known)
+                if callee is not None:
+                    calls.setdefault(wf.id, []).append((callee, step.path))
+                self._check_passing(step.path, step.frontmatter.get("passVariables"))
                 if not any(isinstance(e, dict) and e.get("from") == nid for e in edges):
                     self.error(wf.graph_path, f"$.nodes[{i}]",
                                f"subworkflow node '{nid}' has no outgoing edge, so '{wf.id}' could not go on "
@@ -62,6 +49,28 @@ class SubworkflowChecks(Inspector):
                                "such a run would never end",
                                f"remove this call, or make sure '{callee}' never calls '{caller}' again",
                                "SUBWORKFLOW_CYCLE")
+
+    def _callee(self, step_path: str, nid: str, ref: object, ids: set[str], known: str) -> str | None:
+        """`ref` when it names a workflow of this package; otherwise None, and an error says what to write."""
+        if not isinstance(ref, str) or not ref.strip():
+            self.error(step_path, "$.subworkflowRef",
+                       f"subworkflow node '{nid}' does not say which workflow it runs",
+                       f"add 'subworkflowRef: <workflow id>' to the frontmatter (one of: {known})",
+                       "SUBWORKFLOW_REF_INVALID")
+            return None
+        if ref not in ids:
+            self.error(step_path, "$.subworkflowRef",
+                       f"subworkflowRef '{ref}' is not a workflow of this package",
+                       f"use the id of a workflow listed in bmad.json (one of: {known})",
+                       "SUBWORKFLOW_REF_INVALID")
+            return None
+        return ref
+
+    def _check_passing(self, step_path: str, passing: object) -> None:
+        if passing is not None and not (isinstance(passing, list) and all(isinstance(v, str) for v in passing)):
+            self.error(step_path, "$.passVariables", "passVariables must be a list of variable names",
+                       "write it as a YAML list of names, e.g. passVariables: [featureName]",
+                       "SUBWORKFLOW_REF_INVALID")
 
 
 def _call_path(calls: dict[str, list[tuple[str, str]]], start: str, goal: str) -> list[str] | None:

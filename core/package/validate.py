@@ -255,16 +255,7 @@ class _Inspection(SubworkflowChecks, MenuChecks):
     ) -> tuple[dict[str, StepDoc], dict[str, str]] | None:
         nodes = graph.get("nodes") if isinstance(graph.get("nodes"), list) else []
         edges = graph.get("edges") if isinstance(graph.get("edges"), list) else []
-        index: dict[str, int] = {}
-        for i, node in enumerate(nodes):
-            nid = node.get("id") if isinstance(node, dict) else None
-            if not isinstance(nid, str):
-                continue
-            if nid in index:
-                self.error(file, f"$.nodes[{i}].id", f"node id '{nid}' is used twice", "give every node its own id",
-                           "GRAPH_INTEGRITY_INVALID")
-                continue
-            index[nid] = i
+        index = self._node_index(nodes, file)
         entry = graph.get("entryNodeId")
         if isinstance(entry, str) and entry not in index:
             self.error(file, "$.entryNodeId", f"entry node '{entry}' is not in nodes",
@@ -302,6 +293,20 @@ class _Inspection(SubworkflowChecks, MenuChecks):
         if len(steps) != len(index):
             return None
         return steps, node_files
+
+    def _node_index(self, nodes: list[Any], file: str) -> dict[str, int]:
+        """Each node id's position; an id used twice is an error (its first node counts)."""
+        index: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            nid = node.get("id") if isinstance(node, dict) else None
+            if not isinstance(nid, str):
+                continue
+            if nid in index:
+                self.error(file, f"$.nodes[{i}].id", f"node id '{nid}' is used twice", "give every node its own id",
+                           "GRAPH_INTEGRITY_INVALID")
+                continue
+            index[nid] = i
+        return index
 
     def check_node_file(self, node: dict[str, Any], nid: str, graph_file: str, where: str, base: str) -> StepDoc | None:
         ref = node.get("file")

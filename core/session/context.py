@@ -10,7 +10,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from ..checkout.project import Checkout
 from ..run.engine import Engine
@@ -20,10 +19,10 @@ from ..package.models import Agent, Package
 from ..store.run_manager import RunManager
 from ..tools.base import Mounts
 from .model import Session
+from .router import Surface
 
 log = logging.getLogger(__name__)
 
-Surface = Literal["web", "ide"]
 Emit = Callable[[Output], Awaitable[None]]
 
 

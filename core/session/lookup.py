@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .context import AgentChoice, Catalog, Surface
-from .router import display_trigger, resolve, visible_items
+from .context import AgentChoice, Catalog
+from .router import Surface, display_trigger, resolve, visible_items
 
 CHAT_WORDS = {"chat", "*chat", "/chat", "plain chat"}
 
@@ -47,13 +47,11 @@ def unique_trigger_owner(catalog: Catalog, text: str, surface: Surface) -> Agent
     """The one agent whose menu has an exact trigger for `text` (numbers are never unique)."""
     if not text or text.lstrip("*").isdigit():
         return None
-    owners = [
-        choice
-        for choice in catalog.choices
-        if (cmd := resolve(choice.agent, text, surface=surface, workflows=choice.package.workflows)).confidence
-        == "exact"
-        and cmd.item_index is not None
-    ]
+    owners = []
+    for choice in catalog.choices:
+        cmd = resolve(choice.agent, text, surface=surface, workflows=choice.package.workflows)
+        if cmd.confidence == "exact" and cmd.item_index is not None:
+            owners.append(choice)
     return owners[0] if len(owners) == 1 else None
 
 

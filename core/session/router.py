@@ -18,6 +18,7 @@ from .outputs import MenuEntry
 from ..package.models import Agent, MenuItem
 from ..package.validate import package_ref
 
+# BMAD's words, as menu items marked webOnly / ideOnly use them: "web" is Slack here, "ide" the terminal.
 Surface = Literal["web", "ide"]
 Confidence = Literal["exact", "high", "medium", "low"]
 CommandKind = Literal[
@@ -339,18 +340,7 @@ def resolve(
     visible = visible_items(agent, surface)
 
     if re.fullmatch(r"[0-9]+", norm):
-        n = int(norm)
-        if 1 <= n <= len(visible):
-            index, item = visible[n - 1]
-            target = _Target(item.workflow, item.exec, item.action, item.data)
-            return _map(agent, index, item, target, "exact", "number", details, workflows)
-        span = f"1 to {len(visible)}" if visible else "none"
-        return ResolvedCommand(
-            kind="ClarifyChoice",
-            reason=f"{n} is not a menu number (valid: {span})",  # ClarifyChoice reasons are shown to the user
-            candidates=[_entry(i, it) for i, it in visible],
-            details=details,
-        )
+        return _by_number(agent, int(norm), visible, details, workflows)
 
     candidates = _build_candidates(visible)
     bare = norm[1:-1].strip() if norm.startswith("[") and norm.endswith("]") else norm  # "[CP]" typed as shown
@@ -379,6 +369,27 @@ def resolve(
             details=details,
         )
     return ResolvedCommand(kind="Chat", confidence="low", reason="no menu item matches", details=details)
+
+
+def _by_number(
+    agent: Agent,
+    n: int,
+    visible: list[tuple[int, MenuItem]],
+    details: str,
+    workflows: Sequence[RoutableWorkflow],
+) -> ResolvedCommand:
+    """The `n`-th visible item, or a clarification that says which numbers there are."""
+    if 1 <= n <= len(visible):
+        index, item = visible[n - 1]
+        target = _Target(item.workflow, item.exec, item.action, item.data)
+        return _map(agent, index, item, target, "exact", "number", details, workflows)
+    span = f"1 to {len(visible)}" if visible else "none"
+    return ResolvedCommand(
+        kind="ClarifyChoice",
+        reason=f"{n} is not a menu number (valid: {span})",  # ClarifyChoice reasons are shown to the user
+        candidates=[_entry(i, it) for i, it in visible],
+        details=details,
+    )
 
 
 def _map(

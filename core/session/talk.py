@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from ..store.history import message_tokens
-from .outputs import Reply, ReplyDelta, WidgetRequest
+from .outputs import AgentCard, Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
 from .context import Deps, Outbox, card
 from .model import PendingWidget, Session
@@ -62,15 +62,28 @@ async def talk(
         added.append({"role": "assistant", "content": answer})
     if not (guest and session.mode == "run"):
         session.history = trim(previous + added, HISTORY_BUDGET_TOKENS)
-    if reply.widget is not None and guest:
-        question = str(reply.widget.get("message") or "").strip()
+    await _show(session, answer, reply.widget, out, shown_as, guest=guest)
+
+
+async def _show(
+    session: Session,
+    answer: str,
+    widget: dict[str, Any] | None,
+    out: Outbox,
+    shown_as: AgentCard | None,
+    *,
+    guest: bool,
+) -> None:
+    """The answer, and the question the model asked back: as a widget for the owner, as text for a guest."""
+    if widget is not None and guest:
+        question = str(widget.get("message") or "").strip()
         await out.put(Reply(text="\n\n".join(t for t in (answer, question) if t) or "(no answer)", agent=shown_as))
         return
-    if reply.widget is not None:
-        if answer and answer != str(reply.widget.get("message") or "").strip():
+    if widget is not None:
+        if answer and answer != str(widget.get("message") or "").strip():
             await out.put(Reply(text=answer, agent=shown_as))
-        session.pending_widget = PendingWidget.from_payload(reply.widget, None)
-        await out.put(WidgetRequest(widget=reply.widget, run_id=None))
+        session.pending_widget = PendingWidget.from_payload(widget, None)
+        await out.put(WidgetRequest(widget=widget, run_id=None))
         return
     await out.put(Reply(text=answer or "(no answer)", agent=shown_as))
 

@@ -95,6 +95,27 @@ def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
     return 0
 
 
+def _initial_state(
+    workflow: Workflow, *, run_id: str, agent_id: str, now: str, variables: dict[str, Any] | None
+) -> str:
+    """The run's first state file from the workflow's template, or STATE_INIT_FAILED saying why not."""
+    try:
+        return run_state.init_state_text(
+            workflow.template,
+            workflow.graph,
+            run_id=run_id,
+            agent_id=agent_id,
+            workflow_id=workflow.id,
+            now=now,
+            variables=variables,
+        )
+    except CrewError as exc:
+        raise CrewError(
+            "STATE_INIT_FAILED",
+            f"The workflow.md template of '{workflow.id}' cannot become a run state: {exc.message}",
+        ) from None
+
+
 class RunManager:
     def __init__(self, store: RunStore) -> None:
         self.store = store
@@ -122,21 +143,7 @@ class RunManager:
         agent = resolve_agent(package, agent_id, workflow)
         run_id = run_id or new_run_id()
         now = utc_now()
-        try:
-            state_text = run_state.init_state_text(
-                workflow.template,
-                workflow.graph,
-                run_id=run_id,
-                agent_id=agent.id,
-                workflow_id=workflow.id,
-                now=now,
-                variables=variables,
-            )
-        except CrewError as exc:
-            raise CrewError(
-                "STATE_INIT_FAILED",
-                f"The workflow.md template of '{workflow.id}' cannot become a run state: {exc.message}",
-            ) from None
+        state_text = _initial_state(workflow, run_id=run_id, agent_id=agent.id, now=now, variables=variables)
         record = RunRecord(
             run_id=run_id,
             project_id=project_id_for(root),
@@ -155,15 +162,23 @@ class RunManager:
             session_id=session_id,
         )
         (workspace / "artifacts").mkdir(exist_ok=True)
+        self._lay_out(record, state_text)
+        return record
+
+    def _lay_out(self, record: RunRecord, state_text: str) -> None:
+        """The run's folder, logs and first state on disk, then its index entry and its first audit line."""
         state_dir = self.store.state_dir(record)
         (state_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.store.execution_log(record).touch()
         atomic_write_text(state_dir / run_state.STATE_FILE, state_text)
         self.store.save_record(record)
         self.store.audit(
-            record, "run.created", packageId=package.id, workflowId=workflow.id, activeAgentId=agent.id
+            record,
+            "run.created",
+            packageId=record.package_id,
+            workflowId=record.workflow_id,
+            activeAgentId=record.active_agent_id,
         )
-        return record
 
     def get(self, run_id: str) -> RunRecord:
         """The run with this id, or with the only id that starts with it (ids are long to type)."""

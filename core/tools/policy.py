@@ -14,12 +14,18 @@ from .shell.command_config import CommandsConfig
 
 
 class SystemToolPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """`tool_policy:` in crewagent.yml; an agent's own `tools` in agents.json can only narrow it."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     fs_enabled: bool = True
+    """The file tools (fs_read, fs_write, …) for every agent."""
     max_read_bytes: int = Field(default=524_288, gt=0)
+    """Bytes one read (or MCP result) may return."""
     max_write_bytes: int = Field(default=2_097_152, gt=0)
+    """Bytes one write may store."""
     mcp_enabled: bool | None = None  # default: on when mcp_servers lists any server
+    """MCP tools for every agent (default: on when mcp_servers lists any server)."""
     servers: tuple[str, ...] = Field(default=(), exclude=True)  # set from `mcp_servers:`, not a YAML key
     commands: CommandsConfig | None = Field(default=None, exclude=True)  # set from `commands:`, not a YAML key
 

@@ -8,6 +8,7 @@ v6.0 agents wrote it), `skill` the workflow the item starts, `prompt` a prompt o
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from ..agents import ImportedAgent, SkillTargets
@@ -35,14 +36,7 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
 
     name = str(block.get("name") or _heading_name(source, skill) or aid)
     entry = AgentReport(id=aid, name=name, source=f"{skill.folder}/SKILL.md + customize.toml")
-    persona = {}
-    for key in ("role", "identity", "communication_style"):
-        persona[key] = text(block[key]) if str(block.get(key) or "").strip() else _missing(skill, key, report)
-    principles = [text(p) for p in _as_list(block.get("principles")) if str(p).strip()]
-    persona["principles"] = principles or [_missing(skill, "principles", report)]
-    overview = _section(source.read(skill.entry), "Overview")
-    if overview:
-        persona["identity"] = f"{text(overview)}\n\n{persona['identity']}"
+    persona = _persona(source, skill, text, report)
     doc: dict[str, Any] = {
         "id": aid,
         "metadata": {"name": name, "title": str(block.get("title") or name), "icon": str(block.get("icon") or "🤖"),
@@ -51,12 +45,7 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
                      "sourceId": skill.name},
         "persona": persona,
     }
-    critical = [text(s) for s in _as_list(block.get("activation_steps_prepend")) if str(s).strip()]
-    critical += _facts(block.get("persistent_facts"), text)
-    if module_configs:
-        critical.append("Use the configuration in " + ", ".join(f"`{c}`" for c in module_configs)
-                        + " (user name, languages, artifact folders).")
-    critical += [text(s) for s in _as_list(block.get("activation_steps_append")) if str(s).strip()]
+    critical = _critical_actions(block, text, module_configs)
     if critical:
         doc["critical_actions"] = critical
     menu, prompts = [], []
@@ -77,6 +66,31 @@ def skill_agent(source: BmadSource, skill: Skill, *, skills: SkillTargets, gener
         " with the team's overrides" if any(c.endswith(f"`{skill.name}`") for c in report.customizations) else ""))
     report.agents.append(entry)
     return ImportedAgent(doc, assets, files)
+
+
+def _persona(source: BmadSource, skill: Skill, text: Callable[[Any], str], report: ImportReport) -> dict[str, Any]:
+    """Role, identity, style and principles from `[agent]`; the SKILL.md's Overview leads the identity."""
+    block = skill.block
+    persona: dict[str, Any] = {}
+    for key in ("role", "identity", "communication_style"):
+        persona[key] = text(block[key]) if str(block.get(key) or "").strip() else _missing(skill, key, report)
+    principles = [text(p) for p in _as_list(block.get("principles")) if str(p).strip()]
+    persona["principles"] = principles or [_missing(skill, "principles", report)]
+    overview = _section(source.read(skill.entry), "Overview")
+    if overview:
+        persona["identity"] = f"{text(overview)}\n\n{persona['identity']}"
+    return persona
+
+
+def _critical_actions(block: dict[str, Any], text: Callable[[Any], str], module_configs: list[str]) -> list[str]:
+    """Activation steps before, the persistent facts, where the module configuration is, activation steps after."""
+    critical = [text(s) for s in _as_list(block.get("activation_steps_prepend")) if str(s).strip()]
+    critical += _facts(block.get("persistent_facts"), text)
+    if module_configs:
+        critical.append("Use the configuration in " + ", ".join(f"`{c}`" for c in module_configs)
+                        + " (user name, languages, artifact folders).")
+    critical += [text(s) for s in _as_list(block.get("activation_steps_append")) if str(s).strip()]
+    return critical
 
 
 def _menu_item(item: Any, index: int, skills: SkillTargets, text: Any, prompts: list[dict[str, Any]],

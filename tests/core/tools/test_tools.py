@@ -8,13 +8,14 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.base.atomic import append_jsonl, atomic_write_json, atomic_write_text
+from core.base.atomic import append_line, atomic_write_text
 from core.tools.mounts import resolve
 from core.package.models import Agent
 from core.tools.policy import SystemToolPolicy, effective_policy
@@ -218,7 +219,14 @@ def test_small_searches_are_scanned_in_process_and_big_ones_are_not(mounts: Moun
     assert plan("@project/big") is None
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+def test_ripgrep_comes_with_the_install() -> None:
+    """The `ripgrep` wheel puts `rg` beside the interpreter's scripts, where fs_search finds it on PATH."""
+    rg = shutil.which("rg")
+    assert rg is not None, "rg is not on PATH: install the package (pip install -e .) and activate its virtualenv"
+    version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert version.startswith("ripgrep ")
+
+
 async def test_ripgrep_and_python_walk_agree(mounts: Mounts) -> None:
     big_tree(mounts.project, 20)
     ctx = make_ctx(mounts)
@@ -248,7 +256,6 @@ async def test_big_trees_give_the_same_results_with_or_without_ripgrep(
     assert default["truncated"] is without["truncated"] is False
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
 async def test_ripgrep_runs_leave_no_unknown_child_warnings(mounts: Mounts, caplog: pytest.LogCaptureFixture) -> None:
     big_tree(mounts.project, SMALL_SEARCH_FILES + 10)
     ctx = make_ctx(mounts)
@@ -469,11 +476,9 @@ def test_atomic_helpers(tmp_path: Path) -> None:
     target.chmod(0o640)
     atomic_write_text(target, "two")
     assert target.read_text() == "two" and stat.S_IMODE(target.stat().st_mode) == 0o640
-    atomic_write_json(tmp_path / "x.json", {"a": [1, "é"]})
-    assert json.loads((tmp_path / "x.json").read_text()) == {"a": [1, "é"]}
     log = tmp_path / "logs" / "execution.jsonl"
-    append_jsonl(log, {"n": 1})
-    append_jsonl(log, {"n": 2})
+    append_line(log, b'{"n":1}\n')
+    append_line(log, b'{"n":2}\n')
     assert [json.loads(line) for line in log.read_text().splitlines()] == [{"n": 1}, {"n": 2}]
     assert sorted(os.listdir(tmp_path / "sub")) == ["file.txt"]
 
