@@ -67,6 +67,7 @@ class CommandsConfig(BaseModel):
     limits: CommandLimits = Field(default_factory=CommandLimits)
     hidden: tuple[str, ...] = Field(default=(), exclude=True)  # set at start-up: the config file, the home
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
+    scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
 
     @field_validator("env", mode="before")
     @classmethod

@@ -26,6 +26,7 @@ from .command_runner import Finished
 from .command_progress import CommandReporter
 from .command_sandbox import SandboxState, execute, prepare, sandbox_state, shell_accepts
 from .output_capture import OutputCapture
+from .script_hookup import wait_for_scripts
 from .sandbox_layout import Layout, layout_for, scrub
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ async def shell_run(args: ShellRunArgs, ctx: ToolContext) -> ToolOutcome:
 
 async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, command: str, rel: str, shown_cwd: str,
                timeout: int, verdict: Verdict) -> ToolOutcome:
+    await wait_for_scripts(config, ctx.mounts.pkg, command, timeout)
     extras = config.extras
     layout = await asyncio.to_thread(
         layout_for, ctx.mounts.project, ctx.mounts.pkg, toolchain=config.toolchain,
