@@ -289,7 +289,7 @@ class Pump:
             scope = self._scope()
             outcome = await self.recorder.run(call, done.ctx, scope=scope)
             if outcome.approval is not None and refuse_approvals:
-                outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope)
+                outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope, done.ctx)
             elif outcome.approval is not None:
                 done.widget = self.approvals.hold(call, outcome.approval, scope, question=done.widget)
                 break
