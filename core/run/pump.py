@@ -309,7 +309,9 @@ class Pump:
         done.was_complete = was_complete
         return done
 
-    async def _absorb(self, call: ToolCall, outcome: ToolOutcome, ctx: ToolContext, before: tuple[str, int]) -> ToolContext:
+    async def _absorb(
+        self, call: ToolCall, outcome: ToolOutcome, ctx: ToolContext, before: tuple[str, int]
+    ) -> ToolContext:
         """Take in what one recorded call changed; returns the context for the next calls (another
         agent's policy after a node change)."""
         if outcome.state_changed or outcome.artifacts_created:
