@@ -9,7 +9,6 @@ the thread over to someone else with `*handover @user`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from core.api.sessions import Session
@@ -22,17 +21,6 @@ class Verdict:
 
 
 ALLOWED = Verdict(True)
-_HANDOVER = re.compile(r"^[*/]handover\b\s*(?:<@([A-Z0-9]+)(?:\|[^>]*)?>)?\s*$", re.IGNORECASE)
-
-
-def parse_handover(text: str) -> str | None:
-    """`*handover @user` → the user id ("" when nobody is named); None for any other text."""
-    match = _HANDOVER.match(text.strip())
-    if match is None:
-        return None
-    return match.group(1) or ""
-
-
 def not_owner_reason(owner: str) -> str:
     """What a non-owner is told, and what they can do instead."""
     return (

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import McpServerConfig, server_problems, SystemToolPolicy
+from core.api.tools import CommandsConfig, McpServerConfig, server_problems, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -36,7 +36,7 @@ class ConfigError(CrewError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)  # docstrings: `crewagent config schema`
 
 
 class Binding(_Strict):
@@ -49,10 +49,15 @@ class Binding(_Strict):
     """
 
     project: Path | None = None
+    """The project folder (a plain folder or a git clone); relative paths are read from the file's folder."""
     repo: str | None = None
+    """A git URL the bot clones into CREWAGENT_HOME/checkouts/ (instead of `project`)."""
     branch: str | None = None
+    """Git projects: the base branch runs start from (default: the remote's default branch)."""
     auto_push: bool = False
+    """Git projects: push a completed run's branch without waiting for the Commit & push click."""
     packages: list[Path] = Field(default_factory=list)
+    """Package folders or .bmad files offered in this channel (default: the top-level `packages`)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> Binding:
@@ -70,9 +75,13 @@ class GitOptions(_Strict):
     """Git projects: time limits, worktree clean-up, and who commits (default: the Slack user)."""
 
     timeout: float = Field(default=120.0, gt=0)  # seconds for one git command (clone, fetch, push…)
+    """Seconds one git command (clone, fetch, push…) may take."""
     worktree_retention_hours: float = Field(default=72.0, ge=0)  # completed runs' worktrees are removed after
+    """Hours after a completed run's last change before its worktree is removed (its branch is kept)."""
     author_name: str | None = None  # commit author for every delivery instead of the Slack user's profile
+    """Commit author for every delivery, instead of the Slack user's profile."""
     author_email: str | None = None
+    """Commit author's e-mail for every delivery, instead of the Slack user's profile."""
 
     def settings(self) -> GitSettings:
         return GitSettings(timeout=self.timeout, retention_hours=self.worktree_retention_hours)
@@ -80,22 +89,34 @@ class GitOptions(_Strict):
 
 class Limits(_Strict):
     max_concurrent_runs: int = Field(default=8, ge=1)
+    """Runs the model works on at once (across all replicas together); others wait their turn."""
     max_turns_without_progress: int = Field(default=40, ge=1)
+    """A run that makes no progress for this many model turns fails (the runaway guard)."""
     max_turns_per_input: int = Field(default=400, ge=1)
+    """Model turns one input may start before the run stops for the user."""
     status_update_interval: float = Field(default=1.0, ge=0)  # seconds between edits of one status message
+    """Seconds between two redraws of one run's plan message."""
     # All chat.update calls together: chat.update is Tier 3 (about 50 per minute per workspace, with
     # bursts). 0.67 per second plus a burst of 10 stays within 50 in any minute; two thirds of the burst
     # are kept for what people must read (a reply's final text, Paused / Failed / Completed).
     status_edits_per_second: float = Field(default=0.67, gt=0)
+    """Average rate of all chat.update calls together (Slack Tier 3: about 50 a minute)."""
     status_edit_burst: int = Field(default=10, ge=1)
+    """chat.update calls allowed in a burst; two thirds are kept for what people must read."""
     stream_flush_interval: float = Field(default=1.0, ge=0)  # seconds between appends to one streamed reply
+    """Seconds between two appends to one streamed reply."""
     status_line_interval: float = Field(default=2.0, ge=0)  # seconds between status-line changes of one thread
+    """Seconds between two status-line changes in one thread."""
     status_lines_per_second: float = Field(default=1.5, gt=0)  # all status-line calls together
+    """Rate of all status-line calls together."""
     # Seconds in-flight turns get on SIGTERM/SIGINT; with the rest of shutdown the process ends within
     # 5 s (well inside a container runtime's default 10 s grace). What is cut off stays resumable.
     shutdown_grace: float = Field(default=3.0, ge=0)
+    """Seconds in-flight turns get on SIGTERM or Ctrl-C; what is cut off stays resumable."""
     run_token_budget: int | None = Field(default=None, ge=1)  # model tokens a run may use before it pauses
+    """Model tokens a run may use before it pauses (default: no limit)."""
     home_refresh_interval: float = Field(default=10.0, ge=0)  # seconds between refreshes of one Home tab
+    """Seconds between two refreshes of one person's Home tab."""
 
 
 class ModelCalls(_Strict):
@@ -103,14 +124,20 @@ class ModelCalls(_Strict):
     CREWAGENT_LLM_STREAM, then to the defaults (60 s per attempt, 2 retries, streamed answers)."""
 
     timeout_seconds: float | None = Field(default=None, gt=0)  # per attempt
+    """Seconds one model call may take (default: CREWAGENT_LLM_TIMEOUT, else 60)."""
     max_retries: int | None = Field(default=None, ge=0)  # attempts after the first
+    """Attempts after a failed model call (default: CREWAGENT_LLM_RETRIES, else 2)."""
     stream: bool | None = None  # False: ask for whole answers (an endpoint that cannot stream)
+    """false asks for whole answers, for an endpoint that cannot stream (default: CREWAGENT_LLM_STREAM, else true)."""
 
 
 class Access(_Strict):
     allowed_channels: list[str] = Field(default_factory=list)
+    """Channel ids the bot may be used in (empty: every channel it is in)."""
     allowed_users: list[str] = Field(default_factory=list)
+    """User ids who may use the bot (empty: everyone in the workspace)."""
     admins: list[str] = Field(default_factory=list)
+    """User ids who may act in every thread and see every run on the Home tab."""
 
 
 class SlackSettings(BaseModel):
@@ -149,23 +176,43 @@ class FileConfig(_Strict):
     """The shape of crewagent.yml (all keys optional)."""
 
     project: Path | None = None
+    """The default binding's project folder (a plain folder or a git clone); --project and CREWAGENT_PROJECT win."""
     repo: str | None = None
+    """The default binding as a git URL the bot clones into CREWAGENT_HOME/checkouts/ (instead of `project`)."""
     branch: str | None = None
+    """Git projects: the base branch runs start from (default: the remote's default branch)."""
     auto_push: bool = False
+    """Git projects: push a completed run's branch without waiting for the Commit & push click."""
     packages: list[Path] | None = None
+    """Package folders or .bmad files offered by default; --package wins."""
     channels: dict[str, Binding] = Field(default_factory=dict)
+    """Per-channel bindings, keyed by channel id: each its own project (or repo) and packages."""
     git: GitOptions = Field(default_factory=GitOptions)
+    """Git projects: time limits, worktree clean-up and the commit author."""
     model: str | None = None
+    """The model name the endpoint serves (default: CREWAGENT_MODEL)."""
     llm: ModelCalls = Field(default_factory=ModelCalls)
+    """How model calls are made: time limit, retries, streaming."""
     limits: Limits = Field(default_factory=Limits)
+    """Runs at once, runaway guards, Slack call rates, token budget."""
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)
+    """Which tools models get and how much a read or write may move."""
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)  # Claude Desktop's `mcpServers` shape
+    """MCP servers whose tools agents may use, keyed by server name (the `mcpServers` shape of Claude Desktop, VS Code and Cursor)."""
+    commands: CommandsConfig | None = None
+    """Listing it turns the shell_run tool on: the command policy and the sandbox (docs/commands.md)."""
     access: Access = Field(default_factory=Access)
+    """Who may use the bot, where, and who administers it."""
     resume_on_start: bool = True
+    """Resume the runs a stopped bot left in flight when it starts again."""
     log_level: str = "INFO"
+    """DEBUG, INFO, WARNING or ERROR; DEBUG also logs tracebacks of expected failures."""
     database_url: str | None = None  # postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL)
+    """postgresql://… shared by replicas (also CREWAGENT_DATABASE_URL); default: the embedded store, one process."""
     lease_seconds: float = Field(default=3.0, gt=0)  # a dead replica's threads are taken over after this
+    """Seconds after which another replica takes over the threads of one that stopped beating."""
     host: str = Field(default=DEFAULT_HOST, min_length=1)  # HTTP mode's listening address
+    """The address the HTTP port listens on (--host wins); 127.0.0.1 behind a proxy on the same host."""
 
 
 class BotConfig(BaseModel):
@@ -269,11 +316,13 @@ def load_config(
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
     problems += database_problems
-    problems += mcp_problems(source, file_cfg.mcp_servers, env)
+    problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
 
     home_text = env.get("CREWAGENT_HOME", "").strip()
+    if config_path is not None:
+        file_cfg = with_hidden_paths(file_cfg, _absolute(Path(config_path), cwd), home_text)
     return BotConfig(
         default=default,
         channels=channels,
@@ -368,9 +417,25 @@ def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mappi
     return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in server_problems(servers, env)]
 
 
+def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:
+    if file_cfg.commands is None:
+        return []
+    return [f"{source}: commands.env: ${{{var}}} is not set in the environment"
+            for var in file_cfg.commands.missing_variables(env)]
+
+
 def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
-    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)."""
-    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers)})
+    """`tool_policy` with the configured MCP servers (MCP is on when any is listed, unless switched off)
+    and `commands:` (shell_run is offered only when it is there)."""
+    return file_cfg.tool_policy.model_copy(update={"servers": tuple(file_cfg.mcp_servers), "commands": file_cfg.commands})
+
+
+def with_hidden_paths(file_cfg: FileConfig, config_file: Path, home: str) -> FileConfig:
+    """What a command must never see, even where a folder it sees holds it: this file, the runtime home."""
+    if file_cfg.commands is None:
+        return file_cfg
+    hidden = tuple(p for p in (str(config_file), home) if p)
+    return file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
 
 
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:
@@ -378,10 +443,10 @@ def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = Non
     env = os.environ if env is None else env
     path = _absolute(Path(config_path), Path.cwd())
     file_cfg = read_file_config(path)
-    problems = mcp_problems(str(path), file_cfg.mcp_servers, env)
+    problems = mcp_problems(str(path), file_cfg.mcp_servers, env) + commands_problems(str(path), file_cfg, env)
     if problems:
         raise ConfigError(problems)
-    return file_cfg
+    return with_hidden_paths(file_cfg, path, env.get("CREWAGENT_HOME", "").strip())
 
 
 def describe(config: BotConfig) -> dict[str, Any]:

@@ -23,11 +23,13 @@ from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import PhaseChanged, RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.api.sessions import Output, parse_global_command, Session, SessionService
+from core.api.sessions import Output, Session, SessionService, TypedText
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.stores import RuntimeStore
 
+from .exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
 from .package_errors import print_invalid
+from .paths import existing_folder, existing_path
 from .line_feed import LineFeed, Prompt, stdout_prompt
 from .render import (
     EventPrinter,
@@ -42,9 +44,7 @@ from .render import (
 )
 from .run_cmd import engine_settings, resume_hint
 
-EXIT_SETUP = 2
-EXIT_WAITING = 3  # input ended while the run still waits for an answer
-EXIT_INTERRUPTED = 130
+EXIT_SETUP = EXIT_USAGE  # the package, the project or a setting cannot be used
 DEFAULT_PACKAGE = Path("examples") / "create-story-micro"
 SCRATCH_PROJECT = "scratch"
 QUIT_WORDS = {"*quit", "*exit", "/quit", "/exit"}
@@ -76,16 +76,16 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     path = Path(args.path) if args.path else default_package()
     if path is None:
         raise CrewError("USAGE", "give a package path: crewagent chat PACKAGE --project DIR.")
-    if not path.exists():
-        raise CrewError("PACKAGE_NOT_FOUND", f"there is no package at {path}.")
     store = RuntimeStore()
     cfg = file_config(args)
+    # What was typed is checked first (package, project), then the model settings.
+    package = load_package(existing_path(path), cache_dir=store.packages_dir)
+    chosen_project = existing_folder(args.project, option="--project") if args.project else None
     llm = LLMClient(llm_settings(cfg))  # fails early when no model is configured
     tools = tool_host(cfg, store)
     try:
-        package = load_package(path, cache_dir=store.packages_dir)  # a bad package is said before anything else
-        if args.project:
-            project = store.check_project(Path(args.project))
+        if chosen_project is not None:
+            project = store.check_project(chosen_project)
         else:
             project = scratch_project(store)
             write(
@@ -193,8 +193,9 @@ class Terminal:
                     reader.cancel()
                     break
                 line = reader.result()
-                if line is not None and self._controls_the_run(line):
-                    await self.service.handle_text(self.session, line, self.screen.show)
+                typed = TypedText.parse(line) if line is not None else None
+                if typed is not None and self._controls_the_run(typed):
+                    await self.service.handle_text(self.session, typed, self.screen.show)
                 else:
                     self.feed.hold(line)
             await task
@@ -204,10 +205,10 @@ class Terminal:
         finally:
             self._working = None
 
-    def _controls_the_run(self, line: str) -> bool:
+    def _controls_the_run(self, typed: TypedText) -> bool:
         run_id = self.session.run_id
         working = run_id is not None and self.engine.is_pumping(run_id)
-        return working and parse_global_command(line) in RUN_CONTROLS
+        return working and typed.command in RUN_CONTROLS
 
     async def _unless_interrupted(self, reading: Awaitable[str | None]) -> str | None:
         read = asyncio.ensure_future(reading)

@@ -6,8 +6,11 @@ import argparse
 import os
 import sys
 import textwrap
+from contextvars import ContextVar
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, SEE_TABLE, TABLE
 
 DISTRIBUTION = "crewagent-slack"
 VERBOSE_HELP = "also show the log (model calls, retries, tracebacks) on stderr"
@@ -19,28 +22,17 @@ in this terminal (chat, run). An agent has a persona and a menu; a workflow is a
 that a model (any OpenAI-compatible endpoint) works through, asking you when it needs input and
 writing its results under artifacts/ in a project folder."""
 
-EXIT_CODES = """\
-exit codes:
-  0    done (or left on purpose)
-  1    the run failed, or the package has problems (validate, pack, import)
-  2    usage or bad input: a wrong option, a path that is not there, a package that
-       run or chat cannot use, a missing setting (no model configured)
-  3    input ended, or the token budget was reached, while the run is not done
-  130  stopped with Ctrl-C (the run is saved and can be resumed)
-  141  the reader of the output went away (crewagent ... | head)"""
-
-
 def _command(sub: argparse._SubParsersAction, name: str, summary: str, description: str) -> argparse.ArgumentParser:
     """A subcommand whose one-line summary is listed by `crewagent --help` and whose own --help explains it."""
     return sub.add_parser(
-        name, help=summary, description=textwrap.fill(description, 78), epilog=EXIT_CODES,
+        name, help=summary, description=textwrap.fill(description, 78), epilog=SEE_TABLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="crewagent", description=DESCRIPTION, epilog=EXIT_CODES + "\n\nMore: crewagent COMMAND --help",
+    p = CommandParser(
+        prog="crewagent", description=DESCRIPTION, epilog=TABLE + "\n\nMore: crewagent COMMAND --help",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
@@ -49,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = _command(sub, "serve", "run the Slack bot", "Run the Slack bot: it answers mentions and DMs with the "
                  "packages' agents and runs their workflows in threads. Needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
                  "(Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode), and CREWAGENT_MODEL.")
-    s.add_argument("--project", help="project checkout the workflows work on (default: current dir)")
+    s.add_argument("--project", help="project checkout the workflows work on (default: CREWAGENT_PROJECT, else "
+                   "`project:` in --config, else the current dir)")
     s.add_argument(
         "--package",
         action="append",
@@ -58,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         "example packages found in ./examples or in the source checkout crewagent runs from; an installed copy "
         "started elsewhere has none and stops, asking for --package",
     )
-    s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access")
+    s.add_argument("--config", help="crewagent.yml with channel bindings, model, limits, access (default: "
+                   "CREWAGENT_CONFIG; `crewagent config schema` describes the file)")
     s.add_argument(
         "--port", type=int, default=3000, help="HTTP port: Slack events (HTTP mode) and GET /healthz (default 3000)"
     )
@@ -151,7 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
                  "package; the layout is detected, and IMPORT-REPORT.md names it and says what was mapped and "
                  "what was left out. Nothing is written unless the result validates.")
     b.add_argument("path", help="BMAD src/ folder, _bmad/ folder, or a project that holds _bmad/")
-    b.add_argument("-o", "--output", required=True, help="OUT.bmad (archive) or a directory")
+    b.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="OUT.bmad or OUT.zip (a package archive) or a folder; an existing one is replaced only "
+                   "with --force")
+    b.add_argument("--force", action="store_true",
+                   help="replace an existing OUT archive, or a folder holding an earlier import")
     b.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                    help="override a module config value, e.g. --set user_name=Ada --set output_folder=docs/ai")
     b.add_argument("--name", help="package name (default: the module names, e.g. bmm)")
@@ -159,7 +157,75 @@ def build_parser() -> argparse.ArgumentParser:
                    help="team customizations: a folder of <skill-name>.toml overrides (BMAD's _bmad/custom/ layout); "
                         "an installed _bmad/custom/ is applied automatically, personal *.user.toml files never")
     imp.set_defaults(module="cli.import_cmd")
+
+    cfg = _command(sub, "config", "describe crewagent.yml",
+                   "Describe the configuration file serve, run and chat read (--config crewagent.yml).")
+    cfg_actions = cfg.add_subparsers(dest="config_action", required=True, metavar="ACTION")
+    _command(cfg_actions, "schema", "print the JSON Schema of crewagent.yml",
+             "Print the JSON Schema of crewagent.yml, built from the settings the bot reads, so an editor "
+             "can complete and check the file (a first line `# yaml-language-server: $schema=FILE` points "
+             "the YAML language server at it).")
+    cfg.set_defaults(module="cli.config_cmd")
     return p
+
+
+class _UsageError(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser, self.message = parser, message
+
+
+_REPORTING_TO_PARSE_ARGS: ContextVar[bool] = ContextVar("reporting_to_parse_args", default=False)
+
+
+class CommandParser(argparse.ArgumentParser):
+    """Inside `parse_args`, reports a usage error to it (which first looks for options nobody knows)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        if _REPORTING_TO_PARSE_ARGS.get():
+            raise _UsageError(self, message)
+        super().error(message)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse like argparse, but name unknown options and complain with the usage of the command typed."""
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    reporting = _REPORTING_TO_PARSE_ARGS.set(True)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except _UsageError as exc:
+        unknown = _unknown_options(parser, argv)
+        message = f"unrecognized arguments: {' '.join(unknown)}" if unknown else exc.message
+        argparse.ArgumentParser.error(exc.parser, message)  # prints that command's usage, exits 2
+    finally:
+        _REPORTING_TO_PARSE_ARGS.reset(reporting)
+    if unknown:
+        argparse.ArgumentParser.error(_chosen_command(parser, args), f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def _unknown_options(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """Words typed as options (`--bogus`, `-x`) that no command knows."""
+    known: set[str] = set()
+    pending = [parser]
+    while pending:
+        current = pending.pop()
+        known.update(current._option_string_actions)
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend(action.choices.values())
+    return [word for word in argv if word.startswith("-") and word != "-" and word.split("=", 1)[0] not in known]
+
+
+def _chosen_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The deepest (sub)command the arguments selected, e.g. the parser of `crewagent runs show`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            name = getattr(args, action.dest, None)
+            if name in action.choices:
+                return _chosen_command(action.choices[name], args)
+    return parser
 
 
 def installed_version() -> str:
@@ -169,11 +235,8 @@ def installed_version() -> str:
         return "(not installed)"
 
 
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for any tool whose reader went away
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     module = import_module(args.module)
     if args.command in ("run", "chat"):
         from bot.logging import setup_terminal_logging
@@ -185,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         print("\nStopped.", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `crewagent import … | head`: the reader has what it wanted
         _discard_stdout()
         return EXIT_BROKEN_PIPE

@@ -10,15 +10,19 @@ from pathlib import Path
 from core.api.errors import CrewError
 from core.api.packages import BMAD_TREE_CODE, pack_package, Package, PackageInvalid, Problem, validate_path
 
+from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .package_errors import bmad_tree_advice
+from .paths import NO_SUCH
 
-EXIT_PROBLEMS = 1  # the package has problems
-EXIT_USAGE = 2  # nothing usable was given: a path that is not there, a file that cannot be read
+EXIT_PROBLEMS = EXIT_FAILED  # the package has problems
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         if args.action == "validate" and Path(args.path).suffix in (".yml", ".yaml"):
+            if not Path(args.path).exists():
+                print(f"error: {args.path}: {NO_SUCH}", file=sys.stderr)
+                return EXIT_USAGE
             return _validate_config(Path(args.path))
         if args.action == "validate":
             return _validate(Path(args.path))
@@ -71,7 +75,7 @@ def _validate_config(path: Path) -> int:
 
 def _validate(path: Path) -> int:
     if not path.exists():
-        print(f"error: {path}: no such package directory or .bmad file", file=sys.stderr)
+        print(f"error: {path}: {NO_SUCH}", file=sys.stderr)
         return EXIT_USAGE
     with tempfile.TemporaryDirectory(prefix="crewagent-validate-") as scratch:
         package, problems = validate_path(path, cache_dir=Path(scratch))
@@ -85,7 +89,7 @@ def _validate(path: Path) -> int:
             print(f"error: {advice}", file=sys.stderr)
             return EXIT_PROBLEMS
         _print_problems(problems, sys.stdout)
-        print(f"INVALID {path.name}: {len(errors)} error{'s' * (len(errors) != 1)}")
+        print(f"INVALID {path}: {len(errors)} error{'s' * (len(errors) != 1)}")
         return EXIT_PROBLEMS
     print(f"OK {summary(package)}")
     _print_problems(problems, sys.stdout)
@@ -93,8 +97,11 @@ def _validate(path: Path) -> int:
 
 
 def _pack(src: Path, out: Path) -> int:
+    if not src.exists():
+        print(f"error: {src}: {NO_SUCH}", file=sys.stderr)
+        return EXIT_USAGE
     if not src.is_dir():
-        print(f"error: {src}: not a package directory", file=sys.stderr)
+        print(f"error: {src}: not a package folder (pack zips a folder holding bmad.json)", file=sys.stderr)
         return EXIT_USAGE
     try:
         written = pack_package(src, out)
@@ -104,7 +111,7 @@ def _pack(src: Path, out: Path) -> int:
             print(f"error: {advice}", file=sys.stderr)
         else:
             _print_problems(exc.problems, sys.stderr)
-            print(f"error: {src.name} was not packed: {len(exc.errors)} error(s)", file=sys.stderr)
+            print(f"error: {src} was not packed: {len(exc.errors)} error(s)", file=sys.stderr)
         return EXIT_PROBLEMS
     print(f"{out} ({written.stat().st_size} bytes)")
     return 0

@@ -33,13 +33,13 @@ def import_output_name(path: Path) -> str:
 
 
 def print_invalid(path: Path, problems: list[Problem], stream: TextIO | None = None) -> None:
-    """`error: the package is invalid:` with its errors; a BMAD tree gets the import command instead."""
+    """`error: PATH is not a valid package:` with its errors; a BMAD tree gets the import command instead."""
     stream = stream or sys.stderr
     errors = [p for p in problems if p.level == "error"]
     advice = bmad_tree_advice(path) if any(p.code == BMAD_TREE_CODE for p in errors) else None
     if advice is not None:
         print(f"error: {advice}", file=stream)
         return
-    print("error: the package is invalid:", file=stream)
+    print(f"error: {path} is not a valid package:", file=stream)
     for problem in errors:
         print(f"  {problem}", file=stream)

@@ -17,6 +17,7 @@ from core.api.events import (
     ArtifactWritten,
     AssistantText,
     AssistantTextDelta,
+    CommandProgress,
     EngineEvent,
     LLMRetrying,
     NodeStarted,
@@ -170,6 +171,12 @@ class EventPrinter:
                 self.write(f"  ! {event.summary}")
             elif self.verbose:
                 self.write(f"  · {event.summary}")
+        elif isinstance(event, CommandProgress):
+            if event.running and event.elapsed_ms == 0:
+                self.write(f"  $ {event.command}")
+            elif not event.running:
+                ended = f"exit {event.exit_code}" if event.killed is None else f"stopped ({event.killed})"
+                self.write(f"    → {ended} after {event.elapsed_ms / 1000:.1f} s")
         elif isinstance(event, LLMRetrying):
             self.write(f"  … {retry_note(event)}")
         elif isinstance(event, PhaseChanged) and event.parent_run_id is None:  # the caller reports for both
@@ -252,13 +259,18 @@ def _yes_no(read_line: ReadLine, write: Write, prompt: str) -> bool:
         write("Please answer y or n.")
 
 
-def _approve(read_line: ReadLine, write: Write) -> bool:
-    """y/N: anything but a yes (an empty line too) leaves the call unmade."""
-    raw = _ask(read_line, "Approve this call? [y/N]: ").strip().lower()
+def _approve(read_line: ReadLine, write: Write, allow_for_run: str | None) -> str:
+    """y/N (y/N/a when the prefix may be allowed for the run): anything else, an empty line too, is no."""
+    options = "y/N/a" if allow_for_run else "y/N"
+    if allow_for_run:
+        write(f"  (a: approve, and allow `{allow_for_run}` for the rest of this run)")
+    raw = _ask(read_line, f"Approve this call? [{options}]: ").strip().lower()
+    if raw in ("a", "all", "always") and allow_for_run:
+        return "allow_for_run"
     if raw not in ("y", "yes"):
         write("Not approved: the call is not made.")
-        return False
-    return True
+        return "deny"
+    return "approve"
 
 
 def terminal_user() -> str:
@@ -330,8 +342,9 @@ def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, wr
     write(f"\n? {widget.get('message', '').strip()}")
     if kind == "confirmation":
         return {"confirmed": _yes_no(read_line, write, "Confirm")}
-    if kind == "mcp_approval":
-        return {"approved": _approve(read_line, write), "by": terminal_user()}
+    if kind in ("tool_approval", "mcp_approval"):
+        decision = _approve(read_line, write, widget.get("allowForRun"))
+        return {"decision": decision, "approved": decision != "deny", "by": terminal_user()}
     if kind == "selection":
         options = widget.get("options") or []
         labels = [o.get("label") or o.get("value") for o in options]

@@ -23,7 +23,9 @@ from core.api.packages import load_package, Package, PackageInvalid
 from core.api.checkout import Checkout, CheckoutSpec
 from core.api.stores import RuntimeStore
 
+from .exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
 from .package_errors import print_invalid
+from .paths import existing_folder, existing_path
 from .render import (
     EventPrinter,
     InputClosed,
@@ -35,10 +37,7 @@ from .render import (
     stdout_write,
 )
 
-EXIT_FAILED = 1
-EXIT_SETUP = 2
-EXIT_WAITING = 3  # input ended while the run still waits for an answer
-EXIT_INTERRUPTED = 130
+EXIT_SETUP = EXIT_USAGE  # the package, the project or a setting cannot be used
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,23 +63,26 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
     store = RuntimeStore()
     runs = RunManager(store)
     cfg = file_config(args)
+    # What was typed is checked first (run id, package, project), then the model settings.
+    if args.resume:
+        record = runs.get(args.resume)
+        root = runs.root_of(record)
+        if root.run_id != record.run_id:
+            write(f"Run {record.run_id} is a sub-workflow of run {root.run_id}; resuming that run.")
+            record = root
+        package = _load_saved_package(record, store)
+    else:
+        if not args.path:
+            raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
+        package = load_package(existing_path(args.path), cache_dir=store.packages_dir)
+        project = store.check_project(existing_folder(args.project or ".", option="--project"))
     llm = LLMClient(llm_settings(cfg))  # fails early, before a run is created, if no model is set
     tools = tool_host(cfg, store)
     try:
         if args.resume:
-            record = runs.get(args.resume)
-            root = runs.root_of(record)
-            if root.run_id != record.run_id:
-                write(f"Run {record.run_id} is a sub-workflow of run {root.run_id}; resuming that run.")
-                record = root
-            package = _load_saved_package(record, store)
             await run_checkout(record, store).ensure(record)  # a pruned worktree comes back from its branch
             intent = "resume"
         else:
-            if not args.path:
-                raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
-            package = load_package(args.path, cache_dir=store.packages_dir)
-            project = store.check_project(Path(args.project or "."))
             run_id = new_run_id()
             workflow = resolve_workflow(package, args.workflow)
             made = await Checkout(CheckoutSpec(project=project), store.home).new_worktree(run_id, workflow.id)

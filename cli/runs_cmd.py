@@ -12,6 +12,7 @@ from core.api.runs import History, RunManager, RunRecord, RunSnapshot
 from core.api.packages import load_package, Package
 from core.api.stores import RuntimeStore
 
+from .exit_codes import EXIT_USAGE
 from .render import Write, render_snapshot, stdout_write
 
 
@@ -22,11 +23,11 @@ def run(args: argparse.Namespace, write: Write = stdout_write) -> int:
             return _list(runs, args.project, write)
         if args.runs_action == "show":
             return _show(runs, args.run_id, write)
-    except CrewError as exc:
+    except CrewError as exc:  # a run id that matches no run, or more than one
         print(f"error: {exc.message}", file=sys.stderr)
-        return 1
+        return EXIT_USAGE
     print(f"error: unknown runs action {args.runs_action!r}", file=sys.stderr)
-    return 2
+    return EXIT_USAGE
 
 
 class _Packages:

@@ -19,7 +19,8 @@ from bot.config import BotConfig, ConfigError, describe, load_config
 from bot.logging import resolve_format, setup_logging
 from core.api.errors import CrewError
 
-EXIT_USAGE = 2
+from .exit_codes import EXIT_USAGE
+from .paths import NO_SUCH
 
 HOWTO = """\
 CrewAgent needs Slack credentials to serve.
@@ -164,11 +165,22 @@ def raise_open_file_limit() -> None:
             log.warning("could not raise the open-file limit", extra={"soft": soft, "hard": hard})
 
 
+PROJECT_ENV = "CREWAGENT_PROJECT"  # the project when --project is not given (the Docker image sets it)
+CONFIG_ENV = "CREWAGENT_CONFIG"  # the crewagent.yml when --config is not given
+
+
 def run(args: argparse.Namespace) -> int:
+    project = args.project or os.environ.get(PROJECT_ENV, "").strip() or None
+    config_path = args.config or os.environ.get(CONFIG_ENV, "").strip() or None
+    typed = [("--config" if args.config else CONFIG_ENV, config_path),
+             ("--project" if args.project else PROJECT_ENV, project),
+             *(("--package", package) for package in args.package or ())]
+    for option, value in typed:
+        if value is not None and not Path(value).expanduser().exists():
+            print(f"error: {option} {value}: {NO_SUCH}", file=sys.stderr)
+            return EXIT_USAGE
     try:
-        config = load_config(
-            config_path=args.config, project=args.project, packages=args.package or (), host=args.host
-        )
+        config = load_config(config_path=config_path, project=project, packages=args.package or (), host=args.host)
     except ConfigError as exc:
         print(exc.message, file=sys.stderr)
         return EXIT_USAGE

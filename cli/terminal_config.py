@@ -9,11 +9,13 @@ from core.api.runs import EngineSettings, LLMSettings
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost
 
+from .paths import existing_path
+
 
 def file_config(args: argparse.Namespace) -> FileConfig:
     """The file `--config` names (checked, MCP keys included), or the defaults without one."""
     path = getattr(args, "config", None)
-    return terminal_config(path) if path else FileConfig()
+    return terminal_config(existing_path(path, option="--config")) if path else FileConfig()
 
 
 def llm_settings(cfg: FileConfig) -> LLMSettings:

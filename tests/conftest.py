@@ -34,6 +34,8 @@ _LEAKY_ENV = (
     "SLACK_SIGNING_SECRET",
     "SLACK_API_URL",
     "CREWAGENT_DATABASE_URL",
+    "CREWAGENT_PROJECT",  # serve's default project and config file (the Docker image sets them)
+    "CREWAGENT_CONFIG",
 )
 
 

@@ -35,7 +35,8 @@ def test_the_two_set_up_commands_use_their_own_virtualenvs_and_ci_runs_the_test_
     assert "python3 -m venv .venv &&" in serve and "crewagent serve" in serve
     assert tests == 'python3 -m venv .venv-test && . .venv-test/bin/activate && pip install -e ".[test]" && pytest -q'
     ci_lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
-    assert ci_lines[-1] == tests  # .ci/run runs exactly the README's test command
+    assert ci_lines[-2] == tests  # .ci/run runs exactly the README's test command,
+    assert ci_lines[-1].startswith("mkdocs build --strict")  # then builds the documentation strictly
     ignored = (REPO / ".gitignore").read_text().splitlines()
     assert ".venv/" in ignored and ".venv-test/" in ignored
 
@@ -55,11 +56,13 @@ def test_no_stray_build_files_are_kept_at_the_root() -> None:
         assert tracked.stdout == ""
 
 
-def test_the_readme_documents_the_exit_codes_and_why_some_tests_skip() -> None:
-    for row in ("| 0 | done", "| 1 | the run failed, or the package has problems", "| 2 | usage or bad input",
-                "| 3 | input ended", "| 130 | Ctrl-C", "| 141 | the reader of the output went away"):
-        assert row in README, row
-    assert "`../shared` (beside the checkout) are skipped, saying so" in README
+def test_the_docs_document_the_exit_codes_and_the_readme_why_some_tests_skip() -> None:
+    command_line = (REPO / "docs" / "command-line.md").read_text(encoding="utf-8")
+    for row in ("| 0 | done", "| 1 | the work failed: the run failed, or the package or configuration has problems",
+                "| 2 | usage or bad input", "| 3 | input ended", "| 130 | Ctrl-C",
+                "| 141 | the reader of the output went away"):
+        assert row in command_line, row
+    assert "`../shared` (beside the checkout) are skipped, saying so" in README.replace("\n", " ")
 
 
 # ---- Docker ----------------------------------------------------------------------------------------------
@@ -110,16 +113,16 @@ def test_the_entry_point_serves_every_mounted_package(entrypoint, tmp_path: Path
     (packages / "team.bmad").write_bytes(b"PK")
     (packages / "notes.txt").write_text("not a package")
     (packages / "empty-folder").mkdir()
+    # the project is CREWAGENT_PROJECT, which serve reads itself
     assert entrypoint(packages=packages) == [
-        "serve", "--project", "/project", "--package", str(packages / "team-pkg"),
-        "--package", str(packages / "team.bmad"),
+        "serve", "--package", str(packages / "team-pkg"), "--package", str(packages / "team.bmad"),
     ]
     single = tmp_path / "one-package"
     single.mkdir()
     (single / "bmad.json").write_text("{}")
-    assert entrypoint(packages=single) == ["serve", "--project", "/project", "--package", str(single)]
+    assert entrypoint(packages=single) == ["serve", "--package", str(single)]
     # nothing mounted: serve offers the bundled examples (it finds ./examples in the image's /app)
-    assert entrypoint() == ["serve", "--project", "/project"]
+    assert entrypoint() == ["serve"]
 
 
 def test_the_entry_point_passes_flags_to_serve_and_runs_commands(entrypoint) -> None:
@@ -132,12 +135,13 @@ def test_compose_defaults_point_at_folders_that_exist() -> None:
     volumes = compose["services"]["crewagent"]["volumes"]
     mounts = {}
     for volume in volumes:
-        source, target = re.fullmatch(r"\$\{\w+:-([^}]+)\}:(/\w+)(?::ro)?", volume).groups()  # type: ignore[union-attr]
-        mounts[target] = source
-    assert set(mounts) == {"/project", "/packages"}
-    for target, source in mounts.items():
-        assert (REPO / source).is_dir(), f"{target}: {source} does not exist"
+        found = re.fullmatch(r"\$\{\w+:-([^}]+)\}:(/[\w/.]+)(?::ro)?", volume.split("#")[0].strip())
+        if found:  # a mount with a default (PROJECT has none: compose stops, naming it)
+            source, target = found.groups()
+            mounts[target] = source
+    assert set(mounts) == {"/packages", "/config/crewagent.yml"}
     assert (REPO / mounts["/packages"] / "create-story-micro" / "bmad.json").is_file()
+    assert mounts["/config/crewagent.yml"] == "/dev/null"  # no config file: the entry point passes none
 
 
 # ---- tests that need ../shared ----------------------------------------------------------------------------
@@ -174,3 +178,20 @@ def test_a_checkout_without_shared_skips_those_tests_with_that_reason(tmp_path: 
     assert skipped, done.stdout[-3000:]
     for line in skipped:
         assert "not found at ../shared/" in line and "the rest of the suite does not" in line, line
+
+
+# ---- the README and the documentation site ---------------------------------------------------------------
+
+
+def test_the_readme_fits_on_a_few_screens_and_its_links_lead_somewhere() -> None:
+    assert len(README.splitlines()) <= 250
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    local = [t for t in targets if "://" not in t]
+    assert "docs/images/thread.png" in local and "docs/configuration.md" in local
+    for target in local:
+        assert (REPO / target).exists(), target
+    assert (REPO / "docs" / "images" / "thread.png").stat().st_size < 200_000
+    nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    for page in re.findall(r"\(docs/([\w-]+\.md)\)", README):  # every page the README names is in the site
+        assert f": {page}" in nav, page
+    assert "\n## When Slack or the database goes away\n" in README

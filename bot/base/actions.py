@@ -31,6 +31,9 @@ FORM_CALLBACK = f"{PREFIX}:form"
 
 ARTIFACT_SELECT = "artifact_select"
 
+CLICKS = (AGENT, MENU, WIDGET, FORM, CONTROL, ARTIFACT, DELIVER, FEEDBACK)  # every button kind Bolt listens for
+SELECTS = (AGENT, MENU, WIDGET, ARTIFACT)  # kinds also offered as a select menu (`<kind>_select`)
+
 FormMode = Literal["form", "multi_select", "changes", "feedback"]
 ControlAction = Literal["pause", "stop", "resume", "retry", "status"]
 

@@ -1,16 +1,31 @@
-"""One user action on a thread, as data: what a replica queues in Postgres for whichever replica drives
-the thread (a closure cannot cross processes; this can)."""
+"""One user action on a thread, as data: the first step of a thread's work.
+
+A reply, a click or a form answer becomes a `ThreadEvent` once, where Slack hands it over; typed
+text is parsed for its `*command` there and nowhere else. The same value is what a replica queues in
+Postgres for whichever replica drives the thread (a closure cannot cross processes; this can).
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from core.api.sessions import parse_global_command
+from core.api.sessions import TypedText
 
 from .actions import ButtonValue, Clicked, FormContext
 from .thread import ThreadKey
+
+_HANDOVER = re.compile(r"^[*/]handover\b\s*(?:<@([A-Z0-9]+)(?:\|[^>]*)?>)?\s*$", re.IGNORECASE)
+
+
+def parse_handover(text: str) -> str | None:
+    """`*handover @user` → the user id ("" when nobody is named); None for any other text."""
+    match = _HANDOVER.match(text.strip())
+    if match is None:
+        return None
+    return match.group(1) or ""
 
 
 class ThreadEvent(BaseModel):
@@ -22,7 +37,8 @@ class ThreadEvent(BaseModel):
     text: str = ""
     message_ts: str = ""
     opening: bool = False
-    command: str | None = None  # the `*command` the text is, parsed once when the event is made
+    command: str | None = None  # the session `*command` the text is, parsed once when the event is made
+    handover: str | None = None  # `*handover @user`: the new owner ("" when nobody is named)
     # click
     click: str = ""  # action kind (bot.base.actions)
     value: ButtonValue | None = None
@@ -34,10 +50,15 @@ class ThreadEvent(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _parse_command(cls, data: Any) -> Any:
-        """Typed text is parsed for a global command here, once; later steps and other replicas read `command`."""
-        if isinstance(data, dict) and data.get("kind") == "text" and "command" not in data:
-            text = data.get("text")
-            return {**data, "command": parse_global_command(text) if isinstance(text, str) and text else None}
+        """Typed text is parsed for its command here, once; later steps and other replicas read the fields."""
+        if not isinstance(data, dict) or data.get("kind") != "text":
+            return data
+        raw = data.get("text")
+        text = raw if isinstance(raw, str) else ""
+        if "command" not in data:
+            data = {**data, "command": TypedText.parse(text).command}
+        if "handover" not in data:
+            data = {**data, "handover": parse_handover(text)}
         return data
 
     @property
@@ -46,3 +67,8 @@ class ThreadEvent(BaseModel):
         if key is None:
             raise ValueError(f"not a thread key: {self.thread!r}")
         return key
+
+    @property
+    def typed(self) -> TypedText:
+        """The text with the command it was parsed as, for the session service (which does not parse it again)."""
+        return TypedText(self.text, self.command)  # type: ignore[arg-type]

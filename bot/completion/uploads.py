@@ -4,6 +4,7 @@ into the thread."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from core.api.runs import RunManager, RunSnapshot
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord
 from ..slack_io import SlackIO, upload_refusal
-from .artifacts import ArtifactUnavailable, read_artifact
+from .artifacts import UPLOAD_LIMIT, ArtifactUnavailable, read_artifact
 
 OUT_OF_DATE = "That file list is out of date; use the newest completion message."
+COMMAND_LOGS = "@state/logs/commands/"
+LOG_NAME = re.compile(r"[0-9A-Za-z]+-[0-9a-f]{8}\.log")
 
 Snapshot = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
@@ -34,6 +37,8 @@ class Uploads:
             return OUT_OF_DATE
         if not await self.started_here(record, value.r):  # a forged value naming another thread's run
             return "That file belongs to a run of another conversation."
+        if value.f and value.f.startswith(COMMAND_LOGS):
+            return await self._command_log(record, value.r, value.f)
         current = await snapshot(record, value.r)
         recorded = current.artifacts if current else []
         path = value.f
@@ -52,6 +57,25 @@ class Uploads:
             return exc.message
         failure = await self.io.upload(key.channel, key.thread_ts, Path(path).name, data, path)
         return upload_refusal(path, failure) if failure is not None else None
+
+    async def _command_log(self, record: ThreadRecord, run_id: str, path: str) -> str | None:
+        """A command's whole log ("Show output"), from the run's own logs folder, by its plain file name."""
+        name = path.removeprefix(COMMAND_LOGS)
+        if not LOG_NAME.fullmatch(name):
+            return OUT_OF_DATE
+
+        def read() -> bytes | None:
+            run = self.runs.get(run_id)
+            with open(self.runs.store.state_dir(run) / "logs" / "commands" / name, "rb") as handle:
+                return handle.read(UPLOAD_LIMIT)
+
+        try:
+            data = await asyncio.to_thread(read)
+        except (CrewError, OSError):
+            return "That command's log is no longer kept."
+        key = record.key
+        failure = await self.io.upload(key.channel, key.thread_ts, name, data or b"(empty)", "Command output")
+        return upload_refusal(name, failure) if failure is not None else None
 
     async def started_here(self, record: ThreadRecord, run_id: str) -> bool:
         """True when the run belongs to this thread's conversation (checked before reading anything of it)."""

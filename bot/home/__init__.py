@@ -17,8 +17,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.api.packages import Package
 from core.api.runs import RunManager
 
-from ..threads.binding import BindingRuntime
-from ..threads.dispatch import Dispatcher
+from ..threads.channel_binding import BindingRuntime
+from ..threads.intake import ThreadIntake
 from ..threads.store import ThreadStore
 from .startable import agent_entries
 from .command import CrewCommand
@@ -40,7 +40,7 @@ def wire_home(
     runs: RunManager,
     access: Access,
     bindings: Mapping[str, BindingRuntime],
-    dispatcher: Dispatcher,
+    dispatcher: ThreadIntake,
     refresh_interval: float,
 ) -> HomePublisher:
     """Register the Home tab and `/crew` on `app` (before the thread listeners) and follow run phases."""

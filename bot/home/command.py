@@ -24,7 +24,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..render.mrkdwn import escape
-from ..threads.dispatch import Dispatcher
+from ..threads.intake import ThreadIntake
 from ..base.thread import ThreadKey
 from .startable import agents_list
 from .overview import Access
@@ -65,7 +65,7 @@ class CrewCommand:
         self,
         *,
         access: Access,
-        dispatcher: Dispatcher,
+        dispatcher: ThreadIntake,
         publisher: HomePublisher,
         client: AsyncWebClient,
     ) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from core.api.sessions import SessionService
 
-from ..threads.binding import BindingRuntime
+from ..threads.channel_binding import BindingRuntime
 from .overview import Access
 from .tab import AgentEntry
 

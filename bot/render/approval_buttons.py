@@ -1,4 +1,6 @@
-"""The MCP approval question in a thread: Approve / Deny, pressed only by the thread's owner or an admin.
+"""A tool call waiting for the run owner's approval, as a thread message: the request's title and
+message (a command in a code block), and Approve, Deny and, when the tool offers it, "Allow `<first
+words>` for this run". Only the thread's owner or an admin may press.
 
 The click is checked and settled like any widget button (ownership first, then the pending
 widget); the buttons then become the outcome ("Approved by Alice"). Who pressed goes with the
@@ -15,24 +17,48 @@ from .message import BlockJSON
 from .blocks import actions_block, button
 from .mrkdwn import escape
 
-APPROVAL_TYPE = "mcp_approval"  # core.tools.mcp.approval.APPROVAL_TYPE
+APPROVAL_TYPES = ("tool_approval", "mcp_approval")  # core.run.tool_approvals.APPROVAL_TYPE; the older one too
+ALLOW_FOR_RUN = "allow_run"  # ButtonValue.x of the "Allow … for this run" button
+SHOWN_PREFIX_CHARS = 40
 
 
 def is_approval(widget: dict[str, Any]) -> bool:
-    return widget.get("type") == APPROVAL_TYPE
+    return widget.get("type") in APPROVAL_TYPES
 
 
-def approval_controls(base: ButtonValue) -> list[BlockJSON]:
+def _allowed_prefix(widget: dict[str, Any]) -> str | None:
+    prefix = widget.get("allowForRun")
+    return prefix if isinstance(prefix, str) and prefix.strip() else None
+
+
+def _shown(prefix: str) -> str:
+    return prefix if len(prefix) <= SHOWN_PREFIX_CHARS else prefix[: SHOWN_PREFIX_CHARS - 1] + "…"
+
+
+def approval_controls(widget: dict[str, Any], base: ButtonValue) -> list[BlockJSON]:
     approve = button("Approve", act.action_id(act.WIDGET, "approve_call"), base.model_copy(update={"c": True}), "primary")
     deny = button("Deny", act.action_id(act.WIDGET, "deny_call"), base.model_copy(update={"c": False}), "danger")
-    return [actions_block([approve, deny])]
+    buttons = [approve, deny]
+    prefix = _allowed_prefix(widget)
+    if prefix is not None:
+        allow = base.model_copy(update={"c": True, "x": ALLOW_FOR_RUN})
+        buttons.append(button(f"Allow `{_shown(prefix)}` for this run", act.action_id(act.WIDGET, "allow_run"), allow))
+    return [actions_block(buttons)]
 
 
-def approval_answer(value: ButtonValue, user: str) -> tuple[bool, Any]:
+def approval_answer(widget: dict[str, Any], value: ButtonValue, user: str) -> tuple[bool, Any]:
+    """`{"decision": "approve" | "deny" | "allow_for_run", "approved": bool, "by": user}`."""
     if value.c is None:
         return False, None
-    return True, {"approved": bool(value.c), "by": user}
+    if value.x == ALLOW_FOR_RUN and value.c and _allowed_prefix(widget) is not None:
+        decision = "allow_for_run"
+    else:
+        decision = "approve" if value.c else "deny"
+    return True, {"decision": decision, "approved": bool(value.c), "by": user}
 
 
-def approval_outcome(value: ButtonValue, name: str) -> str:
+def approval_outcome(widget: dict[str, Any], value: ButtonValue, name: str) -> str:
+    prefix = _allowed_prefix(widget)
+    if value.c and value.x == ALLOW_FOR_RUN and prefix is not None:
+        return f"Allowed `{escape(_shown(prefix))}` for this run by {escape(name)}."
     return f"{'Approved' if value.c else 'Denied'} by {escape(name)}."

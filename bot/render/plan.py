@@ -71,12 +71,15 @@ class PlanBook:
         self._runs: OrderedDict[str, dict[str, list[str]]] = OrderedDict()
         self.kept = kept
 
-    def note(self, run_id: str, node_id: str | None, line: str) -> None:
+    def note(self, run_id: str, node_id: str | None, line: str, *, replacing: str | None = None) -> None:
+        """`replacing`: drop earlier lines that start with it (a running command's line is updated in place)."""
         if not node_id:
             return
         nodes = self._runs.setdefault(run_id, {})
         self._runs.move_to_end(run_id)
         lines = nodes.setdefault(node_id, [])
+        if replacing:
+            lines[:] = [kept for kept in lines if not kept.startswith(replacing)]
         if line in lines:
             lines.remove(line)
         lines.append(line)

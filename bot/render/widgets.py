@@ -38,7 +38,7 @@ def form_mode(widget: dict[str, Any]) -> FormMode | None:
 def answer_for(widget: dict[str, Any], value: ButtonValue, user: str = "") -> tuple[bool, Any]:
     """The WIDGET_SUBMIT value a button click by `user` stands for: (ok, value)."""
     if is_approval(widget):
-        return approval_answer(value, user)
+        return approval_answer(widget, value, user)
     kind = widget.get("type")
     if kind == "confirmation" and value.c is not None:
         return True, {"confirmed": bool(value.c)}
@@ -62,7 +62,7 @@ def answered_text(widget: dict[str, Any], value: ButtonValue, name: str) -> str:
     who = escape(name)
     kind = widget.get("type")
     if is_approval(widget):
-        return approval_outcome(value, name)
+        return approval_outcome(widget, value, name)
     if kind == "confirmation":
         if str(widget.get("widgetId")) == CONFIRM_WIDGET:
             return f"{'Confirmed' if value.c else 'Cancelled'} by {who}."
@@ -130,7 +130,7 @@ def widget_messages(widget: dict[str, Any], *, key: str, run_id: str | None) -> 
     controls: list[BlockJSON] = []
 
     if is_approval(widget):
-        controls += approval_controls(base)
+        controls += approval_controls(widget, base)
     elif kind == "confirmation":
         controls.append(_confirmation_buttons(base, final=widget_id == CONFIRM_WIDGET))
     elif kind in ("selection", "action_selection") and form_mode(widget) is None:

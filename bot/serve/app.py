@@ -33,15 +33,16 @@ from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunMan
 from core.api.packages import Graph
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost
+from core.api.tools import ToolHost, sandbox_start_up_line
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
-from ..threads.binding import BindingRuntime
-from ..threads.dispatch import Dispatcher
+from ..threads.channel_binding import BindingRuntime
+from ..threads.assembly import build_thread_work
+from ..threads.intake import ThreadIntake
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
@@ -97,7 +98,7 @@ class CrewBot:
         store: ThreadStore | PostgresThreadStore,
         lanes: ThreadLanes,
         board: StatusBoard,
-        dispatcher: Dispatcher,
+        dispatcher: ThreadIntake,
         engine: Engine,
         llm: LLMClient,
         shared: SharedStore | None = None,
@@ -149,6 +150,8 @@ class CrewBot:
             self.resumed = await self.dispatcher.resume_interrupted()
         self._prepared = True
         self.engine.tools.warm_up()
+        if (commands := self.engine.settings.system_policy.commands) is not None:
+            log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -437,7 +440,7 @@ def _build(
         stop_run=engine.request_stop,
         stream_interval=config.limits.stream_flush_interval,
     )
-    dispatcher = Dispatcher(
+    dispatcher = build_thread_work(
         config=config,
         io=io,
         store=thread_store,

@@ -2,7 +2,7 @@
 
 Bolt acks once these return (process_before_response), so an event is queued, in the thread's
 order, before Slack hears it arrived. Nothing here waits on the model: work is queued for the
-thread (see dispatch.py).
+thread (see bot/threads/intake.py).
 
 Which event handles what (Slack sends both `app_mention` and `message` for one mention):
 - top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
@@ -25,7 +25,7 @@ from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
 from ..native.agent_view import PROMPTS_TITLE, PromptPacer
 from ..threads.dedupe import Deduper
-from ..threads.dispatch import Dispatcher
+from ..threads.intake import ThreadIntake
 from ..render.modals import decode_context, parse_submission
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..base.thread import ThreadKey
@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
 _USER_SUBTYPES = frozenset({None, "thread_broadcast", "file_share"})
-_CLICK_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.FORM, act.CONTROL, act.ARTIFACT, act.DELIVER, act.FEEDBACK)
-_SELECT_KINDS = (act.AGENT, act.MENU, act.WIDGET, act.ARTIFACT)
 
 
 def strip_mentions(text: str, bot_user_id: str | None) -> str:
@@ -51,8 +49,8 @@ def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
 
 
 class Handlers:
-    def __init__(self, dispatcher: Dispatcher, deduper: Deduper) -> None:
-        self.dispatcher = dispatcher
+    def __init__(self, intake: ThreadIntake, deduper: Deduper) -> None:
+        self.intake = intake
         self.deduper = deduper
         self.pacer = PromptPacer()
 
@@ -60,9 +58,9 @@ class Handlers:
         app.event("app_home_opened")(self.app_home_opened)
         app.event("app_mention")(self.app_mention)
         app.event("message")(self.message)
-        for kind in _CLICK_KINDS:
+        for kind in act.CLICKS:
             app.action(act.pattern(kind))(self.click)
-        for kind in _SELECT_KINDS:
+        for kind in act.SELECTS:
             app.action(act.pattern(f"{kind}_select"))(self.select)
         app.view(act.FORM_CALLBACK)(self.view_submission)
 
@@ -74,7 +72,7 @@ class Handlers:
         user = str(event.get("user") or "")
         if event.get("tab") != "messages" or set_prompts is None or not user or not self.pacer.due(user):
             return
-        prompts = await self.dispatcher.suggested_prompts(str(event.get("channel") or ""))
+        prompts = await self.intake.suggested_prompts(str(event.get("channel") or ""))
         if not prompts:
             return
         try:
@@ -130,7 +128,7 @@ class Handlers:
             return
         text = strip_mentions(str(event.get("text") or ""), bot_user_id)
         user = str(event["user"])
-        await self.dispatcher.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
+        await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
 
     # ---- interactivity ------------------------------------------------------------
 
@@ -152,7 +150,7 @@ class Handlers:
     async def _pass_click(self, kind: str, value: ButtonValue, body: dict[str, Any], user: str, channel: str) -> None:
         trigger = body.get("trigger_id")
         clicked = Clicked.from_body(body)
-        await self.dispatcher.on_click(
+        await self.intake.on_click(
             kind, value, user=user, channel=channel, trigger_id=trigger, clicked=clicked,
         )
 
@@ -178,7 +176,7 @@ class Handlers:
         if context is None or not user:
             await ack()
             return
-        _, widget, refusal = await self.dispatcher.form_target(context, user)
+        _, widget, refusal = await self.intake.form_check(context, user)
         if widget is None:
             await ack(response_action="update", view=_notice_view(refusal))
             return
@@ -187,7 +185,7 @@ class Handlers:
             await ack(response_action="errors", errors=errors)
             return
         await ack()
-        await self.dispatcher.on_form(context, answer, user)
+        await self.intake.on_form(context, answer, user)
 
 
 def _notice_view(text: str) -> View:

@@ -58,18 +58,19 @@ class ThreadLanes:
         if not self.accepting:
             coro.close()
             return False
-        task = asyncio.create_task(self._guard(coro), name=name)
+        task = asyncio.create_task(self._guard(coro, name), name=name)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return True
 
-    async def _guard(self, coro: Coroutine[Any, Any, None]) -> None:
+    async def _guard(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        """A side task's failure ends here, logged once with the task's name: nothing waits for its result."""
         try:
             await coro
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("side task failed")
+            log.exception("side task failed", extra={"task": name})
 
     async def _drain(self, lane: ThreadLane) -> None:
         try:

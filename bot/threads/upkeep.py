@@ -1,11 +1,12 @@
 """Upkeep of the bot's projects and threads: opening the git checkouts, cleaning up old run worktrees,
-resuming the runs a previous process left `running`."""
+resuming the runs a previous process left `running` (the session call that resumes one is made here)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
@@ -13,8 +14,11 @@ from core.api.errors import CrewError
 from core.api.runs import Engine, RunManager
 
 from ..base.thread import ThreadKey, ThreadRecord
-from .binding import BindingRuntime
+from ..render import blocks
+from ..slack_io import SlackIO
+from .channel_binding import BindingRuntime
 from .lanes import ThreadLanes
+from .session_calls import RunControl, ThreadCall
 
 log = logging.getLogger(__name__)
 
@@ -22,17 +26,30 @@ TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
 
 
 class Records(Protocol):
+    async def get(self, key: ThreadKey) -> ThreadRecord | None: ...
+
     async def all(self) -> Iterable[ThreadRecord]: ...
 
 
 class Upkeep:
     def __init__(
-        self, bindings: dict[str, BindingRuntime], runs: RunManager, engine: Engine, lanes: ThreadLanes
+        self,
+        *,
+        bindings: dict[str, BindingRuntime],
+        runs: RunManager,
+        engine: Engine,
+        lanes: ThreadLanes,
+        store: Records,
+        io: SlackIO,
+        resume_on_start: bool,
     ) -> None:
         self.bindings = bindings
         self.runs = runs
         self.engine = engine
         self.lanes = lanes
+        self.store = store
+        self.io = io
+        self.resume_on_start = resume_on_start  # else a Resume button is offered
         self._tidied_at = 0.0
 
     async def open_checkouts(self) -> None:
@@ -69,17 +86,28 @@ class Upkeep:
     async def _tidy(self) -> None:
         await self.tidy_worktrees()
 
-    async def resume_interrupted(self, store: Records, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
+    async def resume_interrupted(self, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
         """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""
         interrupted = {r.run_id for r in await asyncio.to_thread(self.engine.interrupted_runs)}
         if not interrupted:
             return 0
         count = 0
-        for record in await store.all():
+        for record in await self.store.all():
             run_id = record.session.run_id
             if run_id not in interrupted:
                 continue
             count += 1
-            key = record.key
-            self.lanes.submit(key, lambda key=key, run_id=run_id: resume(key, run_id))
+            self.lanes.submit(record.key, partial(resume, record.key, run_id))
         return count
+
+    async def resume_call(self, key: ThreadKey, run_id: str) -> ThreadCall | None:
+        """The thread's run that a stopped process left `running`: the call that resumes it, or a Resume offer."""
+        record = await self.store.get(key)
+        if record is None or record.session.run_id != run_id:
+            return None
+        if not self.resume_on_start:
+            await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id))
+            return None
+        notice = blocks.notice("The bot restarted; resuming this run where it stopped.")
+        await self.io.post(key.channel, key.thread_ts, notice)
+        return ThreadCall(record, RunControl("resume"), record.session.owner or "")

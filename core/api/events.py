@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from ..base.events import (
-    ArtifactWritten, AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, NodeStarted,
+    ArtifactWritten, AssistantText, AssistantTextDelta, CommandProgress, EngineEvent, LLMRetrying, NodeStarted,
     PhaseChanged, RunPhase, StateUpdated, SubworkflowReturned, SubworkflowStarted, ToolExecuted,
     progress_text, retry_note,
 )
 
 __all__ = [
-    "ArtifactWritten", "AssistantText", "AssistantTextDelta", "EngineEvent", "LLMRetrying",
+    "ArtifactWritten", "AssistantText", "AssistantTextDelta", "CommandProgress", "EngineEvent", "LLMRetrying",
     "NodeStarted", "PhaseChanged", "RunPhase", "StateUpdated", "SubworkflowReturned",
     "SubworkflowStarted", "ToolExecuted", "progress_text", "retry_note",
 ]

@@ -1,6 +1,7 @@
 """Packages: loading, validating, packing and importing `.bmad` packages.
 
-The BMAD importer loads when first asked for: serving packages never needs it.
+The BMAD importer loads when first asked for: serving packages never needs it. So does the scripts'
+preparer (`ScriptsPreparer`), which only packages with scripts need.
 """
 
 from __future__ import annotations
@@ -15,13 +16,19 @@ from ..package.problems import PackageInvalid, Problem
 from ..package.validate import BMAD_TREE_CODE, bmad_tree_kind
 
 if TYPE_CHECKING:
-    from ..bmad_import import BmadImportError, import_bmad, write_package
+    from ..bmad_import import BmadImportError, ImportReport, OutputExists, import_bmad, write_package
+    from ..package.script_deps import ScriptsPreparer, ScriptsReady, script_deps_dir, scripts_sandbox_extras
 
-_ON_FIRST_USE = {"BmadImportError": "..bmad_import", "import_bmad": "..bmad_import", "write_package": "..bmad_import"}
+_ON_FIRST_USE = {
+    **dict.fromkeys(("BmadImportError", "ImportReport", "OutputExists", "import_bmad", "write_package"), "..bmad_import"),
+    **dict.fromkeys(("ScriptsPreparer", "ScriptsReady", "script_deps_dir", "scripts_sandbox_extras"),
+                    "..package.script_deps"),
+}
 
 __all__ = [
-    "BMAD_TREE_CODE", "BmadImportError", "Graph", "Package", "PackageInvalid", "Problem",
-    "bmad_tree_kind", "import_bmad", "load_package", "pack_package", "validate_path", "write_package",
+    "BMAD_TREE_CODE", "BmadImportError", "Graph", "ImportReport", "OutputExists", "Package", "PackageInvalid",
+    "Problem", "ScriptsPreparer", "ScriptsReady", "bmad_tree_kind", "import_bmad", "load_package", "pack_package",
+    "script_deps_dir", "scripts_sandbox_extras", "validate_path", "write_package",
 ]
 
 

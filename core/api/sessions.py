@@ -6,12 +6,12 @@ from ..session.outputs import (
     AgentCard, Clarify, Dismissed, ErrorOutput, MenuEntry, Notice, Output, Reply, ReplyDelta,
     RunProgress, RunStarted, RunStatus, ShowAgents, ShowMenu, WidgetRequest,
 )
-from ..session.router import parse_global_command
+from ..session.commands import TypedText
 from ..session.model import Session
 from ..session.service import SessionService
 
 __all__ = [
     "AgentCard", "Clarify", "Dismissed", "ErrorOutput", "MenuEntry", "Notice", "Output", "Reply",
     "ReplyDelta", "RunProgress", "RunStarted", "RunStatus", "Session", "SessionService", "ShowAgents",
-    "ShowMenu", "WidgetRequest", "parse_global_command",
+    "ShowMenu", "TypedText", "WidgetRequest",
 ]

@@ -60,6 +60,25 @@ class ToolExecuted(_Event):
     error_code: str | None = None
 
 
+class CommandProgress(_Event):
+    """A shell_run command: when it starts, now and then while it runs, and once when it ended.
+
+    Text is as the model sees it: aliases (@project), never a host path.
+    """
+
+    kind: Literal["command_progress"] = "command_progress"
+    call_id: str
+    command: str  # shortened to one line
+    cwd: str = "@project"
+    running: bool = True
+    elapsed_ms: int = 0  # 0 only on the first event (the command starts)
+    last_line: str = ""  # the latest output line, for a status line
+    exit_code: int | None = None  # once ended; None when it was killed
+    killed: str | None = None  # "timeout" or "stopped"
+    tail: str = ""  # once ended: the output's last lines
+    log: str | None = None  # the whole log, @state/logs/commands/…
+
+
 class ArtifactWritten(_Event):
     kind: Literal["artifact_written"] = "artifact_written"
     path: str  # project-relative, e.g. artifacts/create-story/target.md
@@ -134,6 +153,7 @@ EngineEvent = Annotated[
     Union[
         NodeStarted,
         ToolExecuted,
+        CommandProgress,
         ArtifactWritten,
         StateUpdated,
         PhaseChanged,

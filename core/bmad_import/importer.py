@@ -22,6 +22,7 @@ from .agents import ImportedAgent, convert_agent
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
+from .script_files import describe_scripts, is_script_test, script_folder, script_folder_files
 from .source import BmadSource, SourceError, is_classic, open_source
 from .layouts.customize import load_customizations
 from .layouts.customize import report_unused as report_unused_custom
@@ -106,7 +107,8 @@ def _import(source: BmadSource, path: Path, overrides: dict[str, str], name: str
     skills = _customised(source, skills, custom_dir, report)
     for rel, problem in sorted(source.problems.items()):
         report.leave_out(rel, problem)
-    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin) for c in config.keys.values()]
+    report.config = [ConfigLine(key=c.key, mapped_to=_mapped(c), origin=c.origin, unset=c.kind == "unresolved")
+                     for c in config.keys.values()]
     for key in config.unknown_overrides:
         report.warnings.append(f"--set {key}: no module config defines this key; it is used as a plain value")
     generated = {f"{m}/config.yaml" for m in source.modules} | {
@@ -163,9 +165,10 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
     values = config.substitutions()
     while queue:
         rel = queue.pop(0)
-        if rel in done or rel in nodes or rel in generated or not source.exists(rel):
+        if rel in done or rel in nodes or rel in generated or not source.exists(rel) or is_script_test(rel):
             continue
         done.add(rel)
+        queue += script_folder_files(source, rel)  # a script's helper modules (`config_utils.py`) come along
         data = source.path(rel).read_bytes()
         if rel.endswith(TEXT_SUFFIXES):
             try:
@@ -185,6 +188,7 @@ def _carry(source: BmadSource, plans: list[WorkflowPlan], agents: list[ImportedA
         else:
             files[PACKAGE_PREFIX + rel] = data
     report.carried = sorted(done)
+    report.scripts = describe_scripts(files)
     return files
 
 
@@ -192,8 +196,8 @@ _MACHINERY = ("customize.toml", "bmad-skill-manifest.yaml")
 
 
 def _skill_machinery(rel: str) -> bool:
-    """Skill files resolved at import (customization, manifests) or never run (scripts): not carried."""
-    return posixpath.basename(rel) in _MACHINERY or "/scripts/" in f"/{rel}"
+    """Skill files resolved at import (customization, manifests) or only for BMAD's own CI (script tests)."""
+    return posixpath.basename(rel) in _MACHINERY or is_script_test(rel)
 
 
 def _skill_files(source: BmadSource, skills: list[Skill]) -> set[str]:
@@ -305,16 +309,24 @@ def _report_unused(source: BmadSource, plans: list[WorkflowPlan], classic_failed
     classic_dirs = [posixpath.dirname(c) + "/" for c in {*source.classic_workflows(), *classic_failed}
                     if c not in imported]
     groups: dict[str, list[str]] = {}
+    script_tests: set[str] = set()
     for rel in sorted(source.files - used):
         if any(rel.startswith(d) for d in classic_dirs):
             continue  # reported with its classic workflow
+        if is_script_test(rel):
+            script_tests.add(script_folder(rel) or "")
+            continue
         groups.setdefault(posixpath.dirname(rel) or ".", []).append(posixpath.basename(rel))
     for folder, names in groups.items():
-        listed = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        script = "/scripts" in f"/{folder}" or folder == "scripts"
-        report.leave_out(f"{folder}/ ({listed})", "scripts: nothing from the BMAD tree is executed (the model has no "
-                         "shell; what they resolve was resolved at import)" if script
-                         else "not named by any imported agent or workflow")
+        report.leave_out(f"{folder}/ ({_listed(names)})", "not named by any imported agent or workflow")
+    if script_tests:
+        folders = f"{len(script_tests)} scripts folder{'s' if len(script_tests) != 1 else ''}"
+        report.leave_out(f"tests/ of {folders} ({_listed(sorted(script_tests), 3)})",
+                         "tests of BMAD's scripts, run by BMAD's own CI; the scripts are carried without them")
+
+
+def _listed(names: list[str], first: int = 6) -> str:
+    return ", ".join(names[:first]) + (f" and {len(names) - first} more" if len(names) > first else "")
 
 
 def _mapped(c: ConfigKey) -> str:

@@ -3,7 +3,9 @@
 BMAD files point at each other in several ways: `{project-root}/_bmad/bmm/...`, `./step-02.md`,
 `../templates/x.md`, `{installed_path}/template.md`, `{workflow_path}/...` (a frontmatter value),
 or a frontmatter key used in the body (`{nextStepFile}`). Everything carried into the package keeps
-its `_bmad/`-relative path, so a resolved reference becomes `@pkg/_bmad/<path>`.
+its `_bmad/`-relative path, so a resolved reference becomes `@pkg/_bmad/<path>`. Scripts are files
+too: `uv run {project-root}/_bmad/scripts/memlog.py`, `uv run {skill-root}/scripts/x.py` and a bare
+`scripts/x.py` in a skill all become `uv run @pkg/_bmad/.../x.py`.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from typing import Literal
 from .source import BmadSource, is_classic
 
 PACKAGE_PREFIX = "_bmad/"
-_TOKEN = re.compile(r"(?<![\w./{}@*-])[\w.{}@-]+(?:/[\w.{}@-]+)*\.(?:md|csv|yaml|yml|xml|json|txt)(?![\w-])")
+_TOKEN = re.compile(r"(?<![\w./{}@*-])[\w.{}@-]+(?:/[\w.{}@-]+)*\.(?:md|csv|yaml|yml|xml|json|txt|py)(?![\w-])")
 _VAR = re.compile(r"\{([A-Za-z0-9_-]+)\}")
 _FOLDER = re.compile(r"\{project-root\}/_bmad/([\w./-]+)")
+_SKILL_ROOT = re.compile(r"\{skill-root\}(?:/([\w./-]*[\w-]))?(/?)")
 _PROJECT_BMAD = ("{project-root}/_bmad/", "_bmad/")
+_SKILL_MACHINERY = ("SKILL.md", "customize.toml", "bmad-skill-manifest.yaml")  # never carried as files
 Kind = Literal["file", "generated", "classic", "missing"]
 
 
@@ -41,7 +45,10 @@ class Resolver:
         self.source = source
         self.generated = generated
         self.base_dir = posixpath.dirname(base)
+        self.skill_folder = self._skill_folder()
         self.variables = variables
+        if self.skill_folder and "skill-root" not in variables:  # carried skill files (`references/x.md`)
+            self.variables = {**variables, "skill-root": "{project-root}/_bmad/" + self.skill_folder}
 
     def expand(self, token: str) -> str:
         for _ in range(4):
@@ -75,6 +82,8 @@ class Resolver:
             return Ref(token, beside, "file")
         if rel in self.generated:
             return Ref(token, rel, "generated")
+        if rel.endswith(".py") and not text.startswith(_PROJECT_BMAD):
+            return None  # `src/app.py` in a dev step is the project's code, not a missing BMAD script
         return Ref(token, rel, "missing") if explicit else None
 
     def _beside_workflow(self, text: str) -> str | None:
@@ -97,6 +106,13 @@ class Resolver:
         rel = posixpath.normpath(posixpath.join(folder, text))
         return rel if not rel.startswith("..") and self.source.exists(rel) else None
 
+    def _skill_folder(self) -> str:
+        """The folder of the skill this file belongs to (its nearest `SKILL.md`), "" outside skills."""
+        folder = self.base_dir
+        while folder and not self.source.exists(f"{folder}/SKILL.md"):
+            folder = posixpath.dirname(folder)
+        return folder
+
     def refs(self, text: str) -> list[Ref]:
         out: list[Ref] = []
         for match in _TOKEN.finditer(text):
@@ -114,10 +130,21 @@ class Resolver:
                 return match.group(0)
             return package_alias(ref.rel)
 
-        return _FOLDER.sub(self._swap_folder, _TOKEN.sub(swap, text))
+        text = _FOLDER.sub(self._swap_folder, _TOKEN.sub(swap, text))
+        return _SKILL_ROOT.sub(self._swap_skill_root, text) if self.skill_folder else text
 
     def _swap_folder(self, match: re.Match[str]) -> str:
         """`{project-root}/_bmad/bmm/workflows/x` (a folder, as in `workflow_path`) -> `@pkg/_bmad/...`."""
         folder = match.group(1).rstrip("/.")
         carried = any(f.startswith(folder + "/") for f in (*self.source.files, *self.generated))
         return package_alias(folder) if carried else match.group(0)
+
+    def _swap_skill_root(self, match: re.Match[str]) -> str:
+        """`{skill-root}` alone (`--skill {skill-root}`) or before a carried folder (`{skill-root}/scripts/`)."""
+        inner = match.group(1)
+        folder = posixpath.normpath(f"{self.skill_folder}/{inner}") if inner else self.skill_folder
+        carried = any(f.startswith(folder + "/") and posixpath.basename(f) not in _SKILL_MACHINERY
+                      for f in self.source.files)
+        if not carried or folder.startswith(".."):
+            return match.group(0)
+        return package_alias(folder) + ("/" if match.group(2) else "")

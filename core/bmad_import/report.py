@@ -1,7 +1,7 @@
 """The import report: what was imported, how each thing was mapped, and everything left out.
 
 Every decision the importer makes that a team would want to know about lands here, so nothing is
-dropped silently. Rendered as `IMPORT-REPORT.md` in the package and printed by the CLI.
+dropped silently. Rendered as `IMPORT-REPORT.md` in the package; the CLI prints a summary of it.
 """
 
 from __future__ import annotations
@@ -46,10 +46,18 @@ class LeftOut(BaseModel):
     reason: str
 
 
+class ScriptLine(BaseModel):
+    path: str  # `@pkg/_bmad/.../x.py`
+    dependencies: list[str] = []  # from its PEP 723 block, installed ahead of runs
+    requires_python: str = ""
+    problem: str = ""  # why `uv run` would refuse it
+
+
 class ConfigLine(BaseModel):
     key: str
     mapped_to: str
     origin: str
+    unset: bool = False  # no default and no --set: left as `{key}` for the run
 
 
 class ImportReport(BaseModel):
@@ -62,6 +70,7 @@ class ImportReport(BaseModel):
     agents: list[AgentReport] = []
     workflows: list[WorkflowReport] = []
     carried: list[str] = []
+    scripts: list[ScriptLine] = []  # carried scripts the texts run with `uv run @pkg/...`
     generated: list[str] = []
     left_out: list[LeftOut] = []
     warnings: list[str] = []
@@ -81,10 +90,11 @@ class ImportReport(BaseModel):
 
     def summary(self) -> str:
         unavailable = len(self.unavailable_items)
+        scripts = f" ({len(self.scripts)} script{'s' if len(self.scripts) != 1 else ''})" if self.scripts else ""
         return (
             f"{self.package} {self.version}: {len(self.agents)} agents, {self.menu_items} menu items "
-            f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried, "
-            f"{len(self.left_out)} items left out"
+            f"({unavailable} unavailable), {len(self.workflows)} workflows, {len(self.carried)} files carried"
+            f"{scripts}, {len(self.left_out)} items left out"
         )
 
     def markdown(self) -> str:
@@ -118,6 +128,12 @@ class ImportReport(BaseModel):
         out += ["## Workflows", ""]
         for wf in self.workflows:
             out += _workflow_lines(wf)
+        if self.scripts:
+            out += ["## Scripts", "", "Carried with their folders; the texts run them as `uv run @pkg/...` with the "
+                    "`shell_run` tool where `crewagent.yml` turns commands on. Dependencies are installed ahead of "
+                    "runs, so they run without network.", ""]
+            out += [f"- `{s.path}`{_script_needs(s)}" for s in self.scripts]
+            out.append("")
         out += ["## Left out", ""]
         out += [f"- `{x.item}`: {x.reason}" for x in self.left_out] or ["- nothing"]
         if self.warnings:
@@ -149,6 +165,14 @@ def _workflow_lines(wf: WorkflowReport) -> list[str]:
 def _status(item: MenuItemReport) -> str:
     return {"workflow": "runs workflow", "action": "inline action", "prompt": "runs prompt",
             "unavailable": "UNAVAILABLE"}[item.status]
+
+
+def _script_needs(script: ScriptLine) -> str:
+    if script.problem:
+        return f": {script.problem}"
+    needs = [f"Python {script.requires_python}"] if script.requires_python else []
+    needs += [f"`{d}`" for d in script.dependencies]
+    return f" ({', '.join(needs)})" if needs else ""
 
 
 def _one_line(text: str) -> str:

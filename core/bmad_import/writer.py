@@ -18,13 +18,26 @@ from core.package.problems import PackageInvalid
 from .importer import BmadImportError, ImportResult
 
 _MARKERS = ("bmad.json", "IMPORT-REPORT.md")
+ARCHIVE_SUFFIXES = (".bmad", ".zip")  # `-o team.bmad` or `-o team.zip`: a package archive
 
 
-def write_package(result: ImportResult, out: Path) -> Path:
-    """Write `result` to `out` (`*.bmad` = archive, anything else = directory); returns the path written."""
+class OutputExists(BmadImportError):
+    """The output is already there and may not be replaced (without `replace`, or not an import at all)."""
+
+
+def is_archive(out: Path) -> bool:
+    return out.suffix.lower() in ARCHIVE_SUFFIXES
+
+
+def write_package(result: ImportResult, out: Path, *, replace: bool = False) -> Path:
+    """Write `result` to `out` (`*.bmad`/`*.zip` = archive, anything else = directory); returns the path written.
+
+    An existing archive, or a folder holding an earlier import, is replaced only with `replace`; any
+    other existing output never is (an empty folder counts as new).
+    """
+    typed = out
     out = out.resolve()
-    if out.suffix != ".bmad" and out.exists() and not _replaceable(out):
-        raise BmadImportError(f"{out.name} exists and is not an imported package; choose a new or empty folder")
+    _check_output(typed, out, replace)
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -34,7 +47,7 @@ def write_package(result: ImportResult, out: Path) -> Path:
             package, problems = validate_path(staged, cache_dir=Path(cache))
         if package is None:
             raise PackageInvalid(problems)
-        if out.suffix == ".bmad":
+        if is_archive(out):
             return pack_package(staged, out)
         _replace_dir(staged, out, scratch)
         return out
@@ -42,8 +55,23 @@ def write_package(result: ImportResult, out: Path) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _replaceable(out: Path) -> bool:
-    return out.is_dir() and (not any(out.iterdir()) or all((out / m).is_file() for m in _MARKERS))
+def _check_output(typed: Path, out: Path, replace: bool) -> None:
+    if not out.exists():
+        return
+    if is_archive(out):
+        if out.is_dir():
+            raise OutputExists(f"{typed} is a folder; an archive output needs a file name that is free")
+        if not replace:
+            raise OutputExists(f"{typed} already exists; add --force to replace it")
+        return
+    if not out.is_dir():
+        raise OutputExists(f"{typed} is a file; give a folder name, or an OUT.bmad or OUT.zip archive")
+    if not any(out.iterdir()):
+        return
+    if not all((out / m).is_file() for m in _MARKERS):
+        raise OutputExists(f"{typed} exists and is not an imported package; choose a new or empty folder")
+    if not replace:
+        raise OutputExists(f"{typed} holds an earlier import; add --force to replace it")
 
 
 def _write_files(root: Path, files: dict[str, str | bytes]) -> None:

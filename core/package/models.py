@@ -140,11 +140,18 @@ class McpPolicy(BaseModel):
     allowedServers: list[str] | None = None
 
 
+class ShellPolicy(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    enabled: bool | None = None  # false: this agent never gets shell_run, whatever `commands:` says
+
+
 class AgentTools(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     fs: FsPolicy | None = None
     mcp: McpPolicy | None = None
+    shell: ShellPolicy | None = None
 
 
 class Agent(BaseModel):

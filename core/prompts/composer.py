@@ -86,6 +86,12 @@ def render_tool_policy(policy: EffectivePolicy, tool_names: Sequence[str], mode:
         guidance = "Writes are not available here: read, list and search files, and ask the user with ui_ask_user."
     else:
         guidance = "You cannot read or write files; ask the user with ui_ask_user when you need input."
+    if "shell_run" in tool_names:
+        guidance += (
+            " shell_run runs a command line in the project folder inside a sandbox (no network unless the "
+            "operator allows it): read its exitCode, stdout and stderr; the operator's policy may forbid a "
+            "command or make it wait for the run owner's approval."
+        )
     return render("tool-policy", fs_line=fs_line, mcp_line=mcp_line, tool_names=names, guidance=guidance)
 
 

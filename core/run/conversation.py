@@ -21,7 +21,7 @@ from ..package.models import Agent, Package
 from ..tools.policy import SystemToolPolicy, effective_policy
 from ..prompts.composer import PromptComposer
 from ..base.wrappers import wrap_user_input
-from ..tools.base import Mounts, ToolContext
+from ..tools.base import Mounts, ToolContext, fail
 from ..tools.registry import ToolHost, wire_name
 
 ConversationMode = Literal["agent", "chat", "script"]
@@ -110,8 +110,12 @@ async def converse(
         for call in answer.tool_calls:
             outcome = await host.execute(call.name, call.arguments, ctx, call_id=call.id)
             reply.tool_calls += 1
+            result = outcome.result
+            if outcome.approval is not None:  # no owner to ask outside a run: the call is not made
+                result = fail(outcome.approval.denied_code, "This call needs the run owner's approval, which only "
+                              "a workflow run can ask for; it was not made.")
             content = offload_large_result(
-                json.dumps(outcome.result, ensure_ascii=False, default=str),
+                json.dumps(result, ensure_ascii=False, default=str),
                 message_id=call.id,
                 real_dir=None,
                 alias_dir=None,

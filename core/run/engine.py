@@ -21,7 +21,7 @@ from ..model.client import LLMClient
 from ..model.wire import ToolSet
 from ..package.models import Agent, Package
 from ..prompts.composer import PromptComposer
-from .pump import Pump
+from .pump import pump_run
 from .pump_deps import PumpControl, PumpDeps
 from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
@@ -149,7 +149,7 @@ class Engine:
                 prepared_tool_set=self.prepared_tool_set,
                 run_child=self.run_pump,
             )
-            return await Pump(deps, record, package, intent, user_input, on_event, control).run()
+            return await pump_run(deps, record, package, intent, user_input, on_event, control)
         finally:
             self._active.pop(record.run_id, None)
 

@@ -1,32 +1,33 @@
 """One pump: a user input in, as many LLM/tool turns as the workflow needs (D§2.5–2.7).
 
 A pump stops at the first assistant reply without tool calls (WaitingUser, or Completed), at a
-`ui_ask_user` widget, on pause/stop between turns, on a runaway loop, or on an LLM failure. Every
+`ui_ask_user` widget or a tool call waiting for the owner's approval, on pause/stop between turns,
+on a runaway loop, or on an LLM failure; each ending is the PumpResult the loop returns. Every
 message is in the conversation log before the next step and every state write is validated and
 atomic, so a killed process resumes from `@state/workflow.md` + the log.
 
 The prompt is composed incrementally (core.prompts.run_prompt), tool calls are executed and
-recorded by core.run.tool_round, and progress is reported by core.run.reporter; this module is the
-loop itself: turns, the state as the model changes it, and how a pump ends.
+recorded by core.run.tool_round, held for approval by core.run.tool_approvals, sub-workflows are
+run by core.run.subflow, and progress is reported by core.run.reporter; this module is the loop
+itself: turns, the state as the model changes it, and how a pump ends.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
-from . import mcp_approval, subflow
+from . import subflow
 from ..base.atomic import remove_stale_temps
 from ..base.errors import CrewError
-from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying, RunPhase, WidgetRequested
+from ..base.events import AssistantText, RunPhase, WidgetRequested
 from .engine_model import EventSink, Intent, PumpResult
-from ..store.history import POST_COMPLETION_SCOPE, estimate_tokens, message_tokens
-from ..model.client import LLMReply
-from ..model.wire import ToolSet
+from ..store.files import AuditSink
+from ..store.history import POST_COMPLETION_SCOPE, History
+from ..model.client import LLMReply, ToolCall
 from ..package.models import Package, Workflow
 from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
@@ -36,300 +37,306 @@ from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
+from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to, legacy_answer_note
+from .model_turn import BUDGET_CODE, ModelAsk, ModelTurns, TurnEnded
 from .tool_round import ToolRecorder
-from ..tools.base import Confirmation, Mounts, ToolContext
-from ..tools.registry import wire_name
+from ..tools.base import Confirmation, Mounts, ToolContext, ToolOutcome
 
-Message = dict[str, Any]
-REPLY_ALLOWANCE_TOKENS = 1_000  # what a reply may add to a call, for the token budget check
-
-
-
-class PumpEnded(Exception):
-    """Internal: the pump ends with this result."""
-
-    def __init__(self, result: PumpResult) -> None:
-        self.result = result
 
 
 @dataclass
-class Pump:
-    deps: PumpDeps
-    record: RunRecord
-    package: Package
-    intent: Intent
-    user_input: str | None
-    on_event: EventSink | None
-    control: PumpControl
-    llm_calls: int = 0
-    llm_seconds: float = 0.0
-    last_text: str | None = None
-    fm: dict[str, Any] = field(default_factory=dict)
-    complete: bool = False
-    state_version: int = 0  # bumped on every state reload, so the prompt prefix is rebuilt
+class Round:
+    """One reply's tool calls, as run: the widget to stop at (a question or an approval), the context
+    for the next calls, and whether the run was complete before them."""
 
-    # ---- setup ------------------------------------------------------------------
+    widget: dict[str, Any] | None
+    ctx: ToolContext
+    was_complete: bool
 
-    async def run(self) -> PumpResult:
-        try:
-            try:
-                await self._run()
-            except CrewError as exc:  # e.g. a state file broken by hand mid-run: fail with its reason
-                await self._fail(exc.code, exc.message)
-        except PumpEnded as ended:
-            if hasattr(self, "history"):
-                self.deps.histories.keep(self.history)  # the next pump of this run need not re-read the log
-            return ended.result
-        finally:
-            self._release_logs()
-        raise AssertionError("a pump only ends with PumpEnded")  # pragma: no cover
 
-    def _release_logs(self) -> None:
-        if hasattr(self, "audit"):
-            self.audit.log.release()
-        if hasattr(self, "history") and self.history.log is not None:
-            self.history.log.release()
-
-    async def _run(self) -> None:
-        deps, record = self.deps, self.record
-        self.audit = deps.store.audit_sink(record)
-        self.audit.log.hold()  # this pump alone writes the run's logs until it ends: keep them open
-        self.reporter = RunReporter(record, deps.runs, self.audit, self.on_event)
-        workflow = self.package.workflow(record.workflow_id)
+async def pump_run(
+    deps: PumpDeps,
+    record: RunRecord,
+    package: Package,
+    intent: Intent,
+    user_input: str | None,
+    on_event: EventSink | None,
+    control: PumpControl,
+) -> PumpResult:
+    """Open the run's logs and state, pump it, and say how it ended; the logs are released either way."""
+    audit = deps.store.audit_sink(record)
+    audit.log.hold()  # this pump alone writes the run's logs until it ends: keep them open
+    reporter = RunReporter(record, deps.runs, audit, on_event)
+    history: History | None = None
+    try:
+        workflow = package.workflow(record.workflow_id)
         if workflow is None:
-            await self._fail(
-                "WORKFLOW_NOT_FOUND",
-                f"Package '{self.package.id}' no longer has workflow '{record.workflow_id}'; load the package "
-                "version this run was started with.",
-            )
-        self.workflow: Workflow = workflow
-        self.graph = workflow.graph
-        self.state_dir = deps.store.state_dir(record)
-        removed = remove_stale_temps(self.state_dir)  # left by a process killed mid-write; this pump alone writes here
+            message = (f"Package '{package.id}' no longer has workflow '{record.workflow_id}'; load the package "
+                       "version this run was started with.")
+            return await _failed_before_start(reporter, record, "WORKFLOW_NOT_FOUND", message)
+        state_dir = deps.store.state_dir(record)
+        removed = remove_stale_temps(state_dir)  # left by a process killed mid-write; this pump alone writes here
         if removed:
-            self.audit({"kind": "state.temp_removed", "files": removed})
-        self.mounts = Mounts(project=Path(record.workspace), pkg=self.package.root, state=self.state_dir)
-        self.composer = deps.composer(self.package)
+            audit({"kind": "state.temp_removed", "files": removed})
+        try:
+            history = deps.histories.open(deps.store.conversation_log(record))
+            if history.log is not None:
+                history.log.hold()
+            fm = run_state.read_state(state_dir)
+        except CrewError as exc:
+            message = f"The run state cannot be read: {exc.message}"
+            return await _failed_before_start(reporter, record, exc.code, message)
+        pump = Pump(deps, record, package, workflow, intent, user_input, on_event, control,
+                    audit=audit, reporter=reporter, history=history, state_dir=state_dir, fm=fm)
+        result = await pump.run()
+        deps.histories.keep(history)  # the next pump of this run need not re-read the log
+        return result
+    finally:
+        audit.log.release()
+        if history is not None and history.log is not None:
+            history.log.release()
+
+
+async def _failed_before_start(reporter: RunReporter, record: RunRecord, code: str, message: str) -> PumpResult:
+    error = RunError(code=code, message=message)
+    await reporter.phase(RunPhase.FAILED, reason=message, error=error)
+    return PumpResult(run_id=record.run_id, phase=RunPhase.FAILED, error=error)
+
+
+class Pump:
+    """One run's loop; every ending is a returned PumpResult."""
+
+    def __init__(
+        self,
+        deps: PumpDeps,
+        record: RunRecord,
+        package: Package,
+        workflow: Workflow,
+        intent: Intent,
+        user_input: str | None,
+        on_event: EventSink | None,
+        control: PumpControl,
+        *,
+        audit: AuditSink,
+        reporter: RunReporter,
+        history: History,
+        state_dir: Path,
+        fm: dict[str, Any],
+    ) -> None:
+        self.deps, self.record, self.package, self.workflow = deps, record, package, workflow
+        self.graph = workflow.graph
+        self.intent, self.user_input, self.on_event, self.control = intent, user_input, on_event, control
+        self.audit, self.reporter, self.history, self.state_dir = audit, reporter, history, state_dir
+        self.last_text: str | None = None
+        self.fm = fm
+        self.complete = run_state.is_complete(fm, self.graph)
+        self.state_version = 1  # bumped on every state reload, so the prompt prefix is rebuilt
+        self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir)
+        self.composer = deps.composer(package)
         self.prompt = RunPrompt(
             self.composer,
-            self.package,
+            package,
             workflow,
             active_agent_id=record.active_agent_id,
-            intent=self.intent,
+            intent=intent,
             data_context=record.extra.get("data_context") or (),
             budget_tokens=deps.settings.history_budget_tokens,
             full_history=deps.settings.full_history,
         )
-        self.confirmation = Confirmation(granted=confirms_state_change(self.user_input))
-        try:
-            self.history = deps.histories.open(deps.store.conversation_log(record))
-            if self.history.log is not None:
-                self.history.log.hold()
-            self._reload_state()
-        except CrewError as exc:
-            await self._fail(exc.code, f"The run state cannot be read: {exc.message}")
+        self.confirmation = Confirmation(granted=confirms_state_change(user_input))
         self.recorder = ToolRecorder(
             deps.tools,
-            self.history,
-            self.reporter.emit,
+            history,
+            reporter.emit,
             run_id=record.run_id,
             mounts=self.mounts,
             home=deps.store.home,
             results_dir=deps.store.tool_results_dir(record),
             large_result_bytes=deps.settings.large_result_bytes,
         )
+        self.approvals = ToolApprovals(history, self.recorder, audit)
+        self.turns = ModelTurns(deps, record, self.prompt, history, audit, reporter.emit, control,
+                                streaming=on_event is not None)
+        self.guard = RunawayGuard(deps.settings).begin(self.graph, fm)
         self.child_input: str | None = None  # for the sub-workflow this run waits on, if it does
-        if self.user_input is not None and self.user_input.strip():
-            if self._pending_call() is not None:
-                self.child_input = self.user_input
-            elif not await mcp_approval.settle_in_pump(self):  # an MCP approval answer is the call's outcome
-                node = None if self.complete else self._node_id()
-                self.history.append(
-                    {"role": "user", "content": wrap_user_input(self.user_input, node)},
-                    part="user_input",
-                    nodeId=node,
-                    scope=self._scope(),
-                )
-        record.last_error = None
-        await self.reporter.phase(RunPhase.RUNNING)
         self.anchor = self._anchor()
-        if self.complete and record.parent_run_id:
-            await self._finish(RunPhase.COMPLETED)  # a completed sub-workflow hands back to its caller
-        if not self.complete and self.intent in ("start", "resume") and self._pending_call() is None:
+
+    async def run(self) -> PumpResult:
+        try:
+            return await self._drive()
+        except CrewError as exc:  # e.g. a state file broken by hand mid-run: fail with its reason
+            return await self._fail(exc.code, exc.message)
+
+    async def _drive(self) -> PumpResult:
+        ctx = self.tool_context()
+        held = self.approvals.held()
+        answer = answer_to(self.user_input, held.widget) if held is not None else None
+        typed = bool(self.user_input and self.user_input.strip()) and answer is None
+        if held is not None and not typed and answer is None:  # resumed while the owner has not decided
+            return await self._stop_at(held.widget)
+        if held is None and typed:
+            self._take_input()
+        self.record.last_error = None
+        await self.reporter.phase(RunPhase.RUNNING)
+        if self.complete and self.record.parent_run_id and held is None:
+            return await self._finish(RunPhase.COMPLETED)  # a completed sub-workflow hands back to its caller
+        if not self.complete and self.intent in ("start", "resume") and held is None and self._pending_call() is None:
             await self._emit_node_started()
-        await self._loop()
+        resumed = None
+        if held is not None:
+            resumed = await self._resume_held(held, answer, ctx, typed)
+            if typed:
+                self._take_input()  # after the reply's tool messages, where the model expects it
+        return await self._loop(ctx, resumed)
+
+    def _take_input(self) -> None:
+        """The user's input: the waiting sub-workflow's, or this run's next message."""
+        if self._pending_call() is not None:
+            self.child_input = self.user_input
+            return
+        note = legacy_answer_note(self.user_input)
+        if note is not None:
+            self.history.append({"role": "user", "content": note}, part="runtime_note", scope=self._scope())
+            return
+        node = None if self.complete else self._node_id()
+        self.history.append(
+            {"role": "user", "content": wrap_user_input(self.user_input or "", node)},
+            part="user_input",
+            nodeId=node,
+            scope=self._scope(),
+        )
 
     # ---- the loop ---------------------------------------------------------------
 
-    async def _loop(self) -> None:
-        guard = RunawayGuard(self.deps.settings).begin(self.graph, self.fm)
+    async def _loop(self, ctx: ToolContext, resumed: Round | None) -> PumpResult:
         closing_turn = False
-        ctx = self._tool_context()
+        if resumed is not None:
+            ended = await self._after_round(resumed)
+            if ended is not None:
+                return ended
+            ctx, closing_turn = resumed.ctx, self.complete and not resumed.was_complete
         while True:
             if self.control.stop:
-                await self._wait_user(paused=True, reason="Stopped")
+                return await self._wait_user(paused=True, reason="Stopped")
             call = self._pending_call()
             if call is not None:
-                ctx = await self._call_subworkflow(call, ctx)
-                guard.turns_since_progress = 0
+                moved = await self._call_subworkflow(call, ctx)
+                if isinstance(moved, PumpResult):
+                    return moved
+                ctx = moved
+                self.guard.turns_since_progress = 0
                 continue
-            runaway = guard.runaway(self.llm_calls)
+            runaway = self.guard.runaway(self.turns.llm_calls)
             if runaway:
-                await self._fail("ENGINE_MAX_TURNS_EXCEEDED", runaway)
+                return await self._fail("ENGINE_MAX_TURNS_EXCEEDED", runaway)
             reply = await self._ask_llm(ctx, closing_turn)
-            guard.turns_since_progress += 1
+            if isinstance(reply, PumpResult):
+                return reply
+            self.guard.turns_since_progress += 1
             if reply.content and reply.content.strip():
                 self.last_text = reply.content
                 text = AssistantText(run_id=self.record.run_id, text=reply.content, agent_id=ctx.agent_id)
                 await self.reporter.emit(text)
             if not reply.tool_calls:
                 if self.complete:
-                    await self._finish(RunPhase.COMPLETED)
-                slip = guard.slip_note(reply.content, self.graph, self.fm)
+                    return await self._finish(RunPhase.COMPLETED)
+                slip = self.guard.slip_note(reply.content, self.graph, self.fm)
                 if slip is not None:  # nudged once; the next turn ending the same way goes to the user
                     self.audit({"kind": "engine.nudged", "nodeId": self._node_id()})
                     self.history.append({"role": "user", "content": slip}, part="runtime_note", scope=self._scope())
                     continue
-                await self._wait_user()
+                return await self._wait_user()
+            done = await self._run_tools(reply.tool_calls, ctx)
+            ended = await self._after_round(done)
+            if ended is not None:
+                return ended
+            ctx, closing_turn = done.ctx, self.complete and not done.was_complete  # one more turn to close
 
-            was_complete = self.complete
-            widget, ctx = await self._run_tools(reply, ctx, guard)
-            if self.complete and not was_complete and self.record.parent_run_id and widget is None:
-                await self._finish(RunPhase.COMPLETED)  # no closing turn: the caller speaks next
-            if widget is not None:
-                await self.reporter.emit(WidgetRequested(run_id=self.record.run_id, widget=widget))
-                await self._wait_user(widget=widget)
-            verdict = guard.verdict()
-            if verdict == "stop":
-                await self._wait_user(
-                    reason=f"The model kept repeating a failing {guard.tool} call; stopped so you can help. "
-                    "Reply to continue.",
-                    error=RunError(
-                        code="ENGINE_LOOP_DETECTED", message="The same tool call failed repeatedly with the same error."
-                    ),
-                )
-            if verdict == "nudge":
-                text = self.composer.loop_nudge(guard.tool, guard.repeats, *guard.error_parts())
-                self.history.append({"role": "user", "content": text}, part="runtime_note", scope=self._scope())
-            closing_turn = self.complete and not was_complete  # SPEC §9.5: one more turn for the closing reply
-            if self.control.pause:
-                await self._wait_user(paused=True, reason="Paused")
+    async def _after_round(self, done: Round) -> PumpResult | None:
+        """How a round of tool calls ends the pump, if it does."""
+        if self.complete and not done.was_complete and self.record.parent_run_id and done.widget is None:
+            return await self._finish(RunPhase.COMPLETED)  # no closing turn: the caller speaks next
+        if done.widget is not None:
+            return await self._stop_at(done.widget)
+        verdict = self.guard.verdict()
+        if verdict == "stop":
+            return await self._wait_user(
+                reason=f"The model kept repeating a failing {self.guard.tool} call; stopped so you can help. "
+                "Reply to continue.",
+                error=RunError(
+                    code="ENGINE_LOOP_DETECTED", message="The same tool call failed repeatedly with the same error."
+                ),
+            )
+        if verdict == "nudge":
+            text = self.composer.loop_nudge(self.guard.tool, self.guard.repeats, *self.guard.error_parts())
+            self.history.append({"role": "user", "content": text}, part="runtime_note", scope=self._scope())
+        if self.control.pause:
+            return await self._wait_user(paused=True, reason="Paused")
+        return None
 
-    async def _run_tools(
-        self, reply: LLMReply, ctx: ToolContext, guard: RunawayGuard
-    ) -> tuple[dict[str, Any] | None, ToolContext]:
-        """Execute the calls in order; returns the widget if the model asked the user something,
-        and the context for the next calls (another agent's policy after a node change)."""
-        widget: dict[str, Any] | None = None
-        for call in reply.tool_calls:
-            node_before, steps_before = self._node_id(), len(self.fm.get("stepsCompleted") or ())
-            outcome = await self.recorder.run(call, ctx, scope=self._scope())
+    async def _stop_at(self, widget: dict[str, Any]) -> PumpResult:
+        await self.reporter.emit(WidgetRequested(run_id=self.record.run_id, widget=widget))
+        return await self._wait_user(widget=widget)
+
+    async def _run_tools(self, calls: Sequence[ToolCall], ctx: ToolContext, *, refuse_approvals: bool = False,
+                         question: dict[str, Any] | None = None) -> Round:
+        """Execute the calls in order, up to the first that waits for approval (the rest run after
+        the decision). `refuse_approvals`: the owner typed instead of deciding, so none is asked.
+        `question`: a ui_ask_user widget an earlier call of the same reply asked."""
+        done = Round(question, ctx, self.complete)
+        for call in calls:
+            before = self._progress()
+            scope = self._scope()
+            outcome = await self.recorder.run(call, done.ctx, scope=scope)
+            if outcome.approval is not None and refuse_approvals:
+                outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope)
+            elif outcome.approval is not None:
+                done.widget = self.approvals.hold(call, outcome.approval, scope, question=done.widget)
+                break
             if outcome.widget is not None:
-                widget = outcome.widget
-            if outcome.state_changed or outcome.artifacts_created:
-                self._reload_state(outcome.state)
-                if self._node_id() != node_before or len(self.fm.get("stepsCompleted") or ()) > steps_before:
-                    guard.turns_since_progress = 0  # the state advanced: a legitimate turn, not a runaway
-                await self._state_updated()
-                ctx = await self._reanchor(ctx)
-            guard.observe(call.name, call.arguments, outcome)
-        return widget, ctx
+                done.widget = outcome.widget
+            done.ctx = await self._absorb(call, outcome, done.ctx, before)
+        return done
+
+    async def _resume_held(self, held: HeldCall, answer: Answer | None, ctx: ToolContext, typed: bool) -> Round:
+        """The owner decided (or typed instead): the held call's tool message, then the rest of its reply."""
+        await self.deps.tools.prepare(ctx)  # after a restart the MCP servers start again for the call
+        was_complete = self.complete
+        before = self._progress()
+        outcome, ctx = await self.approvals.decide(held, answer, ctx)
+        ctx = await self._absorb(held.call, outcome, ctx, before)
+        done = await self._run_tools(held.rest, ctx, refuse_approvals=typed, question=held.question)
+        done.was_complete = was_complete
+        return done
+
+    async def _absorb(self, call: ToolCall, outcome: ToolOutcome, ctx: ToolContext, before: tuple[str, int]) -> ToolContext:
+        """Take in what one recorded call changed; returns the context for the next calls (another
+        agent's policy after a node change)."""
+        if outcome.state_changed or outcome.artifacts_created:
+            self._reload_state(outcome.state)
+            if self._progress()[0] != before[0] or self._progress()[1] > before[1]:
+                self.guard.turns_since_progress = 0  # the state advanced: a legitimate turn, not a runaway
+            await self._state_updated()
+            ctx = await self._reanchor(ctx)
+        self.guard.observe(call.name, call.arguments, outcome)
+        return ctx
+
+    def _progress(self) -> tuple[str, int]:
+        return self._node_id(), len(self.fm.get("stepsCompleted") or ())
 
     # ---- one LLM call -------------------------------------------------------------
 
-    async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply:
-        tools = await self.deps.prepared_tool_set(ctx)
-        messages = self.prompt.messages(
-            ctx,
-            tools.names,
-            self.fm,
-            complete=self.complete,
-            state_version=self.state_version,
-            history=self.history,
-            closing_turn=closing_turn,
-            scope=self._scope(),
-        )
-        turn = self.llm_calls + 1
-        await self._check_token_budget(messages, tools)
-        self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
-
-        async def on_retry(attempt: int, reason: str) -> None:
-            attempts = self.deps.llm.settings.attempts
-            await self.reporter.emit(
-                LLMRetrying(run_id=self.record.run_id, attempt=attempt, reason=reason, attempts=attempts)
-            )
-
-        async def on_delta(text: str, *, restart: bool = False) -> None:
-            piece = AssistantTextDelta(
-                run_id=self.record.run_id, text=text, turn=turn, agent_id=ctx.agent_id, restart=restart
-            )
-            await self.reporter.emit(piece)
-
-        call = self.deps.llm.complete(
-            messages,
-            tools,
-            on_retry=on_retry,
-            message_json=self.history.wire_json,
-            on_delta=on_delta if self.on_event is not None else None,
-        )
-        task = asyncio.create_task(call)
-        self.control.llm_task = task
-        started = time.perf_counter()
-        try:
-            reply = await task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if self.control.stop and task.cancelled() and not (current and current.cancelling()):
-                await self._wait_user(paused=True, reason="Stopped")
-            raise
-        except CrewError as exc:
-            self.audit({"kind": "llm.error", "turn": turn, "code": exc.code, "message": exc.message})
-            self.history.append(
-                {"role": "assistant", "content": f"LLM_ERROR {exc.code}: {exc.message}"},
-                part="error",
-                scope=self._scope(),
-            )
-            await self._fail(exc.code, exc.message)
-        finally:
-            self.llm_seconds += time.perf_counter() - started
-            self.control.llm_task = None
-        self.llm_calls += 1
-        self.record.usage.add(reply.usage, 0 if reply.usage is not None else _prompt_estimate(messages, tools))
-        message: Message = {"role": "assistant", "content": reply.content}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in reply.tool_calls
-            ]
-        message.update(reply.extra)
-        self.history.append(
-            message, part="assistant", agentId=ctx.agent_id, nodeId=self._node_id(), scope=self._scope()
-        )
-        self.audit(
-            {
-                "kind": "llm.response",
-                "turn": turn,
-                "toolCalls": [wire_name(c.name) for c in reply.tool_calls],
-                "finishReason": reply.finish_reason,
-                "usage": reply.usage,
-            }
-        )
-        return reply
-
-    async def _check_token_budget(self, messages: list[Message], tools: ToolSet) -> None:
-        """Pause before a call that would take the run past its token budget (resumable with a higher one)."""
-        budget = self.record.token_budget or self.deps.settings.run_token_budget
-        if budget is None:
-            return
-        used = self.record.usage.total_tokens
-        needed = _prompt_estimate(messages, tools) + REPLY_ALLOWANCE_TOKENS
-        if used + needed <= budget:
-            return
-        message = (
-            f"Paused before the next model call: this run has used {used:,} of its {budget:,}-token budget "
-            f"and the call would need about {needed:,} more. Raise the run's token budget to continue."
-        )
-        await self._wait_user(paused=True, reason=message, error=RunError(code="RUN_TOKEN_BUDGET", message=message))
+    async def _ask_llm(self, ctx: ToolContext, closing_turn: bool) -> LLMReply | PumpResult:
+        asked = ModelAsk(self.fm, complete=self.complete, state_version=self.state_version,
+                         closing_turn=closing_turn, scope=self._scope(), node_id=self._node_id())
+        reply = await self.turns.ask(ctx, asked)
+        if not isinstance(reply, TurnEnded):
+            return reply
+        if reply.error is None:
+            return await self._wait_user(paused=True, reason="Stopped")
+        if reply.error.code == BUDGET_CODE:
+            return await self._wait_user(paused=True, reason=reply.error.message, error=reply.error)
+        return await self._fail(reply.error.code, reply.error.message)
 
     # ---- sub-workflows ------------------------------------------------------------
 
@@ -339,62 +346,42 @@ class Pump:
             return None
         return subflow.call_at(self.package, self.workflow, self._node_id())
 
-    async def _call_subworkflow(self, call: subflow.SubworkflowCall, ctx: ToolContext) -> ToolContext:
-        """Pump the child run until it completes, then move past the node and return the next context.
-
-        When the child needs the user (a question, a widget, a pause or stop, a failure), this pump
-        ends the same way; the next pump of this run goes on with the child.
-        """
-        deps, record = self.deps, self.record
-        agent_id = effective_agent_id(self.graph, self.fm, record.active_agent_id)
-        child, created = subflow.open_child(deps.runs, record, self.package, call, self.fm, agent_id)
+    async def _call_subworkflow(self, call: subflow.SubworkflowCall, ctx: ToolContext) -> ToolContext | PumpResult:
+        """Pump the child run; when it completed, move past the node and return the next context."""
         user_input, self.child_input = self.child_input, None
-        await self.reporter.emit(subflow.started_event(record, call, self.workflow.id, child, created))
-        self.audit({"kind": "subworkflow.started", "nodeId": call.node.id, "childRunId": child.run_id,
-                    "workflowId": call.workflow.id, "resumed": not created})
-        intent: Intent = "start" if created else ("continue" if user_input else "resume")
-        spent_before = child.usage.model_copy()
-        result = await deps.run_child(child, self.package, intent, user_input, self._child_sink(), self.control)
-        record.usage.add_since(child.usage, spent_before)  # the caller's usage covers its sub-workflows
-        self.llm_calls += result.llm_calls
-        self.llm_seconds += result.llm_seconds
+        caller = subflow.Caller(
+            record=self.record,
+            package=self.package,
+            fm=self.fm,
+            agent_id=effective_agent_id(self.graph, self.fm, self.record.active_agent_id),
+            state_dir=self.state_dir,
+            control=self.control,
+            on_event=self.on_event,
+            emit=self.reporter.emit,
+            audit=self.audit,
+        )
+        outcome = await subflow.run_call(self.deps, call, caller, user_input)
+        result = outcome.result
+        self.turns.llm_calls += result.llm_calls
+        self.turns.llm_seconds += result.llm_seconds
         self.last_text = result.assistant_text or self.last_text
-        name = call.workflow.display_name
         if result.phase is RunPhase.FAILED:
             error = result.error or RunError(code="SUBWORKFLOW_FAILED", message="it stopped unexpectedly")
-            await self._fail(error.code, f"Sub-workflow '{name}' failed: {error.message}")
-        if result.phase is not RunPhase.COMPLETED:
+            return await self._fail(error.code, f"Sub-workflow '{call.workflow.display_name}' failed: {error.message}")
+        if outcome.returned is None:
             reason = ("Stopped" if self.control.stop else "Paused") if result.paused else None
-            await self._wait_user(paused=result.paused, reason=reason, widget=result.widget, error=result.error)
-        child_fm = run_state.read_state(deps.store.state_dir(child))
-        returned = subflow.return_to_caller(self.state_dir, call, child.run_id, child_fm)
-        record.child_run_id = None
-        deps.runs.update(record)
-        self.audit({"kind": "subworkflow.returned", "nodeId": call.node.id, "childRunId": child.run_id,
-                    "variables": sorted(returned.variables), "artifacts": returned.artifacts})
+            return await self._wait_user(paused=result.paused, reason=reason, widget=result.widget, error=result.error)
+        returned = outcome.returned
         self._reload_state(returned.frontmatter)
         self.history.append({"role": "user", "content": returned.note}, part="runtime_note", scope=self._scope())
         await self._state_updated()
-        await self.reporter.emit(subflow.returned_event(record, call, child, returned))
+        await self.reporter.emit(subflow.returned_event(self.record, call, outcome.child, returned))
         return await self._reanchor(ctx)
-
-    def _child_sink(self) -> EventSink | None:
-        """The child's events go to this run's surface, marked with this run as their parent."""
-        on_event = self.on_event
-        if on_event is None:
-            return None
-        parent_id = self.record.run_id
-
-        async def sink(event: EngineEvent) -> None:
-            if event.parent_run_id is None:
-                event = event.model_copy(update={"parent_run_id": parent_id})
-            await on_event(event)
-
-        return sink
 
     # ---- tools ----------------------------------------------------------------
 
-    def _tool_context(self) -> ToolContext:
+    def tool_context(self) -> ToolContext:
+        """The context of the run's next calls: the active agent's policy, the owner's standing permissions."""
         agent_id = effective_agent_id(self.graph, self.fm, self.record.active_agent_id)
         agent = self.package.agent(agent_id)
         return ToolContext(
@@ -406,6 +393,8 @@ class Pump:
             graph=self.graph,
             confirmation=self.confirmation,
             audit=self.audit,
+            allowed_for_run=self.approvals.allowed_for_run(),
+            stop_requested=lambda: self.control.stop,
         )
 
     # ---- state ----------------------------------------------------------------
@@ -438,7 +427,7 @@ class Pump:
         self.anchor = anchor
         if anchor[0] is not None:
             await self._emit_node_started()
-        return self._tool_context()
+        return self.tool_context()
 
     async def _emit_node_started(self) -> None:
         agent_id = effective_agent_id(self.graph, self.fm, self.record.active_agent_id)
@@ -451,14 +440,14 @@ class Pump:
             run_id=self.record.run_id,
             phase=phase,
             assistant_text=self.last_text,
-            llm_calls=self.llm_calls,
-            llm_seconds=self.llm_seconds,
+            llm_calls=self.turns.llm_calls,
+            llm_seconds=self.turns.llm_seconds,
             **extra,
         )
 
-    async def _finish(self, phase: RunPhase) -> None:
+    async def _finish(self, phase: RunPhase) -> PumpResult:
         await self.reporter.phase(phase)
-        raise PumpEnded(self._result(phase))
+        return self._result(phase)
 
     async def _wait_user(
         self,
@@ -467,19 +456,14 @@ class Pump:
         reason: str | None = None,
         widget: dict[str, Any] | None = None,
         error: RunError | None = None,
-    ) -> None:
+    ) -> PumpResult:
         done = self.complete and error is None and widget is None
         phase = RunPhase.COMPLETED if done else RunPhase.WAITING_USER
         paused = paused and not done  # a completed run has nothing left to resume
         await self.reporter.phase(phase, paused=paused, reason=reason, error=error)
-        raise PumpEnded(self._result(phase, paused=paused, widget=widget, error=error))
+        return self._result(phase, paused=paused, widget=widget, error=error)
 
-    async def _fail(self, code: str, message: str) -> None:
+    async def _fail(self, code: str, message: str) -> PumpResult:
         error = RunError(code=code, message=message)
         await self.reporter.phase(RunPhase.FAILED, reason=message, error=error)
-        raise PumpEnded(self._result(RunPhase.FAILED, error=error))
-
-
-def _prompt_estimate(messages: list[Message], tools: ToolSet) -> int:
-    """Our estimate of a request's prompt tokens, for the budget and for endpoints that report no usage."""
-    return sum(message_tokens(m) for m in messages) + estimate_tokens(tools.json)
+        return self._result(RunPhase.FAILED, error=error)

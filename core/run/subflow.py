@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
 from ..base.errors import CrewError
-from ..base.events import SubworkflowReturned, SubworkflowStarted
+from ..base.events import EngineEvent, RunPhase, SubworkflowReturned, SubworkflowStarted
+from .engine_model import EventSink, Intent, PumpResult
+from .pump_deps import PumpControl, PumpDeps
 from ..package.models import Graph, Node, Package, Workflow
 from ..prompts.composer import render
 from ..store.run_manager import RunManager
@@ -182,3 +185,68 @@ def returned_event(record: RunRecord, call: SubworkflowCall, child: RunRecord, r
 def _inline(values: dict[str, Any]) -> str:
     text = json.dumps(values, ensure_ascii=False, default=str)
     return text if len(text) <= 1500 else text[:1497] + "..."
+
+
+# ---- one call, as the calling run's pump makes it ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What a sub-workflow call needs of the calling run (handed over by its pump, not the pump itself)."""
+
+    record: RunRecord
+    package: Package
+    fm: dict[str, Any]
+    agent_id: str
+    state_dir: Path
+    control: PumpControl
+    on_event: EventSink | None
+    emit: Callable[[EngineEvent], Awaitable[None]]
+    audit: Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    child: RunRecord
+    result: PumpResult  # how the child's pump ended
+    returned: Returned | None  # set when the child completed and the caller moved past the node
+
+
+async def run_call(deps: PumpDeps, call: SubworkflowCall, caller: Caller, user_input: str | None) -> ChildOutcome:
+    """Pump the child run until it needs the user or completes; on completion move the caller on.
+
+    When the child needs the user (a question, a widget, a pause or stop, a failure), the caller's
+    pump ends the same way; its next pump goes on with the child.
+    """
+    record = caller.record
+    child, created = open_child(deps.runs, record, caller.package, call, caller.fm, caller.agent_id)
+    await caller.emit(started_event(record, call, call.caller.id, child, created))
+    caller.audit({"kind": "subworkflow.started", "nodeId": call.node.id, "childRunId": child.run_id,
+                  "workflowId": call.workflow.id, "resumed": not created})
+    intent: Intent = "start" if created else ("continue" if user_input else "resume")
+    spent_before = child.usage.model_copy()
+    sink = _child_sink(caller.on_event, record.run_id)
+    result = await deps.run_child(child, caller.package, intent, user_input, sink, caller.control)
+    record.usage.add_since(child.usage, spent_before)  # the caller's usage covers its sub-workflows
+    if result.phase is not RunPhase.COMPLETED:
+        return ChildOutcome(child, result, None)
+    child_fm = run_state.read_state(deps.store.state_dir(child))
+    returned = return_to_caller(caller.state_dir, call, child.run_id, child_fm)
+    record.child_run_id = None
+    deps.runs.update(record)
+    caller.audit({"kind": "subworkflow.returned", "nodeId": call.node.id, "childRunId": child.run_id,
+                  "variables": sorted(returned.variables), "artifacts": returned.artifacts})
+    return ChildOutcome(child, result, returned)
+
+
+def _child_sink(on_event: EventSink | None, parent_id: str) -> EventSink | None:
+    """The child's events go to the caller's surface, marked with the caller as their parent."""
+    if on_event is None:
+        return None
+
+    async def sink(event: EngineEvent) -> None:
+        if event.parent_run_id is None:
+            event = event.model_copy(update={"parent_run_id": parent_id})
+        await on_event(event)
+
+    return sink

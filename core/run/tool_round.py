@@ -45,12 +45,17 @@ class ToolRecorder:
 
     async def run(self, call: ToolCall, ctx: ToolContext, *, scope: str | None = None) -> ToolOutcome:
         """`scope`: the node active when the call was issued; a result issued after the reply moved
-        the state to the next node belongs to that node and stays in its prompt (History.scoped_wire)."""
+        the state to the next node belongs to that node and stays in its prompt (History.scoped_wire).
+        A call that waits for approval (`outcome.approval`) ran nothing and is not recorded: the pump holds it."""
+        if ctx.progress is None:
+            ctx.progress = self.emit  # long calls (shell_run) report progress on the run's surface
         outcome = await self.tools.execute(call.name, call.arguments, ctx, call_id=call.id)
-        await self._record(call, outcome, scope)
+        if outcome.approval is None:
+            await self.record(call, outcome, scope)
         return outcome
 
-    async def _record(self, call: ToolCall, outcome: ToolOutcome, scope: str | None) -> None:
+    async def record(self, call: ToolCall, outcome: ToolOutcome, scope: str | None) -> None:
+        """The call's tool message (redacted, large results offloaded) and its events."""
         text = outcome.result_json
         if text is None:
             text = json.dumps(outcome.result, ensure_ascii=False, default=str)
@@ -99,7 +104,7 @@ def summary(tool: str, arguments: str, outcome: ToolOutcome) -> str:
         args = {}
     target = ""
     if isinstance(args, dict):
-        for key in ("path", "targetNodeId", "widgetId"):
+        for key in ("path", "targetNodeId", "widgetId", "command"):
             if isinstance(args.get(key), str):
                 target = args[key]
                 break

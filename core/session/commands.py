@@ -7,8 +7,9 @@ a mistyped command is answered with, so both always name the same commands.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from .router import GLOBAL_COMMANDS
+from .router import GLOBAL_COMMANDS, GlobalCommand, parse_global_command
 from .context import Surface
 from .model import SessionMode
 
@@ -27,6 +28,21 @@ _SURFACE_ONLY: dict[Surface, dict[str, str]] = {
     "ide": {"quit": "leave the chat"},
     "web": {"handover": "give this thread to someone else: *handover @someone"},
 }
+
+
+@dataclass(frozen=True)
+class TypedText:
+    """What a person typed, with the `*command` it is (None: not one), parsed once where the text arrives.
+
+    A surface that already knows the command (a Slack event carries it) builds this directly, so the
+    session never parses the text a second time."""
+
+    text: str
+    command: GlobalCommand | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TypedText:
+        return cls(text, parse_global_command(text))
 
 
 def command_names(surface: Surface) -> list[str]:

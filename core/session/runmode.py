@@ -1,4 +1,4 @@
-"""RunMode: bind a conversation to a workflow run, pump the engine, and turn its events into outputs.
+"""RunMode: bind a conversation to a workflow run and pump the engine (its events become outputs in run_outputs).
 
 A finished run keeps the session in RunMode (post-completion chat, D§7). The run controls here are
 the same whether the user typed `*pause` or pressed a button.
@@ -11,22 +11,13 @@ from typing import Literal
 
 from ..run.engine import PumpResult
 from ..base.errors import CrewError
-from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, RunPhase, StateUpdated, WidgetRequested
-from .outputs import (
-    Dismissed,
-    ErrorOutput,
-    Notice,
-    Reply,
-    ReplyDelta,
-    RunProgress,
-    RunStarted,
-    RunStatus,
-    WidgetRequest,
-)
+from ..base.events import RunPhase
+from .outputs import Dismissed, ErrorOutput, Notice, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
-from ..store.run_manager import StateView, new_run_id, resolve_workflow
+from ..store.run_manager import new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord
-from .context import Deps, Outbox, card
+from .context import Deps, Outbox
+from .run_outputs import RunOutputs
 from .model import PendingWidget, Session
 
 Intent = Literal["start", "continue", "resume"]
@@ -108,60 +99,18 @@ async def pump(
     user_input: str | None,
     out: Outbox,
 ) -> PumpResult | None:
-    """One engine pump; events become RunProgress / Reply / WidgetRequest outputs as they happen.
-
-    The state file is read once when the pump starts reporting; after that every state write
-    reaches us as a StateUpdated event that carries what was written, and other events only move
-    the run record, which is in memory. Re-reading workflow.md for every event was a large share
-    of a busy bot's CPU. A sub-workflow's events (its own run id) keep a view of their own, and
-    the snapshot shows that run nested in the bound one.
-    """
-    views: dict[str, StateView] = {}
-    children: dict[str, RunRecord] = {}
-
-    def run_of(run_id: str) -> RunRecord:
-        if run_id == record.run_id:
-            return record
-        if run_id not in children:
-            children[run_id] = deps.runs.get(run_id)
-        return children[run_id]
-
+    """One engine pump; its events reach `out` as they happen (see RunOutputs)."""
     if record.worktree is not None and deps.checkout is not None:
         try:
             await deps.checkout.ensure(record)
         except CrewError as exc:
             await out.put(ErrorOutput(code=exc.code, message=exc.message))
             return None
-
-    async def on_event(event: EngineEvent) -> None:
-        if isinstance(event, AssistantTextDelta):
-            if out.streams:
-                speaker = package.agent(event.agent_id or "")
-                agent = card(speaker) if speaker else None
-                delta = ReplyDelta(
-                    text=event.text, turn=event.turn, agent=agent, run_id=record.run_id, restart=event.restart
-                )
-                await out.put(delta)
-        elif isinstance(event, AssistantText):
-            speaker = package.agent(event.agent_id or "")
-            await out.put(Reply(text=event.text, agent=card(speaker) if speaker else None, run_id=record.run_id))
-        elif isinstance(event, WidgetRequested):
-            session.pending_widget = PendingWidget.from_payload(event.widget, record.run_id)
-            await out.put(WidgetRequest(widget=event.widget, run_id=record.run_id))
-        else:
-            run = run_of(event.run_id)
-            if isinstance(event, StateUpdated):
-                views[run.run_id] = deps.runs.updated_view(run, package, event)
-            elif run.run_id not in views:
-                views[run.run_id] = deps.runs.state_view(run, package)
-            if record.run_id not in views:
-                views[record.run_id] = deps.runs.state_view(record, package)
-            child_view = views.get(record.child_run_id or "")
-            snapshot = deps.runs.snapshot(record, package, views[record.run_id], child_view=child_view)
-            await out.put(RunProgress(event=event, snapshot=snapshot))
-
+    outputs = RunOutputs(deps, session, record, package, out)
     try:
-        result = await deps.engine.pump(record, package, intent=intent, user_input=user_input, on_event=on_event)
+        result = await deps.engine.pump(
+            record, package, intent=intent, user_input=user_input, on_event=outputs.on_event
+        )
     except CrewError as exc:
         await out.put(ErrorOutput(code=exc.code, message=exc.message))
         return None

@@ -19,12 +19,12 @@ from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
 from ..base.wrappers import widget_submit_text
-from .router import GlobalCommand, parse_global_command, resolve
+from .router import GlobalCommand, resolve
 from ..store.run_manager import RunManager
 from . import runmode
-from .commands import help_text, looks_like_command, unknown_command
+from .commands import TypedText, help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
-from .dispatch import dispatch, failed_answer, greeting, menu_output, resume_latest
+from .agentmode import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .lookup import CHAT_WORDS, Startable, names_something, startables, unique_trigger_owner
 from .model import Session
 from .talk import talk
@@ -57,15 +57,16 @@ class SessionService:
 
     # ---- entry points ---------------------------------------------------------------
 
-    async def open(self, session: Session, text: str = "", emit: Emit | None = None) -> list[Output]:
+    async def open(self, session: Session, text: str | TypedText = "", emit: Emit | None = None) -> list[Output]:
         """First contact: greet with the agents, or act directly on text that names an agent or a command."""
         out = Outbox(emit)
-        await self._guarded(out, self._open(session, text, out))
+        await self._guarded(session, out, self._open(session, _typed(text), out))
         return out.items
 
-    async def handle_text(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
+    async def handle_text(self, session: Session, text: str | TypedText, emit: Emit | None = None) -> list[Output]:
+        """What the person typed; its `*command`, if any, is the one `text` carries (parsed here only if raw)."""
         out = Outbox(emit)
-        await self._guarded(out, self._handle_text(session, text, out))
+        await self._guarded(session, out, self._handle_text(session, _typed(text), out))
         return out.items
 
     async def guest_chat(self, session: Session, text: str, emit: Emit | None = None) -> list[Output]:
@@ -74,35 +75,36 @@ class SessionService:
         Nothing they type starts, answers or steers anything; menu numbers and triggers are just chat.
         """
         out = Outbox(emit)
-        await self._guarded(out, self._guest_chat(session, text, out))
+        await self._guarded(session, out, self._guest_chat(session, text, out))
         return out.items
 
     async def pick_agent(self, session: Session, agent_id: str, emit: Emit | None = None) -> list[Output]:
         out = Outbox(emit)
-        await self._guarded(out, self._pick_by_name(session, agent_id, out))
+        await self._guarded(session, out, self._pick_by_name(session, agent_id, out))
         return out.items
 
     async def handle_widget_submit(
         self, session: Session, widget_id: str, value: object, emit: Emit | None = None
     ) -> list[Output]:
         out = Outbox(emit)
-        await self._guarded(out, self._widget_submit(session, widget_id, value, out))
+        await self._guarded(session, out, self._widget_submit(session, widget_id, value, out))
         return out.items
 
     async def control(self, session: Session, action: Control, emit: Emit | None = None) -> list[Output]:
         """Buttons: exactly what the typed `*<action>` does (plus `retry` for a failed run)."""
         out = Outbox(emit)
-        await self._guarded(out, self._global(session, action, out))
+        await self._guarded(session, out, self._global(session, action, out))
         return out.items
 
-    async def _guarded(self, out: Outbox, work: Awaitable[None]) -> None:
-        """Expected failures become a clear ErrorOutput; anything else is logged, never shown as a trace."""
+    async def _guarded(self, session: Session, out: Outbox, work: Awaitable[None]) -> None:
+        """The session's user boundary, the one place a call's failure is caught: an expected one becomes a
+        clear ErrorOutput; anything else is logged once with the session, and never shown as a trace."""
         try:
             await work
         except CrewError as exc:
             await out.put(ErrorOutput(code=exc.code, message=exc.message))
         except Exception:
-            log.exception("session handler failed")
+            log.exception("session call failed", extra={"session": session.id, "mode": session.mode})
             await out.put(
                 ErrorOutput(
                     code="UNKNOWN",
@@ -112,11 +114,11 @@ class SessionService:
 
     # ---- idle ----------------------------------------------------------------------
 
-    async def _open(self, session: Session, text: str, out: Outbox) -> None:
+    async def _open(self, session: Session, typed: TypedText, out: Outbox) -> None:
         if session.mode != "idle":
-            await self._handle_text(session, text, out)
+            await self._handle_text(session, typed, out)
             return
-        raw = text.strip()
+        raw = typed.text.strip()
         choices = self.catalog.choices
         if not raw and len(choices) == 1:
             await self._pick(session, choices[0], out)
@@ -124,9 +126,8 @@ class SessionService:
         if raw.lower() in CHAT_WORDS:
             await self._enter_chat(session, out)
             return
-        command = parse_global_command(raw)
-        if command is not None:
-            await self._global(session, command, out)
+        if typed.command is not None:
+            await self._global(session, typed.command, out)
             return
         if looks_like_command(raw) and self._unique_trigger_owner(raw) is None:
             await out.put(Notice(text=f"{unknown_command(raw, self.deps.surface)} Or pick an agent by number or name.", level="warning"))
@@ -210,14 +211,14 @@ class SessionService:
 
     # ---- routing by mode ---------------------------------------------------------------
 
-    async def _handle_text(self, session: Session, text: str, out: Outbox) -> None:
+    async def _handle_text(self, session: Session, typed: TypedText, out: Outbox) -> None:
         if session.mode == "idle":
-            await self._open(session, text, out)
+            await self._open(session, typed, out)
             return
-        command = parse_global_command(text)
-        if command is not None:
-            await self._global(session, command, out)
+        if typed.command is not None:
+            await self._global(session, typed.command, out)
             return
+        text = typed.text
         session.retry_text = None  # a new message replaces a failed one
         if session.mode == "run":
             await self._run_text(session, text, out)
@@ -307,7 +308,7 @@ class SessionService:
                 await out.put(Notice(text="No run has been started in this conversation yet."))
         elif command == "retry" and session.retry_text and session.mode in ("agent", "chat"):
             text, session.retry_text = session.retry_text, None
-            await self._handle_text(session, text, out)
+            await self._handle_text(session, TypedText(text), out)  # a failed answer, never a command
         else:  # pause, stop, retry without a bound run
             await out.put(Notice(text="Nothing is running in this conversation."))
 
@@ -339,3 +340,7 @@ class SessionService:
     def startables(self) -> list[Startable]:
         """The agents this service offers, each with the triggers of what it can start."""
         return startables(self.catalog, self.deps.surface)
+
+
+def _typed(text: str | TypedText) -> TypedText:
+    return text if isinstance(text, TypedText) else TypedText.parse(text)

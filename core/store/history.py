@@ -169,6 +169,7 @@ class History:
         self._in_round = False  # the last message was a tool call or one of its results
         self._next_id = 1
         self.answers: list[dict[str, str]] = []  # what the user said inside the workflow, with the node
+        self.marks: list[Message] = []  # bookkeeping lines of the log that are not messages (held calls)
 
     @classmethod
     def load(cls, path: Path) -> History:
@@ -203,6 +204,8 @@ class History:
                 continue
             if isinstance(entry, dict) and entry.get("role") in ("system", "user", "assistant", "tool"):
                 self._add(entry)
+            elif isinstance(entry, dict) and isinstance(entry.get("mark"), str):
+                self.marks.append(entry)
         return torn
 
     def _add(self, entry: Message) -> None:
@@ -227,16 +230,20 @@ class History:
 
     def _rewrite(self) -> None:
         if self.path is not None:
-            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in self.entries)
+            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in [*self.entries, *self.marks])
             atomic_write_text(self.path, text)
 
     def _close_dangling_calls(self) -> None:
+        """Calls without a result get E_INTERRUPTED, except a held call and the calls after it."""
+        held = self.held_call_ids()
         for index in range(len(self.entries) - 1, -1, -1):
             entry = self.entries[index]
             if entry.get("role") == "assistant" and entry.get("tool_calls"):
                 later = self.entries[index + 1 :]
                 answered = {e.get("tool_call_id") for e in later if e.get("role") == "tool"}
                 for call in entry["tool_calls"]:
+                    if call.get("id") in held:
+                        break  # it waits for a decision; the calls after it run after that
                     if call.get("id") not in answered:
                         name = call.get("function", {}).get("name", "")
                         self.append(
@@ -248,6 +255,23 @@ class History:
 
     def next_id(self) -> str:
         return f"m{self._next_id:05d}"
+
+    def append_mark(self, mark: str, **data: Any) -> Message:
+        """A bookkeeping line that is never sent to the model, e.g. `held` / `released` for a tool call
+        whose result waits for someone's decision (the call stays open across restarts meanwhile)."""
+        entry = {"mark": mark, "ts": utc_now(), **data}
+        if self.log is not None:
+            self.log.write((_LOG_JSON.encode(entry) + "\n").encode("utf-8"))
+        self.marks.append(entry)
+        return entry
+
+    def held_call_ids(self) -> set[str]:
+        """Tool calls marked `held` and neither `released` nor answered since."""
+        released = {str(m.get("toolCallId")) for m in self.marks if m.get("mark") == "released"}
+        held = {str(m.get("toolCallId")) for m in self.marks if m.get("mark") == "held"} - released
+        if held:
+            held -= {str(e.get("tool_call_id")) for e in self.entries if e.get("role") == "tool"}
+        return held
 
     def append(self, message: Message, **meta: Any) -> Message:
         """Add one message and hand it to the OS (one appended line) before returning."""
@@ -324,7 +348,14 @@ class History:
         return len(self.entries)
 
     def pending_question(self) -> str | None:
-        """What the model last asked the user: a ui_ask_user message, or its closing text."""
+        """What the model last asked the user: a ui_ask_user message, or its closing text, or the title
+        of the call that waits for approval."""
+        held = self.held_call_ids()
+        for mark in reversed(self.marks if held else ()):
+            if mark.get("mark") == "held" and mark.get("toolCallId") in held:
+                widget = mark.get("widget")
+                title = widget.get("title") if isinstance(widget, dict) else None
+                return str(title) if title else None
         for entry in reversed(self.entries):
             if entry.get("role") != "assistant":
                 continue

@@ -1,4 +1,4 @@
-"""Argument models of the seven tools: they parse what the model sent and generate the wire schemas.
+"""Argument models of the built-in tools: they parse what the model sent and generate the wire schemas.
 
 Legacy shapes the corpus also uses are accepted on input but not advertised:
 `query`/`globs` for fs_search and the flat `{path, operation, update}` form of fs_apply_patch.
@@ -181,6 +181,16 @@ class RewindArgs(_Args):
     targetNodeId: str = Field(min_length=1, description="The entry node id, or a node id listed in stepsCompleted.")
     confirmed: bool = Field(False, description="Must be true, after the user agreed to the rewind.")
     reason: str | None = Field(None, description="Why the run goes back (kept in the decision log).")
+
+
+class ShellRunArgs(_Args):
+    """Run a command line in the project folder, in a sandbox (no network unless configured). Returns exit code and output."""
+
+    command: str = Field(min_length=1, max_length=20_000, description="A shell command line, e.g. 'python -m pytest -q'. "
+                         "@project/... and @pkg/... in it name the same files as for the fs tools.")
+    cwd: str | None = Field(None, description="Folder to run in: @project or @project/<dir> (default @project).")
+    timeout_seconds: int | None = Field(None, ge=1, description="Stop the command after this many seconds "
+                                        "(capped by the operator's limit).")
 
 
 def readable(exc: ValidationError) -> tuple[str, list[dict[str, str]]]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal
 
+from ..base.events import EngineEvent
 from ..package.models import Graph
+from .shell.command_config import CommandsConfig
 
 ToolMode = Literal["run", "agent", "chat", "script"]
 
@@ -32,6 +34,7 @@ class EffectivePolicy:
     max_list_entries: int = 200
     max_search_matches: int = 50
     max_search_seconds: float = 20.0  # a search still running then is stopped (patterns come from the model)
+    shell: CommandsConfig | None = None  # `commands:`, when this agent may run commands (shell_run)
 
 
 @dataclass
@@ -74,6 +77,8 @@ class ToolContext:
     audit: Callable[[dict[str, Any]], None] | None = None  # appends one event to execution.jsonl
     approved: str | None = None  # who approved this very call (set only when an approved call is made)
     allowed_for_run: frozenset[str] = frozenset()  # command prefixes the owner allowed for this run
+    progress: Callable[[EngineEvent], Awaitable[None]] | None = None  # a long call's progress, to the surface
+    stop_requested: Callable[[], bool] | None = None  # true once the owner stopped the run (a command ends then)
 
 
 @dataclass

@@ -10,16 +10,24 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..package.models import Agent
 from .base import EffectivePolicy
+from .shell.command_config import CommandsConfig
 
 
 class SystemToolPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """`tool_policy:` in crewagent.yml; an agent's own `tools` in agents.json can only narrow it."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     fs_enabled: bool = True
+    """The file tools (fs_read, fs_write, …) for every agent."""
     max_read_bytes: int = Field(default=524_288, gt=0)
+    """Bytes one read (or MCP result) may return."""
     max_write_bytes: int = Field(default=2_097_152, gt=0)
+    """Bytes one write may store."""
     mcp_enabled: bool | None = None  # default: on when mcp_servers lists any server
+    """MCP tools for every agent (default: on when mcp_servers lists any server)."""
     servers: tuple[str, ...] = Field(default=(), exclude=True)  # set from `mcp_servers:`, not a YAML key
+    commands: CommandsConfig | None = Field(default=None, exclude=True)  # set from `commands:`, not a YAML key
 
     @property
     def mcp_on(self) -> bool:
@@ -29,6 +37,7 @@ class SystemToolPolicy(BaseModel):
 def effective_policy(system: SystemToolPolicy, agent: Agent | None) -> EffectivePolicy:
     fs = agent.tools.fs if agent and agent.tools else None
     mcp = agent.tools.mcp if agent and agent.tools else None
+    shell = agent.tools.shell if agent and agent.tools else None
     requested = system.mcp_on and (mcp.enabled if mcp and mcp.enabled is not None else True)
     return EffectivePolicy(
         fs_enabled=system.fs_enabled and (fs.enabled if fs and fs.enabled is not None else True),
@@ -38,6 +47,7 @@ def effective_policy(system: SystemToolPolicy, agent: Agent | None) -> Effective
         mcp_servers=tuple(
             s for s in system.servers if mcp is None or mcp.allowedServers is None or s in mcp.allowedServers
         ) if requested else (),
+        shell=system.commands if not (shell and shell.enabled is False) else None,
     )
 
 

@@ -28,6 +28,7 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
+from .shell.shell_run import shell_run
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
@@ -56,6 +57,7 @@ TOOLS: dict[str, Tool] = {
         Tool("fs_apply_patch", A.PatchArgs, apply_patch),
         Tool("ui_ask_user", A.WidgetPayload, ask_user),
         Tool("workflow_rewind", A.RewindArgs, rewind),
+        Tool("shell_run", A.ShellRunArgs, shell_run),
     )
 }
 _READ_ONLY = ("fs_read", "fs_list", "fs_search", "ui_ask_user")
@@ -78,7 +80,10 @@ def available(ctx: ToolContext) -> tuple[str, ...]:
     read-only ones and `ui_ask_user` (writes happen only inside runs); just `ui_ask_user` when fs is off."""
     if not ctx.policy.fs_enabled:
         return _ASK_ONLY
-    return tuple(TOOLS) if ctx.mode == "run" else _READ_ONLY
+    if ctx.mode != "run":
+        return _READ_ONLY
+    names = tuple(TOOLS)  # read at each call: a tool registered later is offered
+    return names if ctx.policy.shell is not None else tuple(t for t in names if t != "shell_run")
 
 
 @cache
@@ -143,7 +148,7 @@ class ToolHost:
         started = time.perf_counter()
         seen: dict[str, Any] = {"input": {"raw": (raw_arguments or "")[:200]}}
         try:
-            outcome = await self._execute(name, raw_arguments, ctx, seen, call_id)
+            outcome = await self._execute(name, raw_arguments, ctx, seen)
         except CrewError as exc:
             outcome = ToolOutcome(fail(exc.code, exc.message, **exc.details))
         except Exception:
@@ -156,7 +161,7 @@ class ToolHost:
         return outcome
 
     async def _execute(
-        self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any], call_id: str = ""
+        self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any]
     ) -> ToolOutcome:
         wire = wire_name(name or "")
         allowed = available(ctx)
@@ -181,10 +186,10 @@ class ToolHost:
         if not isinstance(parsed, dict):
             return ToolOutcome(fail("E_INVALID_ARGS", f"The arguments of {wire} must be a JSON object."))
         if mcp_tool is not None and self.mcp is not None:
-            from .mcp.approval import arguments_hash, execute as execute_mcp
+            from .mcp.calls import arguments_hash, execute as execute_mcp
 
             seen["input"] = {"server": mcp_tool.server, "tool": mcp_tool.name, "argsHash": arguments_hash(parsed)}
-            return await execute_mcp(self.mcp, mcp_tool, parsed, ctx, call_id)
+            return await execute_mcp(self.mcp, mcp_tool, parsed, ctx)
         tool = TOOLS[wire]
         try:
             args = tool.args.model_validate(parsed)
@@ -207,6 +212,10 @@ class ToolHost:
             "output": sanitise_output(outcome.result),
             "durationMs": round((time.perf_counter() - started) * 1000, 3),
         }
+        if outcome.approval is not None:
+            event["approval"] = "requested"  # nothing ran; the decision is its own audit line
+        elif ctx.approved is not None:
+            event["approvedBy"] = ctx.approved
         try:
             ctx.audit(event)
         except OSError:  # the tool's work is done; a full or broken disk must not turn it into a failure

@@ -8,7 +8,7 @@ import pytest
 
 from bot.config import BotConfig
 from tests.support.mcp.tracker import CREATED, LOOKED_UP, NOT_CREATED, TrackerModel, mcp_package, tracker_config
-from tests.support.bot_harness import bot_harness, elements, message_text
+from tests.support.bot_harness import bot_harness, element_text, elements, message_text
 
 OWNER, GUEST = "U1", "U2"
 
@@ -113,3 +113,37 @@ async def test_serve_starts_when_a_server_cannot_and_says_why_in_the_log(
         assert top
         assert not any("__" in n for names in model.offered.values() for n in names)
     assert "MCP server broken is not available: its command was not found" in caplog.text
+
+
+async def test_allow_for_this_run_button_approves_and_remembers_the_prefix(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command-like tool's card: its command in a code block, Approve / Deny / Allow `git diff` for this
+    run; the owner's Allow runs it and the next `git diff` call is not asked; the card shows the outcome."""
+    from core.tools import registry
+    from tests.support.probe_tool import PROBE, commands_model, probe_tool
+
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+    async with bot_harness(project, [str(mcp_package(tmp_path))]) as h:
+        h.llm.responder = commands_model
+        top = await h.start_waiting_run("hello-linear")
+        mark = h.mark()
+        await h.reply(top, "diff please")
+        card = await h.posted_text("Run a command?", since=mark)
+        await h.settle()
+        assert "```git diff --stat```" in message_text(card).replace("\n", "")
+        allow, message = h.button(top, "for this run")
+        assert [element_text(e) for e in elements(message)] == ["Approve", "Deny", "Allow `git diff` for this run"]
+        mark = h.mark()
+        await h.click(allow, message, user=GUEST)  # only the owner (or an admin) decides
+        await h.ephemeral("", since=mark, user=GUEST)
+        await h.settle()
+        assert ran == []
+        mark = h.mark()
+        await h.click(allow, message, user=OWNER)
+        await h.posted_text("Diffed twice. What next?", since=mark)
+        await h.settle()
+        assert ran == [("git diff --stat", OWNER), ("git diff HEAD", None)]
+        answered = next(m for m in h.thread(top) if m["ts"] == message["ts"])
+        assert "Allowed `git diff` for this run by" in message_text(answered) and elements(answered) == []

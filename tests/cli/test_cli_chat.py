@@ -117,4 +117,4 @@ def test_bad_package_is_a_clear_setup_error(
     assert "invalid" in err and "bmad.json" in err
     missing = argparse.Namespace(path=str(tmp_path / "nope"), project=str(project))
     assert chat_cmd.run(missing) == chat_cmd.EXIT_SETUP
-    assert "no package" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or folder\n"

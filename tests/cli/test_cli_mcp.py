@@ -85,3 +85,28 @@ async def test_a_bad_config_is_reported_with_its_key(
     assert code == 1
     assert "mcp_servers.bad__name: invalid server name" in err
     assert "mcp_servers.t: ${NOT_SET_ANYWHERE} is not set in the environment" in err
+
+
+async def test_run_offers_allow_for_the_run_with_a(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`a` approves the call and allows its prefix for the rest of the run; a later call outside it asks."""
+    from core.tools import registry
+    from tests.support.probe_tool import PROBE, commands_model, probe_tool
+
+    ran: list[tuple[str, str | None]] = []
+    monkeypatch.setitem(registry.TOOLS, PROBE, probe_tool(ran))
+    monkeypatch.setenv("CREWAGENT_MODEL", "scripted")
+    async with ScriptedLLM() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        llm.responder = commands_model
+        code, out, err = await cli(
+            ["run", str(mcp_package(tmp_path)), "--project", str(project), "--workflow", "hello-linear",
+             "--agent", "analyst"],
+            "diff please\na\nonce more\nn\n", monkeypatch, capsys,
+        )
+    assert "Run a command?" in out and "[y/N/a]" in out and "allow `git diff` for the rest of this run" in out
+    assert "Diffed twice. What next?" in out and "Not removed. What next?" in out
+    assert [c for c, _ in ran] == ["git diff --stat", "git diff HEAD", "git diff main"]
+    assert ran[0][1] is not None and ran[0][1].endswith("(terminal)") and ran[1][1] is None
+    assert out.count("Run a command?") == 2 and "Traceback" not in out + err, (code, err)

@@ -128,7 +128,7 @@ async def test_bad_package_lists_the_problems(tmp_path: Path, project: Path, mod
     (broken / "bmad.json").write_text('{"schemaVersion": "1.1", "name": "x"}')
     code, out, err = await cli(["run", str(broken), "--project", str(project)], "", monkeypatch, capsys)
     assert code == 2
-    assert err.startswith("error: the package is invalid:")
+    assert err.startswith(f"error: {broken} is not a valid package:")
     assert "bmad.json" in err and "Traceback" not in err
 
 
@@ -141,7 +141,7 @@ async def test_unknown_run_and_unknown_agent(project: Path, model_env: None, mon
     )
     assert code == 2 and "has no agent 'ghost'" in err
     code, _, err = await cli(["runs", "show", "nope"], "", monkeypatch, capsys)
-    assert code == 1 and "No run with id 'nope'" in err
+    assert code == 2 and "No run with id 'nope'" in err
 
 
 async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_path: Path, spawn: Spawner) -> None:

@@ -253,7 +253,7 @@ async def test_runs_show_takes_an_id_prefix_and_shows_the_pending_question(
     assert f"Run:       {run_id}" in out
     assert "Question:  There is no sprint-status.yaml in the project. Which story should I prepare?" in out
     assert "Usage:     2 model calls · " in out
-    assert await asyncio.to_thread(main, ["runs", "show", "zz-not-an-id"]) == 1
+    assert await asyncio.to_thread(main, ["runs", "show", "zz-not-an-id"]) == 2  # bad input
     assert "No run with id 'zz-not-an-id'" in capsys.readouterr().err
 
 

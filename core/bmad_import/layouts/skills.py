@@ -3,9 +3,10 @@
 A skill is one of: an agent (v6.6+: `customize.toml` with an `[agent]` table); a step-file workflow
 (`workflow.md` with step files, or a `SKILL.md` whose own text names step files); a classic
 workflow (a `workflow.md` whose body is `<workflow>` XML); or one `SKILL.md` (+ `references/`,
-templates, data) that becomes a workflow whose only step is that file. Skill texts tell the model
-to run scripts (`uv run …/resolve_customization.py`) or load config: the model has no shell here,
-so those instructions are resolved at import time and the results written into the text.
+templates, data) that becomes a workflow whose only step is that file. Skill texts first run
+scripts that resolve their customization and config (`uv run …/resolve_customization.py`): those
+are resolved at import time and the results written into the text. Their other scripts are carried
+(see script_files.py) and run with `uv run @pkg/…` where the bot has the `shell_run` tool.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ _RESOLVE_CONFIG = re.compile(r"`?uv run [^`\n]*resolve_config\.py[^`\n]*`?")
 _IF_FAILS = re.compile(r"\*\*If the script fails\*\*.*?Any missing file is skipped\.[^\n]*\n", re.S)
 _ON_FAILURE = re.compile(r"\s*On failure,[^.\n]*(?:\.[^.\n]*?defaults)?\.")
 _BLOCK_REF = re.compile(r"\{(agent|workflow)\.([A-Za-z0-9_.]+)\}")
-NO_SHELL_NOTE = ("> This app runs no scripts: where this text says to run one (`uv run …`, `python3 …`), do its work "
-                 "yourself with the file tools, or tell the user it needs a shell and go on without it.")
+SCRIPTS_NOTE = ("> Scripts named here (`uv run @pkg/…`) run with the `shell_run` tool; their dependencies are installed "
+                "ahead of time. Without that tool, or when a script fails, do its work yourself with the file tools, "
+                "or tell the user it needs a shell and go on without it.")
 
 
 @dataclass
@@ -95,7 +97,7 @@ def resolve_activation(text: str, skill: Skill, block_name: str, config_files: l
     text = _ON_FAILURE.sub("", text)
     text = _BLOCK_REF.sub(lambda m: _placeholder(block, m) if m.group(1) == block_name else m.group(0), text)
     if "uv run" in text or "python3 " in text:
-        text = NO_SHELL_NOTE + "\n\n" + text
+        text = SCRIPTS_NOTE + "\n\n" + text
     return text.rstrip() + "\n\n" + customization_section(block_name, block)
 
 

@@ -21,18 +21,30 @@ DEFAULT_TIMEOUT_SECONDS = 60.0
 
 
 class McpServerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """One MCP server: `command` (stdio, started by the bot) or `url` (streamable HTTP, or SSE with `type: sse`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
     type: Literal["stdio", "http", "streamable-http", "streamable_http", "sse"] | None = None
+    """The transport when it is not clear from command/url: sse for a server that only speaks SSE."""
     command: str | None = None
+    """A stdio server: the program the bot starts (and ends with itself)."""
     args: list[str] = Field(default_factory=list)
+    """A stdio server's arguments."""
     env: dict[str, str] = Field(default_factory=dict)
+    """A stdio server's environment; `${VAR}` is read from the bot's environment."""
     cwd: str | None = None
+    """A stdio server's working folder."""
     url: str | None = None
+    """An HTTP server's address (http:// or https://)."""
     headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent to the server; `${VAR}` is read from the bot's environment."""
     timeout_seconds: float = Field(default=DEFAULT_TIMEOUT_SECONDS, gt=0)  # each call; start-up gets at least 10 s
+    """Seconds each call may take (start-up gets at least 10)."""
     auto_approve: list[str] = Field(default_factory=list)  # tools that change things but need no approval
+    """Tools that may change things but run without asking the run's owner."""
     tools: list[str] | None = None  # only these tools are offered (default: all the server lists)
+    """Only these tools are offered (default: every tool the server lists)."""
 
     @field_validator("command", "url")
     @classmethod

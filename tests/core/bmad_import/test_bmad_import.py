@@ -67,12 +67,20 @@ def test_bmm_import_validates_with_all_agents_and_menu_items(bmm_package: Path, 
 
 
 @needs_bmad_v6
-def test_import_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_prints_a_summary_and_keeps_the_report_in_the_package(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pkg"
-    assert main(["import", "bmad", str(BMAD_V6_SRC), "-o", str(out)]) == 0
+    assert main(["import", "bmad", str(BMAD_V6_SRC), "-o", str(out), "--set", "user_name=Ada"]) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("# Import report: bmm 6.0.0")
-    assert (out / "IMPORT-REPORT.md").read_text(encoding="utf-8") in printed
+    report = (out / "IMPORT-REPORT.md").read_text(encoding="utf-8")
+    assert report.startswith("# Import report: bmm 6.0.0") and "# Import report" not in printed
+    assert len(printed.splitlines()) <= 12
+    assert printed.startswith(f"Imported bmm 6.0.0 from a BMAD source tree into {out}\n")
+    assert "10 agents, 33 menu items (0 unavailable), 25 workflows" in printed
+    # project_name has no default in a source tree: the exact command that sets it, with what was typed
+    assert (f"  crewagent import bmad {BMAD_V6_SRC} -o {out} --force --set user_name=Ada --set project_name=…\n"
+            in printed)
+    assert f"crewagent chat {out} --project DIR" in printed and f"IMPORT-REPORT.md in {out}" in printed
     assert main(["validate", str(out)]) == 0
 
 
@@ -251,7 +259,7 @@ def test_bad_input_gets_a_clear_message_and_writes_nothing(tmp_path: Path, capsy
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "mine.txt").write_text("keep me\n", encoding="utf-8")
-    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(occupied)]) == 1
+    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(occupied), "--force"]) == 2  # bad input
     assert "not an imported package" in capsys.readouterr().err
     assert sorted(p.name for p in occupied.iterdir()) == ["mine.txt"]
 
@@ -260,7 +268,9 @@ def test_reimport_replaces_a_previous_import(tmp_path: Path) -> None:
     installed_bmad(tmp_path / "project")
     out = tmp_path / "pkg"
     assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out)]) == 0
-    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out), "--set", "user_name=Lin"]) == 0
+    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out), "--set", "user_name=Lin"]) == 2
+    assert "user_name: Lin" not in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")  # refused, kept
+    assert main(["import", "bmad", str(tmp_path / "project"), "-o", str(out), "--set", "user_name=Lin", "--force"]) == 0
     assert "user_name: Lin" in (out / "_bmad/core/config.yaml").read_text(encoding="utf-8")
     manifest = json.loads((out / "bmad.json").read_text(encoding="utf-8"))
     assert (manifest["name"], manifest["version"]) == ("plans", "6.0.0-beta.2")

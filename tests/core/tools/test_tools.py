@@ -8,6 +8,7 @@ import logging
 import os
 import shutil
 import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,14 @@ def test_small_searches_are_scanned_in_process_and_big_ones_are_not(mounts: Moun
     assert plan("@project/big") is None
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
+def test_ripgrep_comes_with_the_install() -> None:
+    """The `ripgrep` wheel puts `rg` beside the interpreter's scripts, where fs_search finds it on PATH."""
+    rg = shutil.which("rg")
+    assert rg is not None, "rg is not on PATH: install the package (pip install -e .) and activate its virtualenv"
+    version = subprocess.run([rg, "--version"], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert version.startswith("ripgrep ")
+
+
 async def test_ripgrep_and_python_walk_agree(mounts: Mounts) -> None:
     big_tree(mounts.project, 20)
     ctx = make_ctx(mounts)
@@ -248,7 +256,6 @@ async def test_big_trees_give_the_same_results_with_or_without_ripgrep(
     assert default["truncated"] is without["truncated"] is False
 
 
-@pytest.mark.skipif(shutil.which("rg") is None, reason="ripgrep is not installed")
 async def test_ripgrep_runs_leave_no_unknown_child_warnings(mounts: Mounts, caplog: pytest.LogCaptureFixture) -> None:
     big_tree(mounts.project, SMALL_SEARCH_FILES + 10)
     ctx = make_ctx(mounts)

@@ -76,8 +76,9 @@ def _last_user(body: Body) -> str:
 
 class TrackerModel:
     """Reads the request like a model would: 'look up' → the read-only tool; 'open a ticket' → the one
-    that needs approval; an MCP_APPROVAL_RESULT → says what happened; 'go on' → finishes the workflow
-    (the architect's step tries the tracker anyway, and must be refused)."""
+    that needs approval; its tool result (the real outcome once the owner decided) → says what
+    happened; 'go on' → finishes the workflow (the architect's step tries the tracker anyway, and
+    must be refused)."""
 
     def __init__(self) -> None:
         self.offered: dict[str, list[str]] = {}  # node → tool names the model was offered there
@@ -90,9 +91,10 @@ class TrackerModel:
             return _post_completion_reply(body, "All done.")
         results = previous_results(body)
         last = _last_user(body)
-        if last.startswith("MCP_APPROVAL_RESULT"):
-            note = json.loads(last.split("\n", 1)[1])
-            return Reply(content=CREATED if note["result"].get("ok") else NOT_CREATED)
+        if results and results[-1].get("tool") == "create_ticket":
+            return Reply(content=CREATED)
+        if results and (results[-1].get("error") or {}).get("code") == "MCP_CALL_DENIED":
+            return Reply(content=NOT_CREATED)
         if results and results[-1].get("server") == "tracker":
             return Reply(content=LOOKED_UP)
         if node == "step-02-generate":

@@ -20,7 +20,18 @@ from tests.support.scripts import current_node, engine_harness, system_text
 
 
 def _approval(widget: dict, approved: bool, by: str = "U_OWNER") -> str:
-    return widget_submit_text(widget["widgetId"], widget["type"], {"approved": approved, "by": by})
+    decision = "approve" if approved else "deny"
+    return widget_submit_text(widget["widgetId"], widget["type"], {"decision": decision, "by": by})
+
+
+def _tool_messages(request: dict) -> list[dict]:
+    """The tool results of the model's previous reply, in order, parsed."""
+    out: list[dict] = []
+    for message in reversed(request["messages"]):
+        if message.get("role") != "tool":
+            break
+        out.append(json.loads(message["content"]))
+    return list(reversed(out))
 
 
 def _audit(store, record) -> list[dict]:
@@ -60,18 +71,26 @@ async def test_lookup_runs_without_asking_and_a_change_waits_for_approval(projec
 
             asked = await h.engine.pump(record, package, intent="continue", user_input="now open a ticket")
             assert asked.phase is RunPhase.WAITING_USER and asked.widget is not None
-            assert asked.widget["type"] == "mcp_approval" and asked.widget["tool"] == "create_ticket"
-            assert "Fix the login page" in asked.widget["message"]
+            assert asked.widget["type"] == "tool_approval" and asked.widget["tool"] == CREATE
+            assert asked.widget["title"] == "Approve a tool call?" and asked.widget["kind"] == "mcp"
+            assert "Fix the login page" in asked.widget["message"] and asked.widget["allowForRun"] is None
             assert tickets.read_text() == ""  # nothing happened before the approval
+            waiting = h.llm.requests[-1]  # the call waits: the model was not asked again meanwhile
 
             done = await h.engine.pump(record, package, intent="continue", user_input=_approval(asked.widget, True))
             assert done.assistant_text == CREATED
             assert tickets.read_text() == "Fix the login page\n"
+            after = h.llm.requests[h.llm.requests.index(waiting) + 1]
+            result = _tool_messages(after)[-1]  # the real outcome is the call's tool message
+            assert result["ok"] is True and result["tool"] == "create_ticket" and "Fix the login page" in result["content"]
+            assert not any("awaiting_approval" in str(m.get("content")) for m in after["messages"])
             calls = [e for e in _audit(h.store, record) if e.get("kind") == "mcp.call"]
             assert [(c["tool"], c["approvedBy"]) for c in calls] == [
                 ("lookup_ticket", "not needed"), ("create_ticket", "U_OWNER")
             ]
             assert all(c["argsHash"].startswith("sha256:") and c["sizeBytes"] > 0 for c in calls)
+            decided = [e for e in _audit(h.store, record) if e.get("kind") == "approval.decided"]
+            assert [(d["tool"], d["decision"], d["by"]) for d in decided] == [(CREATE, "approved", "U_OWNER")]
             log_text = (h.store.state_dir(record) / "logs" / "execution.jsonl").read_text()
             assert "s3cret-token-value" not in log_text
 
@@ -102,9 +121,11 @@ async def test_denied_call_is_not_made_and_the_model_is_told(project: Path, tmp_
             denied = await engine.pump(record, package, intent="continue", user_input=_approval(asked.widget, False))
             assert denied.phase is RunPhase.WAITING_USER and denied.assistant_text == NOT_CREATED
             assert tickets.read_text() == ""
-            request = h.llm.requests[-1]
-            note = json.loads(str(request["messages"][-1]["content"]).split("\n", 1)[1])
-            assert note["result"]["ok"] is False and note["result"]["code"] == "MCP_CALL_DENIED"
+            result = _tool_messages(h.llm.requests[-1])[-1]
+            assert result["ok"] is False and result["error"]["code"] == "MCP_CALL_DENIED"
+            assert "U_OWNER denied it" in result["error"]["message"]
+            decided = [e for e in _audit(h.store, record) if e.get("kind") == "approval.decided"]
+            assert [(d["decision"], d["by"]) for d in decided] == [("denied", "U_OWNER")]
             # a second answer to the same question changes nothing
             again = await engine.pump(record, package, intent="continue", user_input=_approval(asked.widget, True))
             assert again.phase is RunPhase.WAITING_USER
@@ -133,6 +154,10 @@ async def test_approval_survives_a_restart(project: Path, tmp_path: Path, ticket
             engine = Engine(h.store, h.runs, h.client, _settings(), ToolHost(second_hub))
             saved = h.runs.get(record.run_id)
             assert saved.phase is RunPhase.WAITING_USER
+            calls_before = len(h.llm.requests)
+            again = await engine.pump(saved, package, intent="resume")  # *resume before deciding: asked again
+            assert again.widget is not None and again.widget["widgetId"] == asked.widget["widgetId"]
+            assert len(h.llm.requests) == calls_before and tickets.read_text() == ""
             done = await engine.pump(saved, package, intent="continue", user_input=_approval(asked.widget, True))
             assert done.assistant_text == CREATED
             assert tickets.read_text() == "Fix the login page\n"
@@ -152,8 +177,9 @@ async def test_typing_instead_of_approving_leaves_the_call_unmade(project: Path,
             asked = await engine.pump(record, package, intent="continue", user_input="open a ticket")
             assert asked.widget is not None
             await engine.pump(record, package, intent="continue", user_input="never mind, look up T-1")
-            sent = [str(m.get("content")) for m in h.llm.requests[-1]["messages"] if m.get("role") == "user"]
-            assert any("MCP_CALL_DENIED" in text for text in sent)
+            request = next(r for r in h.llm.requests if "never mind" in str(r["messages"][-1].get("content")))
+            tool = request["messages"][-2]  # the held call's tool message, then what the owner typed
+            assert tool["role"] == "tool" and json.loads(tool["content"])["error"]["code"] == "MCP_CALL_DENIED"
             assert tickets.read_text() == ""
     finally:
         await hub.close()

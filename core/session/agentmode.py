@@ -1,4 +1,4 @@
-"""AgentMode dispatch (D§6.6): carry out what the CommandRouter resolved, for one agent of one package."""
+"""AgentMode: carry out what the CommandRouter resolved, for one agent of one package."""
 
 from __future__ import annotations
 

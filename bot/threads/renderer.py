@@ -1,16 +1,16 @@
-"""Posts one session call's outputs into its thread, keeping the thread's Slack bookkeeping up to date.
+"""The last step of a thread's work: one session call's outputs, drawn in its thread as they happen.
 
-Outputs arrive live (through `emit`, while a run pumps) and as the call's return value; each
-is rendered once. Run progress only redraws the status message; the end of the call redraws it
-from the run's stored snapshot (so coalesced edits never leave a stale view) and posts the
-completion or failure message when the run has just reached that phase.
+Outputs arrive once each, through `emit`, from the call's single output sink. Run progress only
+redraws the status message; `finish` (the end of the call) redraws it from the run's stored snapshot
+(so coalesced edits never leave a stale view) and posts the completion or failure message when the
+run has just reached that phase.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.api.events import LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
+from core.api.events import CommandProgress, LLMRetrying, NodeStarted, RunPhase, ToolExecuted, retry_note
 from core.api.sessions import (
     Clarify,
     Dismissed,
@@ -28,7 +28,7 @@ from core.api.sessions import (
 )
 from core.api.runs import RunSnapshot
 
-from ..render import blocks
+from ..render import blocks, command_card
 from ..native.agent_view import thread_title
 from ..base.actions import ButtonValue
 from ..render.message import SlackMessage
@@ -46,6 +46,8 @@ SnapshotSource = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
 
 class ThreadRenderer:
+    """Draws one session call in one thread: replies (streamed when the surface can), menus, the run's status."""
+
     def __init__(
         self,
         record: ThreadRecord,
@@ -69,7 +71,6 @@ class ThreadRenderer:
         self.fresh_status = fresh_status  # `*status`: post the status anew at the bottom of the thread
         self.phase_before = record.last_phase
         self.run_before = record.status_run_id
-        self._seen: set[int] = set()
         self._errors: list[ErrorOutput] = []
         self._note: str | None = None  # shown on the status while the model call is being retried
         self.posted = 0
@@ -156,18 +157,21 @@ class ThreadRenderer:
             if line:
                 surface.plans.note(event.run_id, output.snapshot.current_node_id, line)
                 surface.lines.working(key, line)
+        elif isinstance(event, CommandProgress):
+            node = output.snapshot.current_node_id
+            surface.plans.note(event.run_id, node, command_card.plan_line(event), replacing=command_card.plan_key(event))
+            if event.running:
+                surface.lines.working(key, command_card.status_line(event))
         elif isinstance(event, NodeStarted):
             surface.lines.working(key, f"Working on {event.title}")
         elif isinstance(event, LLMRetrying):
             surface.lines.working(key, retry_note(event))
 
     async def emit(self, output: Output) -> None:
+        """Draw one output of the call, as it happens."""
         if isinstance(output, ReplyDelta):
-            await self._piece(output)  # only ever emitted live; never kept, so never seen twice
+            await self._piece(output)
             return
-        if id(output) in self._seen:
-            return
-        self._seen.add(id(output))
         record = self.record
         if not isinstance(output, (Reply, RunProgress)):
             await self._end_stream()
@@ -175,43 +179,18 @@ class ThreadRenderer:
             record.epoch += 1
             await self.post(blocks.agent_picker(output.text, output.agents, key=self.key, epoch=record.epoch))
         elif isinstance(output, ShowMenu):
-            record.epoch += 1
-            await self.post(
-                blocks.menu(
-                    output.text,
-                    output.items,
-                    key=self.key,
-                    epoch=record.epoch,
-                    agent=output.agent,
-                    footer="Pick an item, or type its number, its trigger or what you want.",
-                )
-            )
-            if self.surface is not None and not record.session.run_id:
-                await self.surface.set_title(record.key, thread_title(f"{output.agent.icon} {output.agent.name}"))
+            await self._menu(output)
         elif isinstance(output, Clarify):
             record.epoch += 1
             await self.post(blocks.menu(output.text, output.candidates, key=self.key, epoch=record.epoch))
         elif isinstance(output, Reply):
             await self._reply(output)
         elif isinstance(output, RunStarted):
-            record.epoch += 1  # menus shown before the run are now out of date
-            snapshot = output.snapshot
-            if snapshot.phase == RunPhase.WAITING_USER and not snapshot.paused and snapshot.steps_done == 0:
-                snapshot = snapshot.model_copy(update={"phase": RunPhase.RUNNING})  # created, about to pump
-            if record.status_run_id == snapshot.run_id and record.status_ts:
-                await self._redraw(snapshot, *_weight(snapshot))  # the same run, re-bound: still one status message
-            else:
-                await self._new_status(snapshot)
-            if self.surface is not None:
-                await self.surface.set_title(record.key, thread_title(snapshot.agent_name, snapshot.workflow_name))
+            await self._run_started(output.snapshot)
         elif isinstance(output, RunProgress):
             await self._progress(output)
         elif isinstance(output, RunStatus):
-            if self.fresh_status or record.status_run_id != output.snapshot.run_id or not record.status_ts:
-                await self._new_status(output.snapshot)
-                self.fresh_status = False
-            else:
-                await self._redraw(output.snapshot, Priority.URGENT, _weight(output.snapshot)[1])  # asked for
+            await self._run_status(output.snapshot)
         elif isinstance(output, WidgetRequest):
             await self.post(widget_messages(output.widget, key=self.key, run_id=output.run_id or record.session.run_id))
         elif isinstance(output, Notice):
@@ -221,6 +200,36 @@ class ThreadRenderer:
         elif isinstance(output, Dismissed):
             record.epoch += 1
             await self.post([blocks.notice(output.text)])
+
+    async def _menu(self, output: ShowMenu) -> None:
+        record = self.record
+        record.epoch += 1
+        footer = "Pick an item, or type its number, its trigger or what you want."
+        await self.post(
+            blocks.menu(output.text, output.items, key=self.key, epoch=record.epoch, agent=output.agent, footer=footer)
+        )
+        if self.surface is not None and not record.session.run_id:
+            await self.surface.set_title(record.key, thread_title(f"{output.agent.icon} {output.agent.name}"))
+
+    async def _run_started(self, snapshot: RunSnapshot) -> None:
+        record = self.record
+        record.epoch += 1  # menus shown before the run are now out of date
+        if snapshot.phase == RunPhase.WAITING_USER and not snapshot.paused and snapshot.steps_done == 0:
+            snapshot = snapshot.model_copy(update={"phase": RunPhase.RUNNING})  # created, about to pump
+        if record.status_run_id == snapshot.run_id and record.status_ts:
+            await self._redraw(snapshot, *_weight(snapshot))  # the same run, re-bound: still one status message
+        else:
+            await self._new_status(snapshot)
+        if self.surface is not None:
+            await self.surface.set_title(record.key, thread_title(snapshot.agent_name, snapshot.workflow_name))
+
+    async def _run_status(self, snapshot: RunSnapshot) -> None:
+        record = self.record
+        if self.fresh_status or record.status_run_id != snapshot.run_id or not record.status_ts:
+            await self._new_status(snapshot)
+            self.fresh_status = False
+        else:
+            await self._redraw(snapshot, Priority.URGENT, _weight(snapshot)[1])  # asked for
 
     def _error(self, error: ErrorOutput) -> SlackMessage:
         retry = ButtonValue(s=self.key, x="retry") if error.retry else None
@@ -242,6 +251,8 @@ class ThreadRenderer:
 
     async def _progress(self, output: RunProgress) -> None:
         self._note_activity(output)
+        if isinstance(output.event, CommandProgress) and not output.event.running:
+            await self.post([command_card.result_message(output.event, key=self.key)])
         record = self.record
         if record.status_run_id != output.snapshot.run_id or not record.status_ts:
             await self._new_status(output.snapshot)

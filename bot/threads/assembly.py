@@ -1,0 +1,84 @@
+"""Builds the thread work from the bot's parts: each step gets the collaborators it uses, nothing more."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from core.api.runs import Engine, RunManager
+
+from ..access import AccessPolicy
+from ..completion.push import Deliveries
+from ..completion.feedback import FeedbackRecorder
+from ..completion.uploads import Uploads
+from ..config import BotConfig
+from ..native.surface import AgentSurface
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from .call_runner import CallRunner, Slots, local_slots
+from .channel_binding import BindingRuntime
+from .click_events import ClickEvents
+from .dedupe import Deduper
+from .form_events import FormEvents
+from .intake import ThreadIntake
+from .lanes import ThreadLanes
+from .store import ThreadStore
+from .text_events import TextEvents
+from .thread_notes import ThreadNotes
+from .thread_pipeline import ThreadPipeline
+from .thread_state import ThreadState
+from .upkeep import Upkeep
+
+if TYPE_CHECKING:
+    from ..replicas.handover import Handover
+    from ..replicas.threads import PostgresThreadStore
+
+
+def build_thread_work(
+    *,
+    config: BotConfig,
+    io: SlackIO,
+    store: ThreadStore | PostgresThreadStore,
+    lanes: ThreadLanes,
+    board: StatusBoard,
+    access: AccessPolicy,
+    bindings: dict[str, BindingRuntime],
+    engine: Engine,
+    runs: RunManager,
+    deduper: Deduper,
+    handover: Handover | None = None,
+    slots: Slots | None = None,
+    surface: AgentSurface | None = None,
+) -> ThreadIntake:
+    state = ThreadState(store=store, lanes=lanes, bindings=bindings, engine=engine, runs=runs, handover=handover)
+    notes = ThreadNotes(io, access)
+    deliveries = Deliveries(io, runs, config.git)
+    upkeep = Upkeep(
+        bindings=bindings, runs=runs, engine=engine, lanes=lanes, store=store, io=io,
+        resume_on_start=config.resume_on_start,
+    )
+    runner = CallRunner(
+        state=state,
+        io=io,
+        board=board,
+        slots=slots or local_slots(config.limits.max_concurrent_runs),
+        deliveries=deliveries,
+        surface=surface,
+        before_call=upkeep.maybe_tidy,
+    )
+    clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs), deliveries=deliveries)
+    forms = FormEvents(state=state, notes=notes, io=io)
+    text = TextEvents(config=config, store=store, access=access, deduper=deduper, notes=notes, io=io)
+    pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
+    return ThreadIntake(
+        config=config,
+        state=state,
+        lanes=lanes,
+        access=access,
+        notes=notes,
+        pipeline=pipeline,
+        clicks=clicks,
+        forms=forms,
+        feedback=FeedbackRecorder(runs, io),
+        handover=handover,
+        surface=surface,
+    )

@@ -1,0 +1,115 @@
+"""Runs one `ThreadCall`: a run slot when the call may ask the model, then the call on the channel's
+session service with one `OutputSink`, through which the thread's `ThreadRenderer` draws the outputs as
+they happen; when the call returns, the renderer finishes (status, completion) and the record is saved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..completion.push import Deliveries
+from ..base.thread import ThreadRecord
+from ..native.surface import AgentSurface
+from ..slack_io import SlackIO
+from ..status import StatusBoard
+from .renderer import ThreadRenderer
+from .output_sink import OutputSink, PhaseWatcher
+from .session_calls import ThreadCall, start
+from .thread_state import ThreadState
+
+
+class Slots(Protocol):
+    """The cap on concurrent model work: a local semaphore, or slots shared by replicas."""
+
+    def locked(self) -> bool: ...
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(self, *exc: Any) -> Any: ...
+
+
+class CallRunner:
+    def __init__(
+        self,
+        *,
+        state: ThreadState,
+        io: SlackIO,
+        board: StatusBoard,
+        slots: Slots,
+        deliveries: Deliveries,
+        surface: AgentSurface | None,
+        before_call: Callable[[], None],
+    ) -> None:
+        self.state = state
+        self.io = io
+        self.board = board
+        self.slots = slots
+        self.deliveries = deliveries  # `auto_push: true`
+        self.surface = surface  # streams, status line, plan, titles (None: plain posts and edits)
+        self.before_call = before_call  # e.g. the hourly worktree clean-up
+        self.phase_watchers: list[PhaseWatcher] = []  # told when a thread's run changes phase
+
+    def _renderer(self, call: ThreadCall) -> ThreadRenderer:
+        return ThreadRenderer(
+            call.record,
+            self.io,
+            self.board,
+            self.state.snapshot,
+            fresh_status=call.fresh_status,
+            surface=self.surface,
+            user=call.user,
+        )
+
+    async def run(self, call: ThreadCall) -> None:
+        """Run the call for the thread, draw its outputs, persist the record."""
+        if call.now:
+            await self._run_now(call)
+            return
+        record = call.record
+        lane = self.state.lanes.lane(record.key)
+        if lane is not None:
+            lane.live = record
+        self.before_call()
+        renderer = self._renderer(call)
+        sink = OutputSink(record, renderer, self.state.store, self.phase_watchers)
+        service = self.state.binding(record).service
+        lines = self.surface.lines if self.surface is not None else None
+        gated = call.call.gated
+        if lines is not None and (gated or call.reaction_ts):
+            lines.working(record.key, reaction_ts=call.reaction_ts)
+        try:
+            if gated:
+                if self.slots.locked():
+                    await renderer.show_queued()
+                async with self.slots:
+                    await start(service, record.session, call.call, sink)
+            else:
+                await start(service, record.session, call.call, sink)
+            await renderer.finish()
+            await self._auto_push(record, renderer, call.user)
+        finally:
+            await self.state.store.put(record)
+            if lines is not None:
+                lines.done(record.key)
+
+    async def _run_now(self, call: ThreadCall) -> None:
+        """Pause/stop a pumping run without waiting behind it; outputs go straight to the thread."""
+        service = self.state.binding(call.record).service
+        await start(service, call.record.session, call.call, self._renderer(call).emit)
+
+    async def _auto_push(self, record: ThreadRecord, renderer: ThreadRenderer, user: str) -> None:
+        """`auto_push: true`: a run that has just completed is delivered without the click."""
+        binding = self.state.binding(record)
+        run_id = renderer.completed_run
+        if run_id is None or binding.checkout is None or not binding.checkout.auto_push:
+            return
+        owner = record.session.owner or user
+        await self.deliveries.deliver(
+            record.key, binding.checkout, binding.packages, run_id, owner, completion_ts=renderer.completion_ts
+        )
+
+
+def local_slots(max_runs: int) -> Slots:
+    return asyncio.Semaphore(max_runs)

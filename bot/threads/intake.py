@@ -1,0 +1,196 @@
+"""Where Slack work enters the thread work: a reply, a click or a form answer becomes a `ThreadEvent`
+(typed text is parsed for its `*command` there, once) and is queued on the thread's lane, or, with
+replicas, in Postgres for whichever replica drives the thread, before Slack gets its ack.
+
+`*pause` / `*stop` of a pumping run skip the lane so they reach the run at once. What happens once
+the lane runs an event: bot.threads.thread_pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from functools import partial
+from typing import Any
+
+from ..access import AccessPolicy
+from ..base import actions as act
+from ..base.actions import ButtonValue, Clicked, FormContext
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey, ThreadRecord
+from ..completion.feedback import FeedbackRecorder
+from ..config import BotConfig
+from ..native.agent_view import suggested_prompts
+from ..native.surface import AgentSurface
+from ..replicas.callbacks import HandoverCallbacks
+from ..replicas.handover import Handover
+from .channel_binding import BindingRuntime
+from .click_events import ClickEvents
+from .form_events import FormEvents
+from .lanes import ThreadLanes
+from .output_sink import PhaseWatcher
+from .session_calls import URGENT_COMMANDS
+from .thread_notes import ThreadNotes
+from .thread_pipeline import ThreadPipeline
+from .thread_state import ThreadState
+
+BUSY_NOTE = (
+    "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
+)
+
+
+class ThreadIntake:
+    """The entry points of the thread work: what the Bolt listeners, `/crew` and the replica hand-over call."""
+
+    def __init__(
+        self,
+        *,
+        config: BotConfig,
+        state: ThreadState,
+        lanes: ThreadLanes,
+        access: AccessPolicy,
+        notes: ThreadNotes,
+        pipeline: ThreadPipeline,
+        clicks: ClickEvents,
+        forms: FormEvents,
+        feedback: FeedbackRecorder,
+        handover: Handover | None,
+        surface: AgentSurface | None,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.lanes = lanes
+        self.access = access
+        self.notes = notes
+        self.pipeline = pipeline
+        self.clicks = clicks
+        self.forms = forms
+        self.feedback = feedback
+        self.handover = handover  # replicas over Postgres: thread work goes through their shared queue
+        self.surface = surface
+
+    @property
+    def bindings(self) -> dict[str, BindingRuntime]:
+        return self.state.bindings
+
+    @property
+    def phase_watchers(self) -> list[PhaseWatcher]:
+        """Told when a thread's run changes phase (e.g. the owner's Home tab)."""
+        return self.pipeline.runner.phase_watchers
+
+    def handover_callbacks(self) -> HandoverCallbacks:
+        """What the replica hand-over calls: events it takes out of the shared queue come back here."""
+        return HandoverCallbacks(
+            run_event=self.pipeline.run_event,
+            control_signal=self.control_signal,
+            idle_run=self.state.idle_run,
+            resume_thread=self.pipeline.resume,
+            stop_local_runs=self.state.stop_local_runs,
+        )
+
+    async def on_text(
+        self, key: ThreadKey, user: str, text: str, message_ts: str, *, opening: bool, dedupe: list[str]
+    ) -> None:
+        """A thread reply, a mention or a DM, queued for the thread (before Slack gets its ack)."""
+        event = ThreadEvent(
+            kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
+        )
+        command = event.command
+        if self.handover is not None:
+            signal = None
+            if command in URGENT_COMMANDS or command is None:
+                # Reaches the replica pumping the run, if any: it stops the run, or says the reply waits.
+                # The command alone: a NOTIFY payload is limited to 8000 bytes.
+                signal = event.model_copy(update={"text": f"*{command}" if command else ""})
+            await self.handover.push(event, signal)
+            return
+        live = self._pumping(key)
+        if live is not None:
+            if command in URGENT_COMMANDS:
+                self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{key}")
+                return
+            if command is None and self.access.may_act(user, live.session).allowed:
+                # Queued behind the pump; the user is told why nothing happens yet.
+                self.lanes.spawn(self.notes.refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
+        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+
+    async def on_click(
+        self,
+        kind: str,
+        value: ButtonValue,
+        *,
+        user: str,
+        channel: str,
+        trigger_id: str | None,
+        clicked: Clicked | None = None,
+    ) -> None:
+        key = ThreadKey.parse(value.s)
+        if key is None or key.channel != channel:
+            return  # not a value we produced for this channel
+        if kind == act.FORM:
+            self.lanes.spawn(self.forms.open_form(key, value, user, trigger_id, clicked), name=f"form:{key}")
+            return
+        if kind == act.ARTIFACT:
+            self.lanes.spawn(self.clicks.upload(key, value, user), name=f"upload:{key}")
+            return
+        if kind == act.FEEDBACK:
+            self.lanes.spawn(self.feedback.record(key, value, user), name=f"feedback:{key}")
+            return
+        if not self.clicks.handles(kind):
+            return
+        event = ThreadEvent(kind="click", thread=str(key), user=user, click=kind, value=value, clicked=clicked)
+        urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
+        if self.handover is not None:
+            event.dedupe = [f"click:{uuid.uuid4().hex}"]  # the urgent path and the queued one share it
+            # The signal leaves the clicked message out: a NOTIFY payload is limited to 8000 bytes.
+            await self.handover.push(event, event.model_copy(update={"clicked": None}) if urgent else None)
+            return
+        live = self._pumping(key) if urgent else None
+        if live is not None:
+            self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{key}")
+            return
+        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+
+    async def form_check(
+        self, context: FormContext, user: str
+    ) -> tuple[ThreadRecord | None, dict[str, Any] | None, str]:
+        """A modal submission, checked before it is acknowledged: (record, pending widget, refusal)."""
+        return await self.forms.check(context, user)
+
+    async def on_form(self, context: FormContext, answer: Any, user: str) -> None:
+        key = ThreadKey.parse(context.s)
+        if key is None:
+            return
+        event = ThreadEvent(kind="form", thread=str(key), user=user, form=context, answer=answer)
+        if self.handover is not None:
+            await self.handover.push(event)
+            return
+        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+
+    def control_signal(self, event: ThreadEvent) -> None:
+        """A pause/stop sent to any replica: acted on here if this replica pumps the thread's run."""
+        live = self._pumping(event.key)
+        if live is None:
+            return
+        if event.kind == "click" or event.command in URGENT_COMMANDS:
+            self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{event.key}")
+        elif event.kind == "text" and not event.text and self.access.may_act(event.user, live.session).allowed:
+            self.lanes.spawn(self.notes.refuse(event.key, event.user, BUSY_NOTE), name=f"busy:{event.key}")
+
+    async def suggested_prompts(self, channel: str) -> list[dict[str, str]]:
+        """Prompts for the DM `channel`: its binding's agents and most used workflow items."""
+        binding = self.bindings.get(self.config.binding_name(channel)) or self.bindings["default"]
+        runs = await asyncio.wait_for(asyncio.to_thread(self.state.runs.list, binding.project), 10)
+        return suggested_prompts(binding.packages, runs)
+
+    async def open_checkouts(self) -> None:
+        await self.pipeline.upkeep.open_checkouts()
+
+    async def resume_interrupted(self) -> int:
+        """Runs left `running` by a previous process: resume them (or offer Resume). Returns how many."""
+        return await self.pipeline.upkeep.resume_interrupted(self.pipeline.resume)
+
+    def _pumping(self, key: ThreadKey) -> ThreadRecord | None:
+        """The thread's live record, if its run is pumping here."""
+        live = self.state.live(key)
+        return live if live is not None and self.state.pumping(live) else None

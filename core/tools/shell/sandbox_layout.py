@@ -1,0 +1,107 @@
+"""What a command sees inside the sandbox: which host folders appear where, and what is hidden.
+
+The project is `/@project` and the package `/@pkg`, so `@project/…` in a command line becomes
+`/@project/…` and output shows aliases again, never a host path. A linked git worktree gets the
+main repository's `.git` read-only at `/@git`, so `git status`, `diff` and `log` work inside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROJECT = "/@project"
+PKG = "/@pkg"
+GIT = "/@git"
+HOME = "/tmp/home"
+TOOLS_BIN = "/opt/crewagent/bin"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
+SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")  # host keys: readable by a bot running as root
+_ALIAS = re.compile(r"(?<![\w@/.$-])@(project|pkg)(?=/|\b|$)")
+
+
+@dataclass(frozen=True)
+class GitLink:
+    """A linked worktree: its main repository's `.git`, and the worktree's own folder inside it."""
+
+    common_dir: Path
+    worktree_name: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    project: Path  # real, the run's worktree or project folder
+    pkg: Path  # real
+    git: GitLink | None = None
+    toolchain: tuple[Path, ...] = ()  # read-only at the same path
+    extra_read_only: tuple[tuple[str, str], ...] = ()  # (host, inside)
+    hidden: tuple[Path, ...] = ()  # masked if they fall inside something visible
+    uv: Path | None = None
+    replacements: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def inside(self, rel: str) -> str:
+        return f"{PROJECT}/{rel}" if rel else PROJECT
+
+
+def layout_for(project: Path, pkg: Path, *, toolchain: tuple[str, ...] = (),
+               extra_read_only: tuple[tuple[str, str], ...] = (), hidden: tuple[str, ...] = (),
+               uv: Path | None = None) -> Layout:
+    """Blocking (reads the worktree's `.git`): call it from a thread."""
+    real_project = Path(os.path.realpath(project))
+    real_pkg = Path(os.path.realpath(pkg))
+    git = _git_link(real_project)
+    replacements = [(str(real_project), "@project"), (str(real_pkg), "@pkg")]
+    if git is not None:
+        replacements.append((str(git.common_dir), "@project/.git"))
+    replacements += [(PROJECT, "@project"), (PKG, "@pkg"), (GIT, "@project/.git")]
+    return Layout(
+        project=real_project, pkg=real_pkg, git=git,
+        toolchain=tuple(Path(os.path.realpath(t)) for t in toolchain if os.path.isdir(t)),
+        extra_read_only=tuple((os.path.realpath(h), i) for h, i in extra_read_only if os.path.exists(h)),
+        hidden=tuple(Path(os.path.realpath(h)) for h in hidden if h),
+        uv=uv, replacements=tuple(sorted(replacements, key=lambda r: -len(r[0]))),
+    )
+
+
+def translate(line: str, *, project: str = PROJECT, pkg: str = PKG) -> str:
+    """`@project/x` and `@pkg/y` written as words of the command line, as paths inside the sandbox."""
+    return _ALIAS.sub(lambda m: project if m.group(1) == "project" else pkg, line)
+
+
+def scrub(text: str, layout: Layout) -> str:
+    """Output with every known host path (and the sandbox's own mount points) shown as aliases."""
+    for real, alias in layout.replacements:
+        if real in text:
+            text = text.replace(real, alias)
+    return text
+
+
+def path_inside(layout: Layout, extra: tuple[str, ...] = ()) -> str:
+    bins = [str(t / "bin") for t in layout.toolchain if (t / "bin").is_dir()]
+    return ":".join([*extra, *bins, TOOLS_BIN, SYSTEM_PATH])
+
+
+def _git_link(project: Path) -> GitLink | None:
+    """The main repository behind a linked worktree's `.git` file, when it is one."""
+    dot_git = project / ".git"
+    try:
+        if not dot_git.is_file():
+            return None
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = Path(os.path.realpath(project / text[len("gitdir:"):].strip()))
+    try:
+        common_rel = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    common = Path(os.path.realpath(git_dir / common_rel))
+    if git_dir.parent != common / "worktrees":
+        return None
+    return GitLink(common_dir=common, worktree_name=git_dir.name)
