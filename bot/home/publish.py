@@ -112,7 +112,7 @@ class HomePublisher:
         try:
             looking = await self.seen.seen([viewer_key(user)])
         except Exception:
-            log.warning("could not tell whether the Home tab is open", exc_info=True)
+            log.warning("could not tell whether %s has the Home tab open", user, exc_info=True)
             return
         if looking:
             self.schedule(user)
@@ -143,7 +143,7 @@ class HomePublisher:
             try:
                 await self.publish(user)
             except Exception:
-                log.exception("home view not published")
+                log.exception("home view of %s not published", user)
             await asyncio.sleep(1.0 / self.rate if self.rate > 0 else 0)
 
     async def idle(self, timeout: float | None = None) -> bool:
