@@ -8,16 +8,36 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import NamedTuple
 
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from core.api.stores import check_url, open_pool, PostgresRuntimeStore
 
+from ..base.thread import ThreadKey
+from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
+from ..render import blocks
+from ..slack_io import SlackIO
+from .callbacks import Lanes
+from .handover import Handover
+from .journal import EventJournal
 from .membership import Replicas
+from .outbox_table import PostgresLedger
+from .slots import GlobalSlots
 from .tables import REPLICA_SCHEMA
+from .threads import PostgresThreadStore
 
 SEND_FLUSH_TIMEOUT = 2.0  # seconds the outbox waits for run writes to reach Postgres before it tries later
+
+
+class ReplicaParts(NamedTuple):
+    """What a replicated bot shares through Postgres, beside the run store."""
+
+    threads: PostgresThreadStore
+    handover: Handover
+    slots: GlobalSlots
+    outbox: Courier
 
 
 class SharedStore:
@@ -47,6 +67,19 @@ class SharedStore:
             sync_pool.close()
             raise
         return cls(url, runtime, sync_pool, lease_seconds)
+
+    def parts(self, lanes: Lanes, io: SlackIO, max_runs: int) -> ReplicaParts:
+        """The thread store, hand-over, model cap and outbox, wired to this store's pool and replica."""
+        replicas = self.replicas
+        ledger = PostgresLedger(self.pool, replicas)
+        outbox = Courier(io.client, ledger, before_send=self.flush_before_send, adopt_every=replicas.lease_seconds)
+
+        async def say(key: ThreadKey, text: str) -> None:  # not through the outbox: its store is the one away
+            await io.post(key.channel, key.thread_ts, blocks.notice(text), durable=False)
+
+        journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
+        handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
+        return ReplicaParts(PostgresThreadStore(self.pool), handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)

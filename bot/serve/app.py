@@ -57,8 +57,7 @@ from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
 from ..native.surface import AgentSurface
-from ..base.thread import ThreadKey, ThreadRecord
-from ..render import blocks
+from ..base.thread import ThreadRecord
 from ..threads.store import ThreadStore
 
 if TYPE_CHECKING:
@@ -387,7 +386,7 @@ def _build(
     handover: Handover | None = None
     slots: GlobalSlots | None = None
     if shared is not None:
-        thread_store, handover, slots, outbox = _replica_parts(shared, lanes, io, config.limits.max_concurrent_runs)
+        thread_store, handover, slots, outbox = shared.parts(lanes, io, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
         outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
@@ -477,25 +476,3 @@ def _build(
     bot.home = home
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot
-
-
-def _replica_parts(
-    shared: SharedStore, lanes: ThreadLanes, io: SlackIO, max_runs: int
-) -> tuple[PostgresThreadStore, Handover, GlobalSlots, Courier]:
-    """The thread store, hand-over, model cap and outbox that replicas share through Postgres."""
-    from ..replicas.handover import Handover
-    from ..replicas.journal import EventJournal
-    from ..replicas.outbox_table import PostgresLedger
-    from ..replicas.slots import GlobalSlots
-    from ..replicas.threads import PostgresThreadStore
-
-    replicas = shared.replicas
-    ledger = PostgresLedger(shared.pool, replicas)
-    outbox = Courier(io.client, ledger, before_send=shared.flush_before_send, adopt_every=replicas.lease_seconds)
-
-    async def say(key: ThreadKey, text: str) -> None:
-        await io.post(key.channel, key.thread_ts, blocks.notice(text), durable=False)
-
-    journal = EventJournal(shared.runtime.home / "slack" / "journal.sqlite")
-    handover = Handover(replicas, shared.runtime, lanes, journal=journal, outbox=outbox, say=say)
-    return PostgresThreadStore(shared.pool), handover, GlobalSlots(replicas, max_runs), outbox
