@@ -164,8 +164,8 @@ class CrewBot:
         return events_app(self._handle_http, self._health)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
-        if not self._prepared:  # still reaching Slack: Slack retries the delivery later
-            return web.Response(status=503, text="starting")
+        if not self._prepared or not self.lanes.accepting:  # starting or stopping: Slack delivers it again later
+            return web.Response(status=503, text="starting" if not self._prepared else "stopping")
         if not numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
             return web.Response(status=401, text="invalid request")
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
