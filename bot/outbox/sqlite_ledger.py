@@ -61,7 +61,7 @@ class SqliteLedger:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(str(self.path), timeout=5.0, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")  # an entry survives a power cut, not only a kill -9
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a kill -9 (a power cut may lose the last)
             db.executescript(SCHEMA)
             db.execute("DELETE FROM outbox WHERE state = 'given_up' AND done_at < ?", (time.time() - KEEP_GIVEN_UP,))
             db.commit()
