@@ -87,6 +87,43 @@ class GatedRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
         state.increment_current_attempt()
 
 
+# Calls that create something: asked again after a 5xx or a dropped connection, they may create it twice.
+# Their retries are the outbox's, which first looks in the thread for what may already be there.
+NOT_REPEATABLE = frozenset({"chat.postMessage", "chat.postEphemeral", "chat.startStream", "files.completeUploadExternal"})
+
+
+class RepeatableServerErrorRetryHandler(AsyncServerErrorRetryHandler):
+    """slack_sdk's 500/503 handler, for calls that may safely be made twice."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _method(request) in NOT_REPEATABLE:
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
+class RepeatableConnectionErrorRetryHandler(AsyncConnectionErrorRetryHandler):
+    """slack_sdk's dropped-connection handler, for calls that may safely be made twice."""
+
+    async def _can_retry_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if _method(request) in NOT_REPEATABLE:
+            return False
+        return await super()._can_retry_async(state=state, request=request, response=response, error=error)
+
+
 class PacedWebClient(AsyncWebClient):
     """AsyncWebClient whose calls wait while their method is rate limited (see RetryAfterGate)."""
 
@@ -101,13 +138,14 @@ class PacedWebClient(AsyncWebClient):
 
 
 def attach_retry_handlers(client: AsyncWebClient) -> None:
-    """slack_sdk's own handlers for 429 (waits Retry-After), 500/503 and reset connections (back-off)."""
+    """slack_sdk's own handlers for 429 (waits Retry-After), 500/503 and reset connections (back-off; not
+    for calls that would create something twice)."""
     gate = getattr(client, "gate", None)
     wanted: list[AsyncRetryHandler] = [
         GatedRateLimitRetryHandler(gate) if isinstance(gate, RetryAfterGate)
         else AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
-        AsyncServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
-        AsyncConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
+        RepeatableServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
+        RepeatableConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
     ]
     kinds = (AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler, AsyncConnectionErrorRetryHandler)
     client.retry_handlers[:] = [h for h in client.retry_handlers if not isinstance(h, kinds)] + wanted

@@ -54,7 +54,7 @@ async def test_posts_made_during_an_outage_are_shown_in_order_once_slack_is_back
         slack.recover()
         assert await sender.idle(30)
         assert texts(slack) == ["one", "two", "three"]
-        assert len(outage.answered) >= 3
+        assert outage.answered  # the first post met the dropped connection
         assert await sender.post("C1", THREAD, {"text": "four"}) is not None  # nothing waits: sent at once
 
 
