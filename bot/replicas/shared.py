@@ -10,7 +10,9 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
+import aiohttp
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from slack_sdk.errors import SlackApiError
 
 from core.api.stores import check_url, open_pool, PostgresRuntimeStore
 
@@ -18,7 +20,7 @@ from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
 from ..render import blocks
-from ..slack_io import SlackIO
+from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
 from .handover import Handover
 from .journal import EventJournal
@@ -27,6 +29,8 @@ from .outbox_table import PostgresLedger
 from .slots import GlobalSlots
 from .tables import REPLICA_SCHEMA
 from .threads import PostgresThreadStore
+
+log = logging.getLogger(__name__)
 
 SEND_FLUSH_TIMEOUT = 2.0  # seconds the outbox waits for run writes to reach Postgres before it tries later
 
@@ -74,8 +78,12 @@ class SharedStore:
         ledger = PostgresLedger(self.pool, replicas)
         outbox = Courier(io.client, ledger, before_send=self.flush_before_send, adopt_every=replicas.lease_seconds)
 
-        async def say(key: ThreadKey, text: str) -> None:  # not through the outbox: its store is the one away
-            await io.post(key.channel, key.thread_ts, blocks.notice(text), durable=False)
+        async def say(key: ThreadKey, text: str) -> None:
+            """Straight to Slack: the outbox's store is the one away, and the line shows nothing of a run."""
+            try:
+                await io.client.chat_postMessage(channel=key.channel, thread_ts=key.thread_ts, **blocks.notice(text).payload())
+            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+                log.warning("could not say that an event waits for the database", extra={"error": failure_code(exc)})
 
         journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
         handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
