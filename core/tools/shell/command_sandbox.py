@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +42,18 @@ class SandboxState:
         return self.problem is None
 
 
-_states: dict[str, SandboxState] = {}  # by `commands.sandbox`; two first callers may both test, harmlessly
+_states: dict[str, tuple[SandboxState, float]] = {}  # by `commands.sandbox`: the state and when it was tested
+RETEST_SECONDS = 60.0  # a failed self-test is tried again after this (a busy machine may have timed it out)
 
 
 async def sandbox_state(config: CommandsConfig) -> SandboxState:
-    """The backend for this config, self-tested once per process."""
-    state = _states.get(config.sandbox)
-    if state is None:
-        state = _states[config.sandbox] = await _self_test(config)
+    """The backend for this config, self-tested once per process (again now and then while it fails).
+    Two first callers may both test, harmlessly."""
+    known = _states.get(config.sandbox)
+    if known is not None and (known[0].usable or time.monotonic() - known[1] < RETEST_SECONDS):
+        return known[0]
+    state = await _self_test(config)
+    _states[config.sandbox] = (state, time.monotonic())
     return state
 
 
