@@ -158,24 +158,31 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
     cgroup_ok = os.geteuid() == 0 and await asyncio.to_thread(_cgroup_works)
     state = SandboxState("bwrap", program, None, cgroup_ok)
-    with tempfile.TemporaryDirectory(prefix="crewagent-selftest-") as folder:
-        root = Path(folder)
-        (root / "project").mkdir()
-        (root / "pkg").mkdir()
+    root = Path(await asyncio.to_thread(_scratch))
+    capture = OutputCapture(4096)
+    try:
         layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
-        capture = OutputCapture(4096)
-        try:
-            prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
-                                               layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
-                                               "", 10)
-            finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
-        except OSError as exc:
-            return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
+        prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
+                                           layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
+                                           "", 10)
+        finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
+    except OSError as exc:
+        return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
     stdout, stderr, _ = capture.render()
     if finished.exit_code == 0 and _PROBE_TEXT in stdout:
         return state
     detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
     return SandboxState("bwrap", program, f"{detail}; {DOCKER_FIX}")
+
+
+def _scratch() -> str:
+    """A throw-away project and package for the self-test."""
+    folder = tempfile.mkdtemp(prefix="crewagent-selftest-")
+    for name in ("project", "pkg"):
+        os.mkdir(os.path.join(folder, name))
+    return folder
 
 
 def _cgroup_works() -> bool:
