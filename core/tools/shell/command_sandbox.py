@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +42,18 @@ class SandboxState:
         return self.problem is None
 
 
-_states: dict[str, SandboxState] = {}  # by `commands.sandbox`; two first callers may both test, harmlessly
+_states: dict[str, tuple[SandboxState, float]] = {}  # by `commands.sandbox`: the state and when it was tested
+RETEST_SECONDS = 60.0  # a failed self-test is tried again after this (a busy machine may have timed it out)
 
 
 async def sandbox_state(config: CommandsConfig) -> SandboxState:
-    """The backend for this config, self-tested once per process."""
-    state = _states.get(config.sandbox)
-    if state is None:
-        state = _states[config.sandbox] = await _self_test(config)
+    """The backend for this config, self-tested once per process (again now and then while it fails).
+    Two first callers may both test, harmlessly."""
+    known = _states.get(config.sandbox)
+    if known is not None and (known[0].usable or time.monotonic() - known[1] < RETEST_SECONDS):
+        return known[0]
+    state = await _self_test(config)
+    _states[config.sandbox] = (state, time.monotonic())
     return state
 
 
@@ -153,24 +158,31 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
     cgroup_ok = os.geteuid() == 0 and await asyncio.to_thread(_cgroup_works)
     state = SandboxState("bwrap", program, None, cgroup_ok)
-    with tempfile.TemporaryDirectory(prefix="crewagent-selftest-") as folder:
-        root = Path(folder)
-        (root / "project").mkdir()
-        (root / "pkg").mkdir()
+    root = Path(await asyncio.to_thread(_scratch))
+    capture = OutputCapture(4096)
+    try:
         layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
-        capture = OutputCapture(4096)
-        try:
-            prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
-                                               layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
-                                               "", 10)
-            finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
-        except OSError as exc:
-            return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
+        prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
+                                           layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
+                                           "", 10)
+        finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
+    except OSError as exc:
+        return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
     stdout, stderr, _ = capture.render()
     if finished.exit_code == 0 and _PROBE_TEXT in stdout:
         return state
     detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
     return SandboxState("bwrap", program, f"{detail}; {DOCKER_FIX}")
+
+
+def _scratch() -> str:
+    """A throw-away project and package for the self-test."""
+    folder = tempfile.mkdtemp(prefix="crewagent-selftest-")
+    for name in ("project", "pkg"):
+        os.mkdir(os.path.join(folder, name))
+    return folder
 
 
 def _cgroup_works() -> bool:

@@ -25,9 +25,9 @@ def _model(body: Body) -> Reply:
     results = previous_results(body)
     if results:
         return Reply(content="Result: " + json.dumps(results[-1]))
-    if "make it" in last_user(body):
+    if last_user(body) == "make it":
         return calls(("shell_run", {"command": "echo made > made.txt && cat made.txt"}))
-    if "again" in last_user(body):
+    if last_user(body) == "and a second one":
         return calls(("shell_run", {"command": "echo twice > second.txt"}))
     return Reply(content="What should I run?")
 
@@ -62,7 +62,7 @@ async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(pr
         assert result["ok"] is True and result["exitCode"] == 0 and result["stdout"] == "made\n"
         assert (project / "made.txt").read_text() == "made\n" and done.widget is None
 
-        asked = await h.engine.pump(record, package, intent="continue", user_input="again")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="and a second one")
         assert asked.widget is not None
         await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "deny"))
         result = _results(h)[-1]
@@ -71,5 +71,6 @@ async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(pr
         log = h.store.state_dir(record) / "logs" / "execution.jsonl"
         events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
         ran = [e for e in events if e.get("kind") == "command.run"]
-        assert [(e["command"], e["approvedBy"], e.get("exitCode")) for e in ran] == [
-            ("echo made > made.txt && cat made.txt", "U_OWNER", 0)]
+        assert [(e["command"], e["approvedBy"], e.get("exitCode"), e.get("deniedBy")) for e in ran] == [
+            ("echo made > made.txt && cat made.txt", "U_OWNER", 0, None),
+            ("echo twice > second.txt", None, None, "U_OWNER")]  # the denial is audited too
