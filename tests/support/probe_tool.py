@@ -53,9 +53,9 @@ def commands_model(body: Body) -> Reply:
         return Reply(content="Diffed twice. What next?")
     if results and (results[-1].get("error") or {}).get("code") == "COMMAND_DENIED":
         return Reply(content="Not removed. What next?")
-    if "diff please" in last:
+    if last == "diff please":
         return calls((PROBE, {"command": "git diff --stat"}))
-    if "once more" in last:
+    if last == "once more":
         return calls((PROBE, {"command": "git diff main"}), (PROBE, {"command": "rm -rf build"}))
     return Reply(content=ASK)
 

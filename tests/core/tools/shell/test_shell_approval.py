@@ -25,9 +25,9 @@ def _model(body: Body) -> Reply:
     results = previous_results(body)
     if results:
         return Reply(content="Result: " + json.dumps(results[-1]))
-    if last_user(body) == "make it":
+    if last_user(body) == "make it":  # exact: the step's own text may hold any word
         return calls(("shell_run", {"command": "echo made > made.txt && cat made.txt"}))
-    if last_user(body) == "and a second one":
+    if last_user(body) == "again":
         return calls(("shell_run", {"command": "echo twice > second.txt"}))
     return Reply(content="What should I run?")
 
@@ -50,7 +50,8 @@ async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(pr
         h.llm.responder = _model
         package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
         record = h.runs.create(package, "hello-linear", "analyst", project)
-        await h.engine.pump(record, package, intent="start")
+        started = await h.engine.pump(record, package, intent="start")
+        assert started.widget is None
         asked = await h.engine.pump(record, package, intent="continue", user_input="make it")
         assert asked.widget is not None and asked.widget["kind"] == "command"
         assert "echo made > made.txt" in asked.widget["message"]
@@ -62,7 +63,7 @@ async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(pr
         assert result["ok"] is True and result["exitCode"] == 0 and result["stdout"] == "made\n"
         assert (project / "made.txt").read_text() == "made\n" and done.widget is None
 
-        asked = await h.engine.pump(record, package, intent="continue", user_input="and a second one")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="again")
         assert asked.widget is not None
         await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "deny"))
         result = _results(h)[-1]
@@ -73,4 +74,5 @@ async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(pr
         ran = [e for e in events if e.get("kind") == "command.run"]
         assert [(e["command"], e["approvedBy"], e.get("exitCode"), e.get("deniedBy")) for e in ran] == [
             ("echo made > made.txt && cat made.txt", "U_OWNER", 0, None),
-            ("echo twice > second.txt", None, None, "U_OWNER")]  # the denial is audited too
+            ("echo twice > second.txt", None, None, "U_OWNER"),  # a denied command is audited too
+        ]
