@@ -437,22 +437,9 @@ def _build(
         stream_interval=config.limits.stream_flush_interval,
     )
     dispatcher = build_thread_work(
-        config=config,
-        io=io,
-        store=thread_store,
-        lanes=lanes,
-        board=board,
-        access=access,
-        bindings=bindings,
-        engine=engine,
-        runs=runs,
-        deduper=deduper,
-        handover=handover,
-        slots=slots,
-        surface=surface,
+        config=config, io=io, store=thread_store, lanes=lanes, board=board, access=access, bindings=bindings,
+        engine=engine, runs=runs, deduper=deduper, handover=handover, slots=slots, surface=surface,
     )
-    if handover is not None:  # replicas: events come back from the shared queue to this dispatcher
-        handover.connect(dispatcher.handover_callbacks())
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,

@@ -1,4 +1,5 @@
-"""Builds the thread work from the bot's parts: each step gets the collaborators it uses, nothing more."""
+"""Builds the thread work from the bot's parts: each step gets the collaborators it uses, nothing more;
+with replicas, the hand-over is connected to it."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def build_thread_work(
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(config=config, store=store, access=access, deduper=deduper, notes=notes, io=io)
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
-    return ThreadIntake(
+    intake = ThreadIntake(
         config=config,
         state=state,
         lanes=lanes,
@@ -82,3 +83,6 @@ def build_thread_work(
         handover=handover,
         surface=surface,
     )
+    if handover is not None:  # replicas: events come back from the shared queue to this replica's pipeline
+        handover.connect(intake.handover_callbacks())
+    return intake

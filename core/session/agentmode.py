@@ -89,7 +89,7 @@ def _request(cmd: ResolvedCommand, text: str) -> str:
 
 
 async def _data_messages(deps: Deps, package: Package, agent: Agent, cmd: ResolvedCommand) -> list[str]:
-    """menuItem.data is loaded before the handler runs (D§9.3); failure stops the command."""
+    """A menu item's `data` file is loaded before its handler runs; a failure to load it stops the command."""
     if cmd.data is None:
         return []
     policy = effective_policy(deps.engine.settings.system_policy, agent)

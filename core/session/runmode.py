@@ -1,7 +1,7 @@
 """RunMode: bind a conversation to a workflow run and pump the engine (its events become outputs in run_outputs).
 
-A finished run keeps the session in RunMode (post-completion chat, D§7). The run controls here are
-the same whether the user typed `*pause` or pressed a button.
+A finished run keeps the session in RunMode, so the user can keep talking about its results. The run
+controls here are the same whether the user typed `*pause` or pressed a button.
 """
 
 from __future__ import annotations
