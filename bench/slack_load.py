@@ -133,7 +133,7 @@ SAMPLE_BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("Slack Web API calls (slack_sdk + aiohttp)", ("/slack_sdk/", "/bot/slack_io.py")),
     ("Block Kit rendering", ("/bot/render/",)),
     ("tools (fs_*), besides their writes", ("/core/tools/",)),
-    ("run records + run index (core/store/runs.py, core/store/files.py)", ("/core/store/runs.py", "/core/store/files.py")),
+    ("run records + run index (core/store/run_manager.py, core/store/files.py)", ("/core/store/run_manager.py", "/core/store/files.py")),
     ("conversation history + audit events", ("/core/store/history.py", "/core/run/reporter.py", "/core/run/tool_round.py")),
     ("session service (core/session)", ("/core/session/",)),
     ("engine: prompts, pump", ("/core/",)),

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from tests.support.shared_files import BMAD_V6_SRC, REFERENCE_SCHEMAS, missing_reason
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
 WAIT = 60

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("psycopg", "psycopg_pool", "re2", "openai", "mcp", "core.bmad_import")
 
 

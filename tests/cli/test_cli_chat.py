@@ -15,8 +15,8 @@ from cli import chat_cmd
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.processes import Spawner
 from tests.support.scripts import EXAMPLES, STORY_KEY, script_create_story, script_hello_branch
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def feeder(lines: list[str]) -> tuple[list[str], chat_cmd.ReadLine]:

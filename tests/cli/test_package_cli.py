@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from tests.support.package_files import EXAMPLES, edit_json, make_package
+from tests.support.package_files import edit_json, make_package
+from tests.support.paths import EXAMPLES
 
 
 @pytest.mark.parametrize(

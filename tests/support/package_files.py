@@ -8,8 +8,6 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
 
 def write_json(path: Path, doc: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -43,8 +43,8 @@ from core.store.run_manager import RunManager
 from core.store.runs_model import RunRecord
 from core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import Reply, ScriptedLLM
+from tests.support.paths import EXAMPLES
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 STORY_KEY = "1-2-user-authentication"
 """What the user answers when create-story-micro asks which story to prepare."""

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 BMAD_V6_SRC = FIXTURES / "bmad-method-v6.0.0" / "src"

@@ -154,7 +154,7 @@ def test_validate_rejects_hostile_documents_with_a_readable_problem(
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err and "RecursionError" not in out + err
     assert any(line.startswith(f"{file}: ") and message in line for line in out.splitlines()), out
-    assert out.splitlines()[-1] == "INVALID pkg: 1 error"
+    assert out.splitlines()[-1] == f"INVALID {root}: 1 error"  # the path as it was typed
     with pytest.raises(PackageInvalid):
         load_package(root)
 

@@ -11,7 +11,6 @@ import pytest
 from core.package.archive import pack_package
 from core.package.loader import PackageInvalid, load_package, validate_path
 from tests.support.package_files import (
-    EXAMPLES,
     edit_json,
     make_multi_package,
     make_package,
@@ -19,6 +18,7 @@ from tests.support.package_files import (
     template_text,
     zip_entries,
 )
+from tests.support.paths import EXAMPLES
 
 
 @pytest.mark.parametrize(

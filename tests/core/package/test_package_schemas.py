@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from core.base.frontmatter import parse
 from core.schemas import NAMES, validator
 from tests.support.shared_files import REFERENCE_SCHEMAS, needs
-from tests.support.package_files import EXAMPLES
+from tests.support.paths import EXAMPLES
 
 REFERENCE = REFERENCE_SCHEMAS
 

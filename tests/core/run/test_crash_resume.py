@@ -28,7 +28,6 @@ from tests.support.scripts import (
     current_node,
 )
 
-REPO = Path(__file__).resolve().parents[3]
 ORDER = [
     "step-01-select-story",
     "step-02-discover-inputs",

@@ -35,7 +35,8 @@ from tests.support.scripts import (
 )
 from tests.support.fakes.llm_server import ErrorReply, Reply, ReplyLike, ScriptedLLM
 from tests.support.bot_harness import artifact_paths, bot_harness, is_status, message_text
-from tests.support.package_files import EXAMPLES, edit_json, make_multi_package, step_text
+from tests.support.package_files import edit_json, make_multi_package, step_text
+from tests.support.paths import EXAMPLES
 
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
 CHILD_NODES = ["party-01-voices", "party-02-choose", "party-99-wrap"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from core.package.loader import load_package
 from core.package.models import Agent, Graph, Node, Workflow
 from core.session.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
 from tests.support.shared_files import BMAD_V6_SRC, require
+from tests.support.paths import EXAMPLES
 
 
 @dataclass(frozen=True)
@@ -422,7 +422,7 @@ def test_real_bmad_pm_classic_item_is_refused_with_its_reason() -> None:
 
 
 def test_the_readme_phrase_starts_create_story_in_the_example_package() -> None:
-    package = load_package(Path(__file__).resolve().parents[3] / "examples" / "create-story-micro")
+    package = load_package(EXAMPLES / "create-story-micro")
     sm = package.agent("sm")
     assert sm is not None
     cmd = resolve(sm, "make the next story", surface="web", workflows=package.workflows)

@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ._server import LoopbackServer
 from .socket_mode import SocketModeServer
+from tests.support.paths import REPO
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 APP_TOKEN = "xapp-1-A1-fake-app-token"
@@ -41,7 +42,7 @@ RESPONSE_URL = "response_url"
 STREAMED = "streamed"
 """Recorded when a stream is finished (chat.stopStream): the whole message as users now see it."""
 
-MANIFEST = Path(__file__).resolve().parents[3] / "manifest.yml"
+MANIFEST = REPO / "manifest.yml"
 
 # The bot scopes that let a token call each method (any one of them), as Slack's method pages list them.
 METHOD_SCOPES: dict[str, frozenset[str]] = {

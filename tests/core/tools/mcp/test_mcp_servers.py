@@ -21,6 +21,7 @@ from core.tools.mcp.hub import McpHub
 from core.tools.registry import ToolHost
 from tests.support.mcp.tracker import TRACKER_SERVER, tracker_config
 from tests.support.processes import free_port, group_alive
+from tests.support.paths import REPO
 
 
 def _alive(pid: int) -> bool:
@@ -218,7 +219,7 @@ async def test_arguments_are_checked_against_the_schema_and_other_servers_are_ou
 
 
 async def test_no_orphan_after_kill_9_of_the_process_that_started_it(tickets: Path, spawn) -> None:
-    repo = Path(__file__).resolve().parents[4]
+    repo = REPO
     holder = await spawn(sys.executable, "-m", "tests.support.mcp.holder", str(tickets), cwd=str(repo),
                          stdout=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(repo)})
     assert holder.stdout is not None
