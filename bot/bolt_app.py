@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.middleware.authorization.async_single_team_authorization import AsyncSingleTeamAuthorization
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
@@ -36,3 +37,10 @@ class CrewBoltApp(AsyncApp):
             self.own_edits_dropped += 1
             return BoltResponse(status=200, body="")
         return await super().async_dispatch(req)
+
+    def remember_identity(self, auth_test: Any) -> None:
+        """Hand Bolt the bot's auth.test answer from start-up. Bolt otherwise asks Slack on the first
+        event, and if the Web API is down just then it answers that event with a 200 and drops it."""
+        for middleware in self._async_middleware_list:
+            if isinstance(middleware, AsyncSingleTeamAuthorization) and middleware.auth_test_result is None:
+                middleware.auth_test_result = auth_test

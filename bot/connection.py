@@ -141,9 +141,9 @@ async def until_reached(
     raise AssertionError("unreachable: Backoff.delays() never ends")
 
 
-async def check_bot_token(client: AsyncWebClient, backoff: Backoff) -> None:
-    """auth.test with SLACK_BOT_TOKEN (every Web API call the bot makes uses it)."""
-    await until_reached(
+async def check_bot_token(client: AsyncWebClient, backoff: Backoff) -> Any:
+    """auth.test with SLACK_BOT_TOKEN (every Web API call the bot makes uses it); Slack's answer."""
+    return await until_reached(
         client.auth_test, variable="SLACK_BOT_TOKEN", what="checking SLACK_BOT_TOKEN with Slack (auth.test)",
         backoff=backoff,
     )

@@ -1,7 +1,9 @@
 """The Web API calls the bot makes, each one failing soft: a Slack hiccup is logged, never raised into a turn.
 
 A failed post must not abort a run that already did its work; callers get None/False and go on.
-Rate limits are retried by slack_sdk's own retry handler.
+Short blips are retried inside each call by slack_sdk's own retry handlers: rate limits (honouring
+Retry-After), 5xx answers and dropped connections. What must reach a person even through a longer
+outage goes through the durable outbox (bot.outbox) instead of failing soft.
 """
 
 from __future__ import annotations
@@ -9,25 +11,63 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from slack_sdk.errors import SlackApiError, SlackRequestError
-from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.models.views import View
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .render.message import SlackMessage
 from .render.mrkdwn import defuse_mentions
+from .slack_client import attach_retry_handlers
 from .slack_send import CallBudget
 
 log = logging.getLogger(__name__)
 
 
-def _slack_error(exc: Exception) -> str:
+def failure_code(exc: BaseException) -> str:
+    """Slack's error code, or the kind of transport failure (for the log, never for the user)."""
     if isinstance(exc, SlackApiError):
-        return str(exc.response.get("error") or "slack_error")
+        try:
+            return str(exc.response.get("error") or f"http_{exc.response.status_code}")
+        except (AttributeError, TypeError):  # an answer that is not JSON (a proxy's error page)
+            return f"http_{getattr(exc.response, 'status_code', '?')}"
     return type(exc).__name__
+
+
+# Slack error codes that mean "not now", whatever HTTP status they came with.
+TRANSIENT_CODES = frozenset(
+    {"ratelimited", "service_unavailable", "internal_error", "fatal_error", "request_timeout", "timeout"}
+)
+
+
+def transient_failure(exc: BaseException | str) -> bool:
+    """True when a failure says Slack could not answer now (5xx, 429, a timeout, a dropped connection),
+    not that the call can never work (`invalid_blocks`, `channel_not_found`, `missing_scope`, …)."""
+    if isinstance(exc, str):
+        return False
+    if not isinstance(exc, SlackApiError):
+        return True
+    status = getattr(exc.response, "status_code", 200)
+    return status >= 500 or status == 429 or failure_code(exc) in TRANSIENT_CODES
+
+
+def retry_after(exc: BaseException) -> float:
+    """Seconds a 429 asked us to wait (0 when it did not say)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("Retry-After", 0)))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+class DurableSender(Protocol):
+    """The outbox (bot.outbox.courier): records a post or an edit, then sends it until Slack has it."""
+
+    async def post(self, channel: str, thread_ts: str | None, payload: dict[str, Any]) -> str | None: ...
+
+    async def update(self, channel: str, ts: str, payload: dict[str, Any]) -> bool: ...
 
 
 # Slack errors that asking again will not fix: the bot's setup or the channel must change first.
@@ -81,8 +121,10 @@ class SlackIO:
         self.before_send = before_send
         # chat.update's workspace budget (set by the status board): every edit counts, whoever makes it.
         self.edit_budget: CallBudget | None = None
-        if not any(isinstance(h, AsyncRateLimitErrorRetryHandler) for h in client.retry_handlers):
-            client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=3))
+        # What a person must see goes through it (set at start-up); without one, posts fail soft.
+        self.outbox: DurableSender | None = None
+        self.last_failure: BaseException | None = None  # the newest failed call's error, read right after it
+        attach_retry_handlers(client)
         # slack_sdk decides whether to format its debug lines (the whole request and response) from
         # `logger.level`, which is 0 for a logger without a level of its own, so it formats them on
         # every call only for logging to drop them. Giving its logger the level it has in effect
@@ -96,21 +138,34 @@ class SlackIO:
         try:
             return await coro
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("slack call failed", extra={"call": what, "error": _slack_error(exc)})
+            log.warning("slack call failed", extra={"call": what, "error": failure_code(exc)})
+            self.last_failure = exc
             return None
 
-    async def post(self, channel: str, thread_ts: str | None, message: SlackMessage) -> str | None:
-        """Post in a thread; returns the new message's ts."""
+    async def post(
+        self, channel: str, thread_ts: str | None, message: SlackMessage, *, durable: bool = True
+    ) -> str | None:
+        """Post in a thread; returns the new message's ts (None: not shown yet, or refused).
+
+        `durable`: through the outbox, so it is shown once Slack can take it (a status message whose
+        newer drawings follow anyway is not)."""
+        if durable and self.outbox is not None:
+            return await self.outbox.post(channel, thread_ts, message.payload())
         response = await self._call(
             "chat.postMessage",
             self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, unfurl_links=False, **message.payload()),
         )
         return str(response["ts"]) if response is not None else None
 
-    async def update(self, channel: str, ts: str, message: SlackMessage, *, budgeted: bool = False) -> bool:
-        """Edit a message now (`budgeted`: its call was already taken from the edit budget)."""
+    async def update(
+        self, channel: str, ts: str, message: SlackMessage, *, budgeted: bool = False, durable: bool = True
+    ) -> bool:
+        """Edit a message now (`budgeted`: its call was already taken from the edit budget). `durable`:
+        an edit that changes what the message means, kept in the outbox until Slack takes it."""
         if not budgeted and self.edit_budget is not None:
             self.edit_budget.spend()
+        if durable and self.outbox is not None:
+            return await self.outbox.update(channel, ts, message.payload())
         response = await self._call("chat.update", self.client.chat_update(channel=channel, ts=ts, **message.payload()))
         return response is not None
 
@@ -139,7 +194,7 @@ class SlackIO:
             )
         except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
             # SlackRequestError: the file transfer step (not an API call) failed; its text names the server.
-            log.warning("slack call failed", extra={"call": "files_upload_v2", "error": _slack_error(exc)})
+            log.warning("slack call failed", extra={"call": "files_upload_v2", "error": failure_code(exc)})
             return _upload_failure(exc)
         return None
 

@@ -41,8 +41,9 @@ class StatusBoard:
         self._shown: dict[str, _Shown] = {}
 
     async def post(self, channel: str, thread_ts: str, message: SlackMessage) -> str | None:
-        """Post a new message now; its ts is what later edits target."""
-        ts = await self.io.post(channel, thread_ts, message)
+        """Post a new message now; its ts is what later edits target. Not through the outbox: a status
+        message is drawn again by the next progress, and without its ts no edit could follow it."""
+        ts = await self.io.post(channel, thread_ts, message, durable=False)
         if ts is not None:
             self._remember(ts, _Shown(channel, message.payload()))
             self.sender.sent_now(ts)
@@ -57,15 +58,17 @@ class StatusBoard:
         priority: Priority = Priority.BACKGROUND,
         milestone: str | None = None,
     ) -> None:
-        """Remember how to draw the message's newest state; it is drawn only when sent (most is coalesced)."""
+        """Remember how to draw the message's newest state; it is drawn only when sent (most is coalesced).
+        An URGENT state (an outcome, a pause, a reply's final text) goes through the outbox: it is not lost."""
         shown = self._shown.get(ts) or self._remember(ts, _Shown(channel, None))
+        durable = priority is Priority.URGENT
 
         async def send() -> bool:
             message = render()
             payload = message.payload()
             if payload == shown.payload:
                 return False
-            if await self.io.update(channel, ts, message, budgeted=True):
+            if await self.io.update(channel, ts, message, budgeted=True, durable=durable):
                 shown.payload = payload
             return True
 

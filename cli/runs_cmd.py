@@ -12,6 +12,8 @@ from core.api.runs import History, RunManager, RunRecord, RunSnapshot
 from core.api.packages import load_package, Package
 from core.api.stores import RuntimeStore
 
+from bot.outbox.given_up import given_up_for_run
+
 from .exit_codes import EXIT_USAGE
 from .render import Write, render_snapshot, stdout_write
 
@@ -117,5 +119,7 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
             write("Question:  " + question.strip().replace("\n", "\n           "))
     if record.phase is not RunPhase.COMPLETED:
         write(f"Continue:  crewagent run --resume {runs.root_of(record).run_id}")
+    for text, reason in given_up_for_run(runs.store.home, record.run_id):  # the Slack bot's, when it ran there
+        write(f"Not shown in Slack ({reason}): " + text.replace("\n", " ")[:200])
     return 0
 

@@ -116,7 +116,7 @@ class CrewCommand:
             elif decision.kind == "runs":
                 await self.list_runs(command, respond, everyone=decision.everyone)
         except Exception:
-            log.exception("/crew failed")
+            log.exception("/crew %s from %s failed", decision.kind, command.get("user_id"))
             await _say(respond, "Something went wrong on my side with that command. Please try again.")
 
     async def open_thread(self, command: dict[str, Any], respond: Any, team: str) -> None:

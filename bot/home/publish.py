@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
@@ -21,9 +21,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..native.fallbacks import SLACK_FAILURES, error_code
 from ..waits import wait_set
-from ..base.thread import ThreadRecord
+from ..base.thread import ThreadKey, ThreadRecord
 from .overview import Access, RunOverview
-from .tab import VIEW_BLOCKS, AgentEntry, HomeContext, home_view, refusal_view
+from .tab import VIEW_BLOCKS, AgentEntry, HomeContext, Undelivered, home_view, refusal_view
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class HomePublisher:
         self.interval = interval
         self.rate = rate
         self.retry_delay = retry_delay
+        # Messages for the viewer's threads that Slack never took (the outbox's), shown at the top.
+        self.undelivered: Callable[[str], Awaitable[Sequence[tuple[ThreadKey, str, str]]]] | None = None
         self.everyone: set[str] = set()  # admins looking at all runs
         self._due: dict[str, float] = {}  # person -> when their view should go out
         self._last: dict[str, float] = {}  # person -> when it last went out
@@ -110,7 +112,7 @@ class HomePublisher:
         try:
             looking = await self.seen.seen([viewer_key(user)])
         except Exception:
-            log.warning("could not tell whether the Home tab is open", exc_info=True)
+            log.warning("could not tell whether %s has the Home tab open", user, exc_info=True)
             return
         if looking:
             self.schedule(user)
@@ -141,7 +143,7 @@ class HomePublisher:
             try:
                 await self.publish(user)
             except Exception:
-                log.exception("home view not published")
+                log.exception("home view of %s not published", user)
             await asyncio.sleep(1.0 / self.rate if self.rate > 0 else 0)
 
     async def idle(self, timeout: float | None = None) -> bool:
@@ -190,12 +192,13 @@ class HomePublisher:
         ctx = await self.context(user)
         overview = await self.overview.build(None if ctx.everyone else user) if verdict.allowed else None
         agents = self.agents()
+        missed = [Undelivered(*m) for m in await self.undelivered(user)] if self.undelivered and overview else []
         max_blocks = VIEW_BLOCKS
         while True:
             if overview is None:
                 view = refusal_view(verdict.reason)
             else:
-                view = home_view(overview, agents, ctx, max_blocks=max_blocks)
+                view = home_view(overview, agents, ctx, max_blocks=max_blocks, missed=missed)
             try:
                 await self.client.views_publish(user_id=user, view=view)
                 return True

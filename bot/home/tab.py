@@ -217,12 +217,44 @@ def overview_blocks(
     return (head + body + tail)[:max_blocks]
 
 
+@dataclass(frozen=True)
+class Undelivered:
+    """A message for one of the viewer's threads that Slack never took (the outbox gave it up)."""
+
+    key: ThreadKey
+    text: str
+    reason: str
+
+
+UNDELIVERED_SHOWN = 10
+
+
+def undelivered_blocks(missed: Sequence[Undelivered]) -> list[Block]:
+    """Two blocks: a heading and the messages (thread, their start, why), newest last."""
+    if not missed:
+        return []
+    rows = [
+        f"• <#{m.key.channel}> thread {m.key.thread_ts}: “{escape(m.text[:120])}” ({escape(m.reason)})"
+        for m in missed[-UNDELIVERED_SHOWN:]
+    ]
+    more = len(missed) - UNDELIVERED_SHOWN
+    if more > 0:
+        rows.append(f"and {more} more")
+    return [_heading("*Messages Slack did not take*"), SectionBlock(text=MarkdownTextObject(text="\n".join(rows)[:SECTION_TEXT]))]
+
+
 def home_view(
-    overview: Overview, agents: Sequence[AgentEntry], ctx: HomeContext, *, max_blocks: int = VIEW_BLOCKS
+    overview: Overview,
+    agents: Sequence[AgentEntry],
+    ctx: HomeContext,
+    *,
+    max_blocks: int = VIEW_BLOCKS,
+    missed: Sequence[Undelivered] = (),
 ) -> View:
-    blocks = overview_blocks(overview, agents, ctx, max_blocks=max_blocks, switch=True)
+    extra = undelivered_blocks(missed)
+    blocks = overview_blocks(overview, agents, ctx, max_blocks=max_blocks - len(extra), switch=True)
     scope = "all" if ctx.everyone else "mine"
-    return View(type="home", blocks=blocks, private_metadata=scope)
+    return View(type="home", blocks=[*blocks[:1], *extra, *blocks[1:]], private_metadata=scope)
 
 
 def refusal_view(reason: str) -> View:

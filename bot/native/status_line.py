@@ -29,6 +29,7 @@ STATUS_VERB = "is working…"
 MAX_LOADING_MESSAGES = 10
 REFRESH_AFTER = 100.0  # seconds; Slack clears a status line after 120 s without a reply
 BURST = 3  # calls at once; one of them is kept for clearing lines
+RETRY_AFTER = 2.0  # seconds before a line Slack could not take (a 5xx, a timeout) is sent again
 
 
 @dataclass
@@ -40,6 +41,7 @@ class _Line:
     reaction_ts: str | None = None  # where the fallback reaction goes
     reacted: bool = False
     queued: bool = False  # a change waits in the sender
+    retrying: bool = False  # the last call failed for a reason that passes: it is sent again later
 
 
 class StatusLines:
@@ -96,7 +98,7 @@ class StatusLines:
             try:
                 return await self._send(line)
             finally:
-                if not line.wanted and not line.reacted and not line.queued:
+                if not line.wanted and not line.reacted and not line.queued and not line.retrying:
                     self._lines.pop(line.key, None)
 
         self.sender.put(line.key, send, priority=priority, not_before=later)
@@ -114,9 +116,15 @@ class StatusLines:
         try:
             await set_status(status=STATUS_VERB if wanted else "", loading_messages=[wanted] if wanted else None)
             line.shown = wanted
+            line.retrying = False
         except SLACK_FAILURES as exc:
-            self.fallbacks.fall_back(str(key), STATUS, exc)
-            await self._react(line)
+            if self.fallbacks.fall_back(str(key), STATUS, exc):
+                line.retrying = False
+                await self._react(line)
+            else:  # Slack could not answer now: the line's newest wording is sent again in a moment
+                line.retrying = True
+                line.last_sent = 0.0
+                self._queue(line, Priority.BACKGROUND, later=time.monotonic() + RETRY_AFTER)
             return True
         if wanted and not line.queued:
             self._queue(line, Priority.BACKGROUND, later=time.monotonic() + self.refresh_after)  # Slack drops it

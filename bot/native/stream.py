@@ -171,8 +171,8 @@ class ReplyStream:
         messages = self._messages()
         channel, thread_ts = self.key.channel, self.key.thread_ts
         rest = messages[1:] if final else []
-        if self._ts is None:
-            self._ts = await self.io.post(channel, thread_ts, messages[0])
+        if self._ts is None:  # the first words only while the reply is written; the whole reply durably
+            self._ts = await self.io.post(channel, thread_ts, messages[0], durable=final)
         else:
             first = messages[0]
             self.board.schedule(channel, self._ts, lambda: first, priority=Priority.URGENT if final else Priority.LIVE)

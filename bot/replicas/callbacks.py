@@ -3,6 +3,7 @@ work can name it without loading the Postgres side (a single-process bot never i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -11,10 +12,20 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 
 
+class DatabaseAway(OSError):
+    """Postgres did not answer (stopped, unreachable, no free connection in time)."""
+
+
+class Lane(Protocol):
+    """One thread's lane: the task running its jobs, if any."""
+
+    task: asyncio.Task[None] | None
+
+
 class Lanes(Protocol):
     """The local per-thread order (bot.threads.lanes): thread events run one at a time, in order."""
 
-    def lane(self, key: ThreadKey) -> object | None: ...
+    def lane(self, key: ThreadKey) -> Lane | None: ...
 
     def submit(self, key: ThreadKey, job: Callable[[], Coroutine[Any, Any, None]]) -> bool: ...
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from core.api.events import RunPhase
@@ -19,23 +21,47 @@ from core.api.runs import RunRecord
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from .callbacks import HandoverCallbacks, Lanes
+from ..outbox.courier import Courier
+from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
+from .journal import EventJournal
 
-if TYPE_CHECKING:  # only a bot with a database builds a Handover; psycopg stays unloaded otherwise
+if TYPE_CHECKING:
     from core.api.stores import PostgresRuntimeStore
 
     from .membership import Replicas
 
 log = logging.getLogger(__name__)
 
+WAIT_NOTE_SECONDS = 10.0  # an event kept locally this long gets one line in its thread
+WAIT_NOTE = ":hourglass: I can't reach my database right now. I have your message and will take it as soon as I can."
+Say = Callable[[ThreadKey, str], Awaitable[None]]
+
 
 class Handover:
-    def __init__(self, replicas: Replicas, runtime: PostgresRuntimeStore, lanes: Lanes) -> None:
+    def __init__(
+        self,
+        replicas: Replicas,
+        runtime: PostgresRuntimeStore,
+        lanes: Lanes,
+        *,
+        journal: EventJournal | None = None,
+        outbox: Courier | None = None,
+        say: Say | None = None,
+    ) -> None:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
+        self.journal = journal  # events taken while the database was away
+        self.outbox = outbox
+        self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
+        self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
+        self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
+        self._lost = False  # no heartbeat for a lease time: others may have taken our threads
+        self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
+        self._replaying = asyncio.Lock()
+        self._side: set[asyncio.Task[None]] = set()
         # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
         self._copying: weakref.WeakValueDictionary[ThreadKey, asyncio.Lock] = weakref.WeakValueDictionary()
 
@@ -46,20 +72,64 @@ class Handover:
     async def start(self) -> int:
         """Join the replicas; returns how many threads this replica took over at once."""
         await self.replicas.start(
-            on_inbox=self._on_inbox, on_control=self._on_control, on_tick=self.adopt_orphans, on_lost=self._on_lost
+            on_inbox=self._on_inbox, on_control=self._on_control, on_tick=self._tick, on_lost=self._on_lost,
+            on_back=self._on_back,
         )
+        await self.replay()  # what an earlier process here kept while its database was away
         return await self.adopt_orphans()
 
     async def stop(self) -> None:
+        for task in self._side:
+            task.cancel()
+        await asyncio.gather(*self._side, return_exceptions=True)
         await asyncio.to_thread(self.runtime.flush)
         await self.replicas.stop()
 
     # ---- queueing -----------------------------------------------------------------
 
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
-        """Queue `event` for its thread (and signal `control` to the replica pumping its run)."""
-        await self.replicas.push(event, control)
-        self.kick(event.key)
+        """Queue `event` for its thread (and signal `control` to the replica pumping its run). While the
+        database is away, keep it in the local journal (in order behind what is kept there already);
+        raises when it cannot be kept anywhere, so Slack gets no ack and delivers it again."""
+        if self.journal is None or (not self.journal.count and not self.replicas.database_lost):
+            try:
+                await self.replicas.push(event, control)
+            except DatabaseAway:
+                if self.journal is None:
+                    raise
+            else:
+                self.kick(event.key)
+                return
+        await self.journal.add(event, control)
+        self._note_wait(event.key)
+
+    def _note_wait(self, key: ThreadKey) -> None:
+        if key in self._noted or self.say is None:
+            return
+        self._noted.add(key)
+        task = asyncio.create_task(self._say_waiting(key), name=f"db-wait-note:{key}")
+        self._side.add(task)
+        task.add_done_callback(self._side.discard)
+
+    async def _say_waiting(self, key: ThreadKey) -> None:
+        await asyncio.sleep(WAIT_NOTE_SECONDS)  # a deadline: only a wait this long is worth a line
+        if key in self._noted and self.say is not None:
+            await self.say(key, WAIT_NOTE)
+
+    async def replay(self) -> None:
+        """Queue the journal's events in Postgres, oldest first (stops at the first that does not go)."""
+        if self.journal is None:
+            return
+        async with self._replaying:
+            for seq, event, control in await self.journal.waiting():
+                try:
+                    await self.replicas.push(event, control)
+                except DatabaseAway:
+                    return  # still away: the next heartbeat that gets through tries again
+                await self.journal.done(seq)
+                self._noted.discard(event.key)
+                self.kick(event.key)
+            self._noted.clear()
 
     def kick(self, key: ThreadKey) -> None:
         """Try to drive the thread (at most one attempt queued per thread)."""
@@ -69,8 +139,16 @@ class Handover:
         if not self.lanes.submit(key, lambda: self._drain(key)):
             self._scheduled.discard(key)
 
+    async def _tick(self) -> None:
+        """After each heartbeat: queue what the journal kept, take over orphaned threads."""
+        if self.journal is not None and self.journal.count:
+            await self.replay()
+        await self.adopt_orphans()
+
     async def adopt_orphans(self) -> int:
         """Threads whose driver died (or that never had one): try to take each over."""
+        if time.monotonic() < self._adopt_after:
+            return 0  # we were cut off ourselves: the others' heartbeats may just not have come through yet
         await self.replicas.forget_dead()
         keys = [k for k in map(ThreadKey.parse, await self.replicas.orphans()) if k is not None]
         for key in keys:
@@ -84,6 +162,7 @@ class Handover:
         taken, previous = await self.replicas.acquire(key)
         if not taken:
             return  # a live replica drives it and will find the event
+        self._driving.add(key)
         try:
             await self._take_over(key, current=previous == self.replicas.id)
             while (item := await self.replicas.next_event(key)) is not None:
@@ -95,6 +174,7 @@ class Handover:
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
                 await self.replicas.done(seq)
         finally:
+            self._driving.discard(key)
             try:
                 if self.runtime.pending():  # the next driver must find every write of ours
                     await asyncio.shield(asyncio.to_thread(self.runtime.flush))
@@ -149,7 +229,39 @@ class Handover:
         self.work.control_signal(event)
 
     def _on_lost(self) -> None:
-        """Our heartbeat failed for a whole lease time: another replica may resume our runs now."""
-        if self.work is not None:
-            log.error("lost contact with Postgres for a whole lease time; stopping local runs")
-            self.work.stop_local_runs()
+        """No heartbeat for a whole lease time: another replica may take our threads over from now on.
+        Our runs are paused where they are (nothing they say can be recorded); nothing is sent."""
+        self._lost = True
+        if self.outbox is not None:
+            self.outbox.pause()
+
+    def _on_back(self) -> None:
+        task = asyncio.create_task(self._recover(), name="db-back")
+        self._side.add(task)
+        task.add_done_callback(self._recovered)
+
+    def _recovered(self, task: asyncio.Task[None]) -> None:
+        self._side.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the database went away again meanwhile
+            log.warning("could not take stock after the database came back; trying again", exc_info=task.exception())
+            asyncio.get_running_loop().call_later(self.replicas.beat_interval, self._on_back)
+
+    async def _recover(self) -> None:
+        """The database is back: give up threads another replica took meanwhile, hand back leases of
+        threads we no longer drive, send what is still ours, queue what the journal kept."""
+        if self._lost:
+            self._adopt_after = time.monotonic() + self.replicas.lease_seconds
+            driving = [str(key) for key in self._driving]
+            taken = await self.replicas.taken_from_me(driving)
+            for thread in taken:
+                key = ThreadKey.parse(thread)
+                lane = self.lanes.lane(key) if key is not None else None
+                if lane is not None and lane.task is not None:
+                    log.warning("another replica took this thread over while we were cut off; leaving it",
+                                extra={"slack_thread": thread})
+                    lane.task.cancel()
+            await self.replicas.release_all_but([k for k in driving if k not in taken])
+            if self.outbox is not None:
+                await self.outbox.resume()
+            self._lost = False
+        await self.replay()

@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 
 class HeartbeatThread:
     """Renews `crew_replicas.heartbeat` every `interval` seconds; tells the loop after each beat
-    (`on_beat`) and when no beat got through for `lease_seconds` (`on_lost`)."""
+    (`on_beat`), once when no beat got through for `lease_seconds` (`on_lost`), and once when beats
+    get through again after that (`on_back`). An outage is logged once when it starts and once when
+    it ends, however long it lasts."""
 
     def __init__(
         self,
@@ -36,6 +38,7 @@ class HeartbeatThread:
         loop: asyncio.AbstractEventLoop,
         on_beat: Callable[[], None],
         on_lost: Callable[[], None],
+        on_back: Callable[[], None] | None = None,
     ) -> None:
         self.url = url
         self.replica_id = replica_id
@@ -44,11 +47,15 @@ class HeartbeatThread:
         self.loop = loop
         self.on_beat = on_beat
         self.on_lost = on_lost
+        self.on_back = on_back
         self.last_beat = time.monotonic()
         self.beats = 0
+        self.failing = False  # the last beat did not get through
+        self.lost = False  # no beat for a whole lease time: others may have taken our threads
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="replica-heartbeat", daemon=True)
         self._conn: Any = None
+        self._since = time.monotonic()  # the last beat that got through, for the log
 
     def start(self) -> None:
         self._thread.start()
@@ -73,12 +80,24 @@ class HeartbeatThread:
                 conn.execute("INSERT INTO crew_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING", (self.replica_id,))
             self.last_beat = time.monotonic()
             self.beats += 1
-            self._tell(self.on_beat)
-        except Exception:
-            log.warning("heartbeat failed", exc_info=True)
+        except psycopg.Error as exc:
             self._close()
-            if time.monotonic() - self.last_beat > self.lease_seconds:
-                self._tell(self.on_lost)  # others may already drive our threads: stop pumping them
+            if not self.failing:
+                self.failing = True
+                log.error("lost contact with the database; new work waits until it is back",
+                          extra={"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
+            if not self.lost and time.monotonic() - self.last_beat > self.lease_seconds:
+                self.lost = True
+                self._tell(self.on_lost)  # others may take our threads over from now on
+            return
+        if self.failing:
+            log.warning("the database is reachable again", extra={"seconds": round(time.monotonic() - self._since, 1)})
+            self.failing = False
+            if self.lost and self.on_back is not None:
+                self._tell(self.on_back)
+            self.lost = False
+        self._since = time.monotonic()
+        self._tell(self.on_beat)
 
     def _connection(self) -> Any:
         if self._conn is None or self._conn.closed:

@@ -14,18 +14,21 @@ the queued events of each thread, how many model calls run at once, and signals 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.event import ThreadEvent
+from .callbacks import DatabaseAway
 from .heartbeat import HeartbeatThread
 from ..base.thread import ThreadKey
 
@@ -35,6 +38,27 @@ INBOX_CHANNEL = "crew_inbox"
 CONTROL_CHANNEL = "crew_control"
 SLOTS_CHANNEL = "crew_slots"
 
+AWAY_RETRY_SECONDS = 1.0  # how often work that waits for the database tries again
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def waits_for_database(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """Postgres work that waits while the database is away, instead of failing the turn that needs it:
+    a run reaching it pauses there and goes on when the database is back (heartbeat logs the outage)."""
+
+    @functools.wraps(method)
+    async def patiently(*args: P.args, **kwargs: P.kwargs) -> T:
+        while True:
+            try:
+                return await method(*args, **kwargs)
+            except psycopg.OperationalError:  # connection refused or dropped, no connection in time
+                await asyncio.sleep(AWAY_RETRY_SECONDS)  # nothing to wait on: the pool only fails fast
+
+    return patiently
+
+
+PUSH_TIMEOUT = 2.0  # seconds an event may wait for a connection before it goes to the local journal
 LIVE_SQL = "EXISTS (SELECT 1 FROM crew_replicas r WHERE r.id = {col} AND r.heartbeat > now() - make_interval(secs => %(ttl)s))"
 
 
@@ -70,6 +94,7 @@ class Replicas:
         on_control: Callable[[dict[str, Any]], None],
         on_tick: Callable[[], Any],
         on_lost: Callable[[], None],
+        on_back: Callable[[], None] | None = None,
     ) -> None:
         """Register as live, listen for signals, and beat (each beat then runs `on_tick`)."""
         async with self.pool.connection() as conn:
@@ -78,7 +103,7 @@ class Replicas:
         self._tasks = [
             asyncio.create_task(self._listen(on_inbox, on_control), name="replica-listen"),
         ]
-        self._start_heartbeat(on_tick, on_lost)
+        self._start_heartbeat(on_tick, on_lost, on_back)
 
     async def stop(self) -> None:
         """Stop beating and give up every lease and slot at once, so other replicas take over now."""
@@ -131,14 +156,22 @@ class Replicas:
                             continue
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("lost the notification connection to Postgres; reconnecting", exc_info=True)
+            except psycopg.Error:
+                if self._listener is not None and not self.database_lost:
+                    log.info("lost the notification connection to Postgres; reconnecting")
                 if self._listener is not None:
                     await self._listener.close()
                     self._listener = None
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # reconnecting: no event to wait on while the database is away
 
-    def _start_heartbeat(self, on_tick: Callable[[], Any], on_lost: Callable[[], None]) -> None:
+    @property
+    def database_lost(self) -> bool:
+        """The last heartbeat did not reach the database."""
+        return self._heartbeat is not None and self._heartbeat.failing
+
+    def _start_heartbeat(
+        self, on_tick: Callable[[], Any], on_lost: Callable[[], None], on_back: Callable[[], None] | None
+    ) -> None:
         """Beat from a thread (see bot.replicas.heartbeat); after each beat the loop scans for orphaned
         threads, one scan at a time, so a slow scan never delays a beat."""
 
@@ -157,6 +190,7 @@ class Replicas:
             loop=asyncio.get_running_loop(),
             on_beat=after_beat,
             on_lost=on_lost,
+            on_back=on_back,
         )
         self._heartbeat.start()
 
@@ -164,11 +198,14 @@ class Replicas:
     async def _scan(on_tick: Callable[[], Any]) -> None:
         try:
             await on_tick()
+        except psycopg.Error as exc:  # the database went away between the beat and the scan: next beat
+            log.info("replica scan stopped: the database did not answer", extra={"error": type(exc).__name__})
         except Exception:
             log.exception("replica scan failed")
 
     # ---- thread leases ------------------------------------------------------------
 
+    @waits_for_database
     async def acquire(self, key: ThreadKey) -> tuple[bool, str | None]:
         """Take the thread's lease if it is free, ours, or its holder is dead: (taken, previous holder).
 
@@ -194,10 +231,27 @@ class Replicas:
             )
             return True, row[1]
 
+    @waits_for_database
     async def release(self, key: ThreadKey) -> None:
         async with self.pool.connection() as conn:
             await conn.execute(
                 "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
+            )
+
+    async def taken_from_me(self, keys: list[str]) -> set[str]:
+        """Which of the threads this replica drives another replica holds now (after an outage)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT thread_key FROM crew_leases WHERE thread_key = ANY(%s) AND replica IS DISTINCT FROM %s",
+                (keys, self.id),
+            )
+            return {row[0] for row in await cur.fetchall()}
+
+    async def release_all_but(self, keys: list[str]) -> None:
+        """Hand back every lease of ours but those of `keys` (threads this replica still drives)."""
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "UPDATE crew_leases SET replica = NULL WHERE replica = %s AND NOT (thread_key = ANY(%s))", (self.id, keys)
             )
 
     async def orphans(self) -> list[str]:
@@ -226,20 +280,25 @@ class Replicas:
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
         """Queue the event behind the thread's earlier ones and wake whoever drives the thread; with
         `control`, also tell every replica (this one too) about it: the one pumping the thread's run
-        acts on a pause/stop at once. One statement, one round trip (the ack waits for it)."""
+        acts on a pause/stop at once. One statement, one round trip (the ack waits for it).
+        DatabaseAway when Postgres does not take it within PUSH_TIMEOUT."""
         data = Jsonb(event.model_dump(mode="json"))
         queue = "WITH queued AS (INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s) RETURNING seq) "
-        async with self.pool.connection() as conn:
-            if control is None:
-                await conn.execute(
-                    queue + "SELECT pg_notify(%s, %s) FROM queued", (event.thread, data, INBOX_CHANNEL, event.thread)
-                )
-            else:
-                await conn.execute(
-                    queue + "SELECT pg_notify(%s, %s), pg_notify(%s, %s) FROM queued",
-                    (event.thread, data, INBOX_CHANNEL, event.thread, CONTROL_CHANNEL, control.model_dump_json()),
-                )
+        try:
+            async with self.pool.connection(timeout=PUSH_TIMEOUT) as conn:
+                if control is None:
+                    await conn.execute(
+                        queue + "SELECT pg_notify(%s, %s) FROM queued", (event.thread, data, INBOX_CHANNEL, event.thread)
+                    )
+                else:
+                    await conn.execute(
+                        queue + "SELECT pg_notify(%s, %s), pg_notify(%s, %s) FROM queued",
+                        (event.thread, data, INBOX_CHANNEL, event.thread, CONTROL_CHANNEL, control.model_dump_json()),
+                    )
+        except psycopg.OperationalError as exc:
+            raise DatabaseAway(str(exc).splitlines()[0] if str(exc) else "database unreachable") from exc
 
+    @waits_for_database
     async def next_event(self, key: ThreadKey) -> tuple[int, ThreadEvent | None] | None:
         """The thread's oldest queued event (None for an unreadable one); None when nothing is queued."""
         async with self.pool.connection() as conn:
@@ -254,10 +313,12 @@ class Replicas:
         except ValueError:
             return int(row[0]), None
 
+    @waits_for_database
     async def done(self, seq: int) -> None:
         async with self.pool.connection() as conn:
             await conn.execute("DELETE FROM crew_inbox WHERE seq = %s", (seq,))
 
+    @waits_for_database
     async def queued(self, key: ThreadKey) -> bool:
         async with self.pool.connection() as conn:
             cur = await conn.execute("SELECT 1 FROM crew_inbox WHERE thread_key = %s LIMIT 1", (str(key),))

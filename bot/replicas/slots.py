@@ -10,7 +10,7 @@ import asyncio
 from types import TracebackType
 
 from ..waits import wait_set
-from .membership import LIVE_SQL, SLOTS_CHANNEL, Replicas
+from .membership import LIVE_SQL, SLOTS_CHANNEL, Replicas, waits_for_database
 
 RETRY_SECONDS = 1.0
 
@@ -33,6 +33,7 @@ class GlobalSlots:
         """A hint for the user ("queued"): someone here is already waiting for a slot."""
         return self._waiting > 0
 
+    @waits_for_database
     async def _take(self) -> int | None:
         async with self.replicas.pool.connection() as conn:
             cur = await conn.execute(
@@ -65,8 +66,11 @@ class GlobalSlots:
     ) -> None:
         task = asyncio.current_task()
         slot = self._held.pop(task, None) if task is not None else None
-        if slot is None:
-            return
+        if slot is not None:
+            await self._give_back(slot)
+
+    @waits_for_database
+    async def _give_back(self, slot: int) -> None:
         async with self.replicas.pool.connection() as conn:
             await conn.execute(
                 "UPDATE crew_model_slots SET replica = NULL WHERE slot = %s AND replica = %s", (slot, self.replicas.id)

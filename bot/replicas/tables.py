@@ -1,5 +1,6 @@
 """The tables replicas coordinate through: thread sessions, event dedupe, live replicas, thread
-leases, queued events and the model-work slots. Created with the run tables when the pool opens."""
+leases, queued events, the model-work slots and the outbox of messages not yet in Slack. Created
+with the run tables when the pool opens."""
 
 REPLICA_SCHEMA = """
 CREATE TABLE IF NOT EXISTS crew_threads (
@@ -30,6 +31,15 @@ CREATE TABLE IF NOT EXISTS crew_inbox (
     event jsonb NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_inbox_by_thread ON crew_inbox (thread_key, seq);
+CREATE TABLE IF NOT EXISTS crew_outbox (
+    seq bigserial PRIMARY KEY,
+    id text UNIQUE NOT NULL,
+    replica text,
+    state text NOT NULL DEFAULT 'pending',
+    entry jsonb NOT NULL,
+    done_at double precision
+);
+CREATE INDEX IF NOT EXISTS crew_outbox_pending ON crew_outbox (state, seq);
 CREATE TABLE IF NOT EXISTS crew_model_slots (
     slot integer PRIMARY KEY,
     replica text,

@@ -1,6 +1,7 @@
 """Thread records and handled deliveries in Postgres, shared by every replica (same API as ThreadStore).
 
 Claiming a delivery is one statement, so two replicas handed the same Slack retry cannot both win.
+While the database is away each call waits for it (the turn that needs it pauses there).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
+from .membership import waits_for_database
 
 
 class PostgresThreadStore:
@@ -25,12 +27,14 @@ class PostgresThreadStore:
     async def close(self) -> None:
         """The pool belongs to the replica, which closes it."""
 
+    @waits_for_database
     async def get(self, key: ThreadKey) -> ThreadRecord | None:
         async with self.pool.connection() as conn:
             cur = await conn.execute("SELECT data FROM crew_threads WHERE key = %s", (str(key),))
             row = await cur.fetchone()
         return ThreadRecord.model_validate(row[0]) if row is not None else None
 
+    @waits_for_database
     async def put(self, record: ThreadRecord) -> None:
         data = record.model_dump(mode="json")
         async with self.pool.connection() as conn:
@@ -40,12 +44,14 @@ class PostgresThreadStore:
                 (str(record.key), record.session.run_id, Jsonb(data)),
             )
 
+    @waits_for_database
     async def all(self) -> list[ThreadRecord]:
         async with self.pool.connection() as conn:
             cur = await conn.execute("SELECT data FROM crew_threads")
             rows = await cur.fetchall()
         return [ThreadRecord.model_validate(row[0]) for row in rows]
 
+    @waits_for_database
     async def briefs(self, owner: str | None) -> list[ThreadBrief]:
         """The threads `owner` owns (indexed on the session's owner), or every thread for None."""
         columns = ", ".join("data #>> %s" for _ in BRIEF_PATHS)
@@ -59,12 +65,14 @@ class PostgresThreadStore:
             rows = await cur.fetchall()
         return [brief for brief in map(ThreadBrief.from_row, rows) if brief is not None]
 
+    @waits_for_database
     async def count(self) -> int:
         async with self.pool.connection() as conn:
             cur = await conn.execute("SELECT count(*) FROM crew_threads")
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
+    @waits_for_database
     async def claim(self, keys: list[str]) -> bool:
         """Record `keys` as handled; False if any was already handled within the TTL (by any replica)."""
         now = time.time()
@@ -77,6 +85,7 @@ class PostgresThreadStore:
             taken = await cur.fetchall()
         return len(taken) == len(set(keys))
 
+    @waits_for_database
     async def seen(self, keys: list[str]) -> bool:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
@@ -84,6 +93,7 @@ class PostgresThreadStore:
             )
             return await cur.fetchone() is not None
 
+    @waits_for_database
     async def remember(self, keys: list[str]) -> None:
         now = time.time()
         async with self.pool.connection() as conn:

@@ -18,7 +18,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
-from core.api.packages import Graph
+from core.api.packages import Graph, ScriptsPreparer
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost, sandbox_start_up_line
@@ -43,16 +43,22 @@ from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
+from .front_door import EVENTS_PATH, events_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
 from ..threads.lanes import ThreadLanes
 from ..native.fallbacks import Fallbacks
+from ..outbox.courier import Courier
+from ..outbox.given_up import owned_by
+from ..outbox.sqlite_ledger import SqliteLedger
+from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
 from ..native.surface import AgentSurface
-from ..base.thread import ThreadRecord
+from ..base.thread import ThreadKey, ThreadRecord
+from ..render import blocks
 from ..threads.store import ThreadStore
 
 if TYPE_CHECKING:
@@ -63,26 +69,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EVENTS_PATH = "/slack/events"
 FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def events_app(events: Handler, health: Handler) -> web.Application:
-    app = web.Application()
-    app.router.add_post(EVENTS_PATH, events)
-    app.router.add_get("/healthz", health)
-    return app
-
-
-async def serve_web(app: web.Application, site: Callable[[web.AppRunner], web.BaseSite]) -> web.AppRunner:
-    """Start serving `app` on the site `site(runner)` (TCP or Unix socket); the runner stops it later."""
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    await site(runner).start()
-    return runner
 
 
 class CrewBot:
@@ -101,6 +88,7 @@ class CrewBot:
         dispatcher: ThreadIntake,
         engine: Engine,
         llm: LLMClient,
+        outbox: Courier,
         shared: SharedStore | None = None,
         slots: GlobalSlots | None = None,
     ) -> None:
@@ -114,6 +102,7 @@ class CrewBot:
         self.dispatcher = dispatcher
         self.engine = engine
         self.llm = llm
+        self.outbox = outbox
         self.shared = shared
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
@@ -124,6 +113,7 @@ class CrewBot:
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
         self._store_open = False
+        self._scripts: ScriptsPreparer | None = None  # BMAD scripts' dependencies, prepared from start-up
 
     @property
     def replica_id(self) -> str | None:
@@ -141,6 +131,8 @@ class CrewBot:
             await self.shared.open()
         await self.store.open()
         self._store_open = True  # closed even if a stop cuts the rest of start-up short
+        if left := await self.outbox.open():  # what an earlier process could not send goes first
+            log.info("sending messages a previous process left in the outbox", extra={"count": left})
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
             if self.slots is not None:
@@ -152,6 +144,9 @@ class CrewBot:
         self.engine.tools.warm_up()
         if (commands := self.engine.settings.system_policy.commands) is not None:
             log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
+            if commands.scripts_cache:  # fetched now, so a package's first `uv run` does not wait for them
+                self._scripts = await asyncio.to_thread(ScriptsPreparer, Path(commands.scripts_cache))
+                self._scripts.warm([(p.root, p.version) for b in self.dispatcher.bindings.values() for p in b.packages])
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -162,6 +157,7 @@ class CrewBot:
             await self.lanes.idle(timeout)
             and await self.board.idle(timeout)
             and (lines is None or await lines.idle(timeout))
+            and await self.outbox.idle(timeout)
         )
 
     def web_app(self) -> web.Application:
@@ -171,7 +167,7 @@ class CrewBot:
     async def _handle_http(self, request: web.Request) -> web.Response:
         if not self._prepared:  # still reaching Slack: Slack retries the delivery later
             return web.Response(status=503, text="starting")
-        if not _numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
+        if not numeric_timestamp(request.headers.get("X-Slack-Request-Timestamp", "0")):
             return web.Response(status=401, text="invalid request")
         bolt_response = await self.bolt_app.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(bolt_response)
@@ -189,14 +185,17 @@ class CrewBot:
         body["busy_threads"] = len(self.lanes)
         if self.shared is not None:
             body["replica"] = self.shared.replicas.id
-            body["database"] = await self.shared.reachable()
-            body["ok"] = ok and body["database"]
+            reachable = not self.shared.replicas.database_lost and await self.shared.reachable()
+            body["database"] = "reachable" if reachable else "unreachable"
+            body["ok"] = ok and reachable
+            if not reachable:
+                body["status"] = "database unreachable"
         if self.config.slack.mode == "socket":
             body["socket_mode"] = body["slack"]
         return web.json_response(body, status=200 if body["ok"] else 503)
 
     async def _check_bot_token(self, backoff: Backoff | None) -> None:
-        await check_bot_token(self.client, backoff or Backoff())
+        self.bolt_app.remember_identity(await check_bot_token(self.client, backoff or Backoff()))
         self._token_checked = True
 
     async def start_http(self, host: str = "0.0.0.0", port: int = 3000, *, backoff: Backoff | None = None) -> int:
@@ -253,6 +252,8 @@ class CrewBot:
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
         await self.engine.tools.close()
+        if self._scripts is not None:
+            await self._scripts.aclose()
         if self.home is not None:
             await self.home.close()
         if self.dispatcher.surface is not None:
@@ -262,11 +263,12 @@ class CrewBot:
                 await self.board.close()
         except TimeoutError:
             log.warning("the last status edits were not sent within %.0f s", FINAL_EDITS_SECONDS)
+        await self.outbox.close(FINAL_EDITS_SECONDS)  # what is not sent by then stays recorded for the next start
         if self._prepared and self.dispatcher.handover is not None:
             await self.dispatcher.handover.stop()
         if self._store_open:
             await self.store.close()
-            self._store_open = False
+        self._store_open = False
         await self.llm.aclose()
         session, self.work_client.session = self.work_client.session, None
         if session is not None:
@@ -281,13 +283,6 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.close()
         self._prepared = False
-
-
-def _numeric_timestamp(value: str) -> bool:
-    """Slack sends whole seconds in ASCII digits. slack_sdk's SignatureVerifier (inside Bolt's
-    verification) raises on other values (ValueError for text, OverflowError for huge numbers),
-    which Bolt answers with a 500; refuse them as unverifiable instead."""
-    return value.isascii() and value.isdigit() and len(value) <= 12
 
 
 def freeze_startup_heap() -> None:
@@ -373,7 +368,7 @@ def _build(
 
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)
-    work_client = AsyncWebClient(token=token, base_url=config.slack.api_url)
+    work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     secret = config.slack.signing_secret.get_secret_value() if config.slack.signing_secret else ""
     bolt_logger = logging.getLogger("crewagent.bolt")
     level = bolt_logger.level
@@ -392,9 +387,11 @@ def _build(
     handover: Handover | None = None
     slots: GlobalSlots | None = None
     if shared is not None:
-        thread_store, handover, slots = _replica_parts(shared, lanes, config.limits.max_concurrent_runs)
+        thread_store, handover, slots, outbox = _replica_parts(shared, lanes, io, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
+        outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
+    io.outbox = outbox
     board = StatusBoard(
         io,
         interval=config.limits.status_update_interval,
@@ -473,21 +470,32 @@ def _build(
         dispatcher=dispatcher,
         engine=engine,
         llm=llm,
+        outbox=outbox,
         shared=shared,
         slots=slots,
     )
     bot.home = home
+    home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot
 
 
 def _replica_parts(
-    shared: SharedStore, lanes: ThreadLanes, max_runs: int
-) -> tuple[PostgresThreadStore, Handover, GlobalSlots]:
-    """The thread store, hand-over and model cap that replicas share through Postgres."""
+    shared: SharedStore, lanes: ThreadLanes, io: SlackIO, max_runs: int
+) -> tuple[PostgresThreadStore, Handover, GlobalSlots, Courier]:
+    """The thread store, hand-over, model cap and outbox that replicas share through Postgres."""
     from ..replicas.handover import Handover
+    from ..replicas.journal import EventJournal
+    from ..replicas.outbox_table import PostgresLedger
     from ..replicas.slots import GlobalSlots
     from ..replicas.threads import PostgresThreadStore
 
-    return PostgresThreadStore(shared.pool), Handover(shared.replicas, shared.runtime, lanes), GlobalSlots(
-        shared.replicas, max_runs
-    )
+    replicas = shared.replicas
+    ledger = PostgresLedger(shared.pool, replicas)
+    outbox = Courier(io.client, ledger, before_send=shared.flush_before_send, adopt_every=replicas.lease_seconds)
+
+    async def say(key: ThreadKey, text: str) -> None:
+        await io.post(key.channel, key.thread_ts, blocks.notice(text), durable=False)
+
+    journal = EventJournal(shared.runtime.home / "slack" / "journal.sqlite")
+    handover = Handover(replicas, shared.runtime, lanes, journal=journal, outbox=outbox, say=say)
+    return PostgresThreadStore(shared.pool), handover, GlobalSlots(replicas, max_runs), outbox

@@ -1,8 +1,10 @@
 """Bolt listeners: turn Slack payloads into thread work, fast.
 
 Bolt acks once these return (process_before_response), so an event is queued, in the thread's
-order, before Slack hears it arrived. Nothing here waits on the model: work is queued for the
-thread (see bot/threads/intake.py).
+order, before Slack hears it arrived. A listener that raises (the event could not be recorded)
+gets no ack: HTTP 500, or no Socket Mode ack, and Slack delivers the event again (its event id
+keeps the redelivery from being handled twice once one of them is recorded). Nothing here waits
+on the model: work is queued for the thread (see bot/threads/intake.py).
 
 Which event handles what (Slack sends both `app_mention` and `message` for one mention):
 - top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
@@ -128,7 +130,12 @@ class Handlers:
             return
         text = strip_mentions(str(event.get("text") or ""), bot_user_id)
         user = str(event["user"])
-        await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
+        try:
+            await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
+        except BaseException:
+            # Not recorded: Bolt answers 500 (HTTP) or sends no ack (Socket Mode), and Slack delivers it again.
+            self.deduper.release(dedupe)
+            raise
 
     # ---- interactivity ------------------------------------------------------------
 

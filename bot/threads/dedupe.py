@@ -35,6 +35,11 @@ class Deduper:
             self._recent.popitem(last=False)
         return True
 
+    def release(self, keys: list[str]) -> None:
+        """The delivery could not be recorded (and gets no ack): its redelivery must not count as a duplicate."""
+        for k in keys:
+            self._recent.pop(k, None)
+
     async def claim_persisted(self, keys: list[str]) -> bool:
         """False if a previous process already handled one of `keys`; otherwise record them durably."""
         return await self.store.claim(keys)

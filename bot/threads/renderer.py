@@ -240,8 +240,8 @@ class ThreadRenderer:
         message = self._status_message(snapshot, working=True)
         ts = await self.board.post(record.channel, record.thread_ts, message)
         if ts is None and self.surface is not None and self.surface.fallbacks.allows(self.key, PLAN):
-            self.surface.fallbacks.fall_back(self.key, PLAN, "plan message refused")
-            ts = await self.board.post(record.channel, record.thread_ts, self._status_message(snapshot, working=True))
+            if self.surface.fallbacks.fall_back(self.key, PLAN, self.io.last_failure or "plan message refused"):
+                ts = await self.board.post(record.channel, record.thread_ts, self._status_message(snapshot, working=True))
         if ts is not None:
             record.status_ts = ts
             record.status_run_id = snapshot.run_id

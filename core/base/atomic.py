@@ -11,11 +11,13 @@ soon as the call returns.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -106,6 +108,10 @@ def remove_stale_temps(folder: str | Path) -> list[str]:
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
 
 
 def append_line(path: str | Path, line: bytes) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.base.atomic import atomic_write_bytes, atomic_write_json
+from core.base.atomic import atomic_write_bytes
 
 from .script_metadata import ScriptMetadata, ScriptMetadataError, read_script_metadata
 
@@ -282,8 +282,8 @@ async def _prepare_one(script: _Script, uv: _Uv, cache_dir: Path, wheels: Path, 
     await _uv(uv, ["pip", "compile", "-", "--python", uv.python, "--offline", "--no-index", "--find-links",
                    str(wheels), "--no-header", "--quiet"], requirements, cache_dir, deadline,
               "its wheels do not resolve offline")
-    await asyncio.to_thread(atomic_write_json, marker, {"dependencies": list(script.meta.dependencies),
-                                                        "python": uv.python_version, "wheels": [f[0] for f in files]})
+    done = {"dependencies": list(script.meta.dependencies), "python": uv.python_version, "wheels": [f[0] for f in files]}
+    await asyncio.to_thread(atomic_write_bytes, marker, json.dumps(done).encode())
 
 
 def _check_python(meta: ScriptMetadata, version: str) -> None:

@@ -28,6 +28,7 @@ from ..store.runs_model import RunRecord
 from ..store.protocol import RunStore
 from ..tools.base import EffectivePolicy, ToolContext
 from ..tools.registry import ToolHost
+from ..tools.shell.script_hookup import with_scripts
 
 __all__ = ["Engine", "EngineSettings", "EventSink", "Intent", "PumpResult"]
 
@@ -45,6 +46,10 @@ class Engine:
         self.runs = runs
         self.llm = llm
         self.settings = settings or EngineSettings()
+        commands = self.settings.system_policy.commands
+        if commands is not None and commands.scripts_cache is None:  # BMAD scripts' prepared dependencies
+            policy = self.settings.system_policy.model_copy(update={"commands": with_scripts(commands, store.home)})
+            self.settings = self.settings.model_copy(update={"system_policy": policy})
         self.tools = tools or ToolHost()
         self._active: dict[str, PumpControl] = {}
         self._composers: dict[tuple[str, str], PromptComposer] = {}

@@ -289,7 +289,7 @@ class Pump:
             scope = self._scope()
             outcome = await self.recorder.run(call, done.ctx, scope=scope)
             if outcome.approval is not None and refuse_approvals:
-                outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope)
+                outcome = await self.approvals.refuse_unasked(call, outcome.approval, scope, done.ctx)
             elif outcome.approval is not None:
                 done.widget = self.approvals.hold(call, outcome.approval, scope, question=done.widget)
                 break
@@ -309,7 +309,9 @@ class Pump:
         done.was_complete = was_complete
         return done
 
-    async def _absorb(self, call: ToolCall, outcome: ToolOutcome, ctx: ToolContext, before: tuple[str, int]) -> ToolContext:
+    async def _absorb(
+        self, call: ToolCall, outcome: ToolOutcome, ctx: ToolContext, before: tuple[str, int]
+    ) -> ToolContext:
         """Take in what one recorded call changed; returns the context for the next calls (another
         agent's policy after a node change)."""
         if outcome.state_changed or outcome.artifacts_created:

@@ -144,6 +144,7 @@ class ToolApprovals:
                     "allowForRun": prefix})
         ctx = replace(ctx, allowed_for_run=self.allowed_for_run())
         if decision == "deny":
+            self.recorder.tools.record_denial(held.call.name, held.call.arguments, ctx, by)
             outcome = denied(held.denied_code, f"{by} denied it" if by else None)
             await self.recorder.record(held.call, outcome, held.scope)
             return outcome, ctx
@@ -154,10 +155,12 @@ class ToolApprovals:
             await self.recorder.record(held.call, outcome, held.scope)
         return outcome, ctx
 
-    async def refuse_unasked(self, call: ToolCall, request: ApprovalRequest, scope: str | None) -> ToolOutcome:
+    async def refuse_unasked(self, call: ToolCall, request: ApprovalRequest, scope: str | None,
+                             ctx: ToolContext) -> ToolOutcome:
         """A later call of a reply the owner answered by typing: not asked, not made."""
         self.audit({"kind": "approval.decided", "toolCallId": call.id, "tool": wire_name(call.name),
                     "approvalKind": request.kind, "decision": "denied", "by": None})
+        self.recorder.tools.record_denial(call.name, call.arguments, ctx, None)
         outcome = denied(request.denied_code, None)
         await self.recorder.record(call, outcome, scope)
         return outcome

@@ -28,7 +28,7 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
-from .shell.shell_run import shell_run
+from .shell.shell_run import audit_denied, shell_run
 
 if TYPE_CHECKING:
     from .mcp.adapter import McpTool
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Runner = Callable[[Any, ToolContext], Awaitable[ToolOutcome]]
+DeniedHook = Callable[[ToolContext, dict[str, Any], "str | None"], None]  # (context, arguments, denied by)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Tool:
     wire: str
     args: type[BaseModel]
     run: Runner
+    denied: DeniedHook | None = None  # audits a call the run owner denied (it never ran)
 
 
 TOOLS: dict[str, Tool] = {
@@ -57,7 +59,7 @@ TOOLS: dict[str, Tool] = {
         Tool("fs_apply_patch", A.PatchArgs, apply_patch),
         Tool("ui_ask_user", A.WidgetPayload, ask_user),
         Tool("workflow_rewind", A.RewindArgs, rewind),
-        Tool("shell_run", A.ShellRunArgs, shell_run),
+        Tool("shell_run", A.ShellRunArgs, shell_run, denied=audit_denied),
     )
 }
 _READ_ONLY = ("fs_read", "fs_list", "fs_search", "ui_ask_user")
@@ -159,6 +161,17 @@ class ToolHost:
         outcome.result, outcome.result_json = capped_json(outcome.result)
         self._audit(ctx, call_id, name, seen["input"], outcome, started)
         return outcome
+
+    def record_denial(self, name: str, raw_arguments: str, ctx: ToolContext, denied_by: str | None) -> None:
+        """A held call the owner denied: the tool's own audit of it, for tools that keep one (commands)."""
+        tool = TOOLS.get(wire_name(name or ""))
+        if tool is None or tool.denied is None:
+            return
+        try:
+            arguments = json.loads(raw_arguments) if raw_arguments and raw_arguments.strip() else {}
+        except (ValueError, RecursionError):
+            arguments = {}
+        tool.denied(ctx, arguments if isinstance(arguments, dict) else {}, denied_by)
 
     async def _execute(
         self, name: str, raw: str, ctx: ToolContext, seen: dict[str, Any]

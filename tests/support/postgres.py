@@ -67,27 +67,46 @@ class PostgresServer:
             [str(bindir / "initdb"), "-D", str(root / "data"), "-U", USER, "--auth=trust", "-E", "UTF8", "--no-sync"],
             check=True, capture_output=True, timeout=timeout, **account,  # type: ignore[call-overload]
         )
-        log = open(root / "server.log", "wb")  # noqa: SIM115 - owned by the server process
-        server.process = subprocess.Popen(
+        server._run(timeout)
+        return server
+
+    def _run(self, timeout: float) -> None:
+        """Start the server process on the data folder and port it has, and wait until it answers."""
+        log = open(self.root / "server.log", "ab")  # noqa: SIM115 - owned by the server process
+        self.process = subprocess.Popen(
             [
-                str(bindir / "postgres"), "-D", str(root / "data"), "-p", str(server.port), "-h", "127.0.0.1",
-                "-k", str(root), "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                str(self.bindir / "postgres"), "-D", str(self.root / "data"), "-p", str(self.port), "-h", "127.0.0.1",
+                "-k", str(self.root), "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
                 "-c", "max_connections=300", "-c", "shared_buffers=32MB",
             ],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **account,  # type: ignore[call-overload]
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, **self._account(),  # type: ignore[call-overload]
         )
         log.close()
         deadline = time.monotonic() + timeout
         while True:
             try:
-                with psycopg.connect(server.admin_url, connect_timeout=2):
-                    return server
+                with psycopg.connect(self.admin_url, connect_timeout=2):
+                    return
             except psycopg.OperationalError:
-                if server.process.poll() is not None or time.monotonic() > deadline:
-                    output = (root / "server.log").read_text(errors="replace")[-2000:]
-                    server.stop()
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    output = (self.root / "server.log").read_text(errors="replace")[-2000:]
+                    self.stop()
                     raise RuntimeError(f"postgres did not start:\n{output}") from None
                 time.sleep(0.1)  # the server gives no other readiness signal
+
+    def halt(self) -> None:
+        """Stop the server at once (every connection drops), keeping its data for `resume`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # fast shutdown: connections are cut, data kept
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                kill_group(self.process.pid)
+                self.process.wait(10)
+
+    def resume(self, timeout: float = 60.0) -> None:
+        """Start the halted server again, on the same port with the same data."""
+        self._run(timeout)
 
     def create_database(self) -> str:
         name = f"t_{uuid.uuid4().hex[:12]}"

@@ -23,6 +23,11 @@ INDIRECT = frozenset({
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "fish", "ash"})
 _OPAQUE_KINDS = {"commandsubstitution": "$(…)", "processsubstitution": "<(…)"}
 _TOKEN = re.compile(r"[^\s;&|()<>`$\"']+")
+_SUBSTITUTION = re.compile(r"\$\(|`|[<>]\(")
+# Variables that decide which program or code runs: set before a command (or exported), a rule's prefix
+# would no longer say what runs.
+_STEERING = re.compile(r"(PATH|LD_[A-Z_]+|BASH_ENV|ENV|IFS|SHELLOPTS|BASHOPTS|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|"
+                       r"PERL5LIB|PERL5OPT|RUBYOPT|RUBYLIB|NODE_OPTIONS|NODE_PATH|GIT_[A-Z_]+)=")
 
 
 class CommandLineInvalid(ValueError):
@@ -55,6 +60,8 @@ def analyse(line: str) -> Analysis:
     found = Analysis()
     for tree in trees:
         _walk(tree, found)
+    if not found.opaque and _SUBSTITUTION.search(line):  # e.g. inside ${x:-…} or a here-document
+        found.opaque.append("a command substitution")
     if not found.parts and not found.opaque:
         raise CommandLineInvalid("no command found")
     return found
@@ -93,6 +100,9 @@ def _children(node: Any) -> list[Any]:
 def _command(node: Any, found: Analysis) -> None:
     words: list[str] = []
     for part in node.parts:
+        text = getattr(part, "word", "")
+        if part.kind in ("assignment", "word") and _STEERING.match(text):
+            found.opaque.append(f"'{text.split('=', 1)[0]}=' changes which program a command runs")
         if part.kind == "assignment" and not words:
             continue  # FOO=1 cmd …: the command is cmd
         if part.kind != "word":

@@ -46,6 +46,14 @@ def decide(line: str, config: CommandsConfig, allowed_for_run: Collection[str] =
     return Verdict("ask", worst.reason, rule=worst.rule, allow_for_run=_allow_for_run(analysis, config))
 
 
+def decide_unreadable(line: str, config: CommandsConfig) -> Verdict:
+    """A line the shell accepts but the checker cannot read: forbidden if a forbidden prefix shows, else ask."""
+    forbidden = _forbidden_anywhere(line, config.rules)
+    if forbidden is not None:
+        return Verdict("forbid", f"rule '{forbidden}' forbids it", rule=forbidden)
+    return Verdict("ask", "it cannot be checked: a construct the checker cannot read")
+
+
 def _part(words: Sequence[str], rules: Sequence[CommandRule], default: Decision) -> Verdict:
     best: CommandRule | None = None
     for rule in rules:

@@ -20,11 +20,12 @@ from .command_config import CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
 from .output_capture import OutputCapture
 from .pids_cgroup import PidsCgroup, remove_stale
-from .sandbox_layout import HOME, Layout, layout_for, path_inside, translate
+from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
 MAX_ARGS_BYTES = 60_000
+SYNTAX_CHECK_SECONDS = 5.0
 _PROBE_TEXT = "crewagent-sandbox-ok"
 
 
@@ -85,7 +86,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
-        return Prepared([*limits, "/bin/sh", "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
+        return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
     assert state.program is not None
     cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
     fds: list[int] = []
@@ -102,7 +103,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         if cgroup is not None:
             cgroup.remove()
         raise
-    argv = ["bwrap", "--args", str(args_fd), "--", *limits, "/bin/sh", "-c", translate(command)]
+    argv = ["bwrap", "--args", str(args_fd), "--", *limits, SHELL, "-c", translate(command)]
     executable = state.program
     if cgroup is not None:  # the launcher finds `bwrap` on PATH, so the sandbox's /proc shows no host path
         argv = [*cgroup.join_then(), *argv]
@@ -123,6 +124,22 @@ async def execute(state: SandboxState, prepared: Prepared, timeout: float, captu
             await asyncio.to_thread(prepared.cgroup.remove)
         if prepared.own_home is not None:
             await asyncio.to_thread(shutil.rmtree, prepared.own_home, True)
+
+
+async def shell_accepts(line: str) -> bool:
+    """Whether the shell itself can parse a line the checker could not (`[[ … ]]`, `case`): no command runs."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            SHELL, "-n", "-c", line, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
+    except OSError:
+        return False
+    try:
+        return await asyncio.wait_for(proc.wait(), SYNTAX_CHECK_SECONDS) == 0
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return False
 
 
 async def _self_test(config: CommandsConfig) -> SandboxState:

@@ -18,6 +18,7 @@ GIT = "/@git"
 HOME = "/tmp/home"
 TOOLS_BIN = "/opt/crewagent/bin"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+SHELL = next((s for s in ("/usr/bin/bash", "/bin/bash") if os.path.exists(s)), "/bin/sh")  # what the checker reads
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
 SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")  # host keys: readable by a bot running as root

@@ -21,11 +21,12 @@ from ..mounts import SandboxViolation, resolve
 from .bwrap import find_uv
 from .command_config import CommandsConfig
 from .command_line import CommandLineInvalid
-from .command_policy import Verdict, decide
+from .command_policy import Verdict, decide, decide_unreadable
 from .command_runner import Finished
 from .command_progress import CommandReporter
-from .command_sandbox import SandboxState, execute, prepare, sandbox_state
+from .command_sandbox import SandboxState, execute, prepare, sandbox_state, shell_accepts
 from .output_capture import OutputCapture
+from .script_hookup import wait_for_scripts
 from .sandbox_layout import Layout, layout_for, scrub
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,10 @@ async def shell_run(args: ShellRunArgs, ctx: ToolContext) -> ToolOutcome:
     try:
         verdict = decide(command, config, ctx.allowed_for_run)
     except CommandLineInvalid as exc:
-        return _refused(ctx, command, folder.alias, "COMMAND_INVALID",
-                        f"The command line cannot be parsed ({exc}). Send one valid shell command line.")
+        if not await shell_accepts(command):
+            return _refused(ctx, command, folder.alias, "COMMAND_INVALID",
+                            f"The command line cannot be parsed ({exc}). Send one valid shell command line.")
+        verdict = decide_unreadable(command, config)
     if verdict.decision == "forbid":
         return _refused(ctx, command, folder.alias, "COMMAND_FORBIDDEN",
                         f"The operator's policy forbids this command ({verdict.reason}). Do not retry it; "
@@ -69,6 +72,7 @@ async def shell_run(args: ShellRunArgs, ctx: ToolContext) -> ToolOutcome:
 
 async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, command: str, rel: str, shown_cwd: str,
                timeout: int, verdict: Verdict) -> ToolOutcome:
+    await wait_for_scripts(config, ctx.mounts.pkg, command, timeout)
     extras = config.extras
     layout = await asyncio.to_thread(
         layout_for, ctx.mounts.project, ctx.mounts.pkg, toolchain=config.toolchain,

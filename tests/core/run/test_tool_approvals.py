@@ -16,6 +16,8 @@ from core.run.engine import Engine, EngineSettings
 from core.store.history import History
 from core.tools import registry
 from core.tools.mcp.hub import McpHub
+from core.tools.shell.command_config import CommandsConfig
+from core.tools.shell.command_sandbox import sandbox_state
 from core.tools.policy import SystemToolPolicy
 from core.tools.registry import ToolHost
 from tests.support.fakes.llm_server import Reply
@@ -29,9 +31,11 @@ from tests.support.scripts import (
     direction_answer,
     engine_harness,
     hello_subflow_responder,
+    previous_calls,
     previous_results,
 )
 from tests.support.probe_tool import PROBE, commands_model, last_user, probe_tool
+from tests.support.shell_sandbox import commands
 
 
 def _decide(widget: dict[str, Any], decision: str, by: str = "U_OWNER") -> str:
@@ -259,3 +263,82 @@ async def test_an_approval_asked_the_older_way_is_answered_with_the_truth(projec
         last = h.llm.requests[-1]["messages"][-1]
         assert last["role"] == "user" and last["content"].startswith("RUNTIME_NOTE")
         assert "was not made" in last["content"] and "WIDGET_SUBMIT" not in last["content"]
+
+
+# ---- the real shell_run in its sandbox ----------------------------------------------------------
+
+
+def _shell_model(body: Body) -> Reply:
+    results = previous_results(body)
+    if results and results[-1].get("exitCode") is not None and "pytest" in str(previous_calls(body)):
+        if previous_calls(body)[-1][1]["command"].endswith("--version"):
+            return calls(("shell_run", {"command": "python -m pytest --co -q -p no:cacheprovider"}))
+        return Reply(content="Both ran. What next?")
+    if last_user(body) == "check pytest":
+        return calls(("shell_run", {"command": "python -m pytest --version"}))
+    if results and "exitCode" in results[-1]:
+        return Reply(content=f"Ran it: {results[-1]['stdout'].strip()}. What next?")
+    if results and (results[-1].get("error") or {}).get("code") == "COMMAND_DENIED":
+        return Reply(content="I did not run it. What next?")
+    if last_user(body) == "make the file":
+        return calls(("shell_run", {"command": "echo made > made.txt && cat made.txt"}))
+    if last_user(body) == "make another":
+        return calls(("shell_run", {"command": "echo again > again.txt"}))
+    return Reply(content=ASK)
+
+
+async def test_a_command_runs_only_after_approve_and_its_output_is_what_the_model_gets(
+    project: Path, tmp_path: Path
+) -> None:
+    if not (await sandbox_state(CommandsConfig())).usable:
+        pytest.skip("bubblewrap does not work on this machine")
+    settings = EngineSettings(system_policy=SystemToolPolicy(commands=commands(default="ask")))
+    async with engine_harness(project, settings=settings) as h:
+        h.llm.responder = _shell_model
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        started = await h.engine.pump(record, package, intent="start")
+        assert started.widget is None and started.assistant_text == ASK
+        asked = await h.engine.pump(record, package, intent="continue", user_input="make the file")
+        assert asked.widget is not None and asked.widget["kind"] == "command"
+        assert "echo made > made.txt && cat made.txt" in asked.widget["message"]
+        assert not (project / "made.txt").exists()  # nothing ran before the owner's answer
+
+        done = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "approve"))
+        assert (project / "made.txt").read_text() == "made\n"
+        assert done.assistant_text == "Ran it: made. What next?"
+        result = previous_results(h.llm.requests[-1])[-1]
+        assert result["ok"] is True and result["exitCode"] == 0 and result["stdout"] == "made\n"
+
+        again = await h.engine.pump(record, package, intent="continue", user_input="make another")
+        assert again.widget is not None
+        denied = await h.engine.pump(record, package, intent="continue", user_input=_decide(again.widget, "deny"))
+        assert denied.assistant_text == "I did not run it. What next?" and not (project / "again.txt").exists()
+        result = previous_results(h.llm.requests[-1])[-1]
+        assert result["ok"] is False and result["error"]["code"] == "COMMAND_DENIED"
+        commands_audited = _audit(h.store, record, "command.run")
+        assert [(c["command"], c.get("approvedBy"), c.get("deniedBy"), c.get("exitCode")) for c in commands_audited] == [
+            ("echo made > made.txt && cat made.txt", "U_OWNER", None, 0),
+            ("echo again > again.txt", None, "U_OWNER", None),
+        ]
+
+
+
+async def test_allow_for_this_run_lets_the_same_command_prefix_run_without_asking(project: Path, tmp_path: Path) -> None:
+    if not (await sandbox_state(CommandsConfig())).usable:
+        pytest.skip("bubblewrap does not work on this machine")
+    settings = EngineSettings(system_policy=SystemToolPolicy(commands=commands(default="ask")))
+    async with engine_harness(project, settings=settings) as h:
+        h.llm.responder = _shell_model
+        package = load_package(mcp_package(tmp_path), cache_dir=h.store.packages_dir)
+        record = h.runs.create(package, "hello-linear", "analyst", project)
+        await h.engine.pump(record, package, intent="start")
+        asked = await h.engine.pump(record, package, intent="continue", user_input="check pytest")
+        assert asked.widget is not None and asked.widget["allowForRun"] == "python -m pytest"
+        done = await h.engine.pump(record, package, intent="continue", user_input=_decide(asked.widget, "allow_for_run"))
+        assert done.widget is None and done.assistant_text == "Both ran. What next?"
+        ran = [(c["command"], c.get("approvedBy"), c.get("reason")) for c in _audit(h.store, record, "command.run")]
+        assert ran == [
+            ("python -m pytest --version", "U_OWNER", ran[0][2]),
+            ("python -m pytest --co -q -p no:cacheprovider", None, "allowed for this run by its owner"),
+        ]

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Self, TypeAlias
+from typing import Any, Literal, NamedTuple, Self, TypeAlias
 
 import yaml
 from aiohttp import web
@@ -117,6 +118,19 @@ class UploadedFile:
     completed: bool = False
 
 
+OutageKind: TypeAlias = Literal["unavailable", "ratelimited", "reset"]
+
+
+@dataclass
+class Outage:
+    """Every Web API call fails while it lasts: HTTP 503, 429 with Retry-After, or a reset connection."""
+
+    kind: OutageKind
+    retry_after: int = 0
+    until: float = float("inf")  # time.monotonic() at which it ends by itself
+    answered: list[tuple[str, float]] = field(default_factory=list)  # (method, monotonic time) of each failed call
+
+
 @dataclass
 class _Failure:
     error: str
@@ -169,7 +183,11 @@ class FakeSlack(LoopbackServer):
         self.app_id = app_id
         self.socket_mode = SocketModeServer(app_id=app_id)
         self.calls: list[SlackCall] = []
+        self.call_times: list[float] = []
+        """time.monotonic() of each recorded call, beside `calls`."""
         self.requests: list[RecordedRequest] = []
+        self.outages: list[Outage] = []
+        """Every outage so far, the current one last (see `fail_everything`)."""
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
         """Live messages by (channel, ts): posted, seeded, updated; deleted ones removed."""
         self.reactions: set[tuple[str, str, str]] = set()
@@ -283,6 +301,26 @@ class FakeSlack(LoopbackServer):
             status = 429 if error == "ratelimited" else 200
         self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
 
+    def fail_everything(self, kind: OutageKind = "unavailable", *, seconds: float | None = None, retry_after: int = 0) -> Outage:
+        """From now on every Web API call fails (`unavailable`: HTTP 503 service_unavailable; `ratelimited`:
+        429 with `Retry-After: retry_after`; `reset`: the connection is dropped without an answer), for
+        `seconds` or until `recover()`. Calls are still recorded (with their times)."""
+        until = time.monotonic() + seconds if seconds is not None else float("inf")
+        outage = Outage(kind, retry_after=retry_after, until=until)
+        self.outages.append(outage)
+        return outage
+
+    def recover(self) -> float:
+        """End the current outage; returns the monotonic time it ended."""
+        now = time.monotonic()
+        if self.outages:
+            self.outages[-1].until = min(self.outages[-1].until, now)
+        return now
+
+    def _current_outage(self) -> Outage | None:
+        outage = self.outages[-1] if self.outages else None
+        return outage if outage is not None and time.monotonic() < outage.until else None
+
     def set_response(self, method: str, response: Override) -> None:
         """Replace a method's answer with a fixed dict or `fn(params) -> dict`."""
         self._overrides[method] = response
@@ -378,6 +416,7 @@ class FakeSlack(LoopbackServer):
     async def _record(self, call: SlackCall, request: RecordedRequest | None = None) -> None:
         async with self._changed:
             self.calls.append(call)
+            self.call_times.append(time.monotonic())
             if request is not None:
                 self.requests.append(request)
             self._changed.notify_all()
@@ -391,6 +430,18 @@ class FakeSlack(LoopbackServer):
             SlackCall(method, params),
             RecordedRequest(method, params, token, request.method, request.content_type, headers),
         )
+
+        outage = self._current_outage()
+        if outage is not None:
+            outage.answered.append((method, time.monotonic()))
+            if outage.kind == "reset":
+                assert request.transport is not None
+                request.transport.abort()  # the client sees the connection drop without an answer
+                return web.Response(status=500)
+            if outage.kind == "ratelimited":
+                headers = {"Retry-After": str(outage.retry_after)}
+                return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
+            return web.json_response({"ok": False, "error": "service_unavailable"}, status=503)
 
         failure = self._take_failure(method)
         if failure is not None:

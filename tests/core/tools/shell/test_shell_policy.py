@@ -59,6 +59,12 @@ POLICY = CommandsConfig.model_validate({
     ("if true; then git push; fi", "forbid"),
     ("for f in a b; do python -m pytest $f; done", "allow"),
     ("env", "ask"),  # env alone prints; no rule names it, so the default
+    ("ls ${X:-$(make)}", "ask"),  # a substitution the parser does not model still asks
+    ("cat <<EOF\n$(make)\nEOF", "ask"),  # a here-document runs its substitutions
+    ("PATH=@project/bin:$PATH git diff", "ask"),  # which `git` runs is no longer what the rule names
+    ("export LD_PRELOAD=x.so; ls", "ask"),
+    ("GIT_DIR=/x git diff", "ask"),
+    ("LANG=C ls", "allow"),
 ])
 def test_decisions(line: str, expected: str) -> None:
     assert decide(line, POLICY).decision == expected
@@ -226,3 +232,14 @@ def test_agents_json_may_switch_the_tool_off_and_is_validated(tmp_path: Path) ->
     (root / "agents.json").write_text(json.dumps(agents))
     with pytest.raises(CrewError):
         load_package(root, cache_dir=tmp_path / "cache2")
+
+
+async def test_valid_shell_the_checker_cannot_read_asks(bench: ShellBench) -> None:
+    line = "[[ -d @project ]] && case x in x) touch made;; esac"
+    waiting = await bench.call(line)
+    assert waiting.approval is not None and "cannot be checked" in waiting.approval.message
+    assert not (bench.project / "made").exists()
+    ran = await bench.call(line, approved="U1")
+    assert ran.result["exitCode"] == 0 and (bench.project / "made").is_file()
+    forbidden = await bench.run("[[ -d x ]] || git push")
+    assert forbidden["error"]["code"] == "COMMAND_FORBIDDEN"

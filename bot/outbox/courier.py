@@ -1,0 +1,350 @@
+"""Sends the outbox: each lane in order, what Slack could not take now again with back-off, for a day.
+
+A post or an edit is recorded first, then sent at once when nothing older waits in its lane;
+otherwise it waits its turn (the caller gets None: not shown yet). An entry is done once Slack has
+answered. A failure that passes (a 5xx, a 429 after the SDK's own retries, a timeout, a dropped
+connection) is tried again with growing back-off, up to BACKOFF_CAP seconds apart, so a message is
+shown a few seconds after Slack is back; 429s honour Retry-After. An error that retrying cannot fix
+(`channel_not_found`, `invalid_blocks`, …) or a day of failures gives the entry up: it is recorded,
+logged, and shown on the owner's Home tab.
+
+A post that may already have reached Slack (an answer lost in a timeout, a process killed between
+Slack's answer and the record, an entry taken over from a replica that died) is first looked for in
+its thread by the entry id its metadata carries (`conversations.replies`), so nothing is posted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ..slack_io import failure_code, retry_after, transient_failure
+from ..waits import wait_set
+from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, marked_entry, with_marker
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST = 0.5
+BACKOFF_CAP = 4.0  # seconds between attempts at most: shown soon after Slack is back
+RECORD_RETRY = 1.0  # seconds between attempts to record an entry when the store cannot take it
+LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may have been posted
+CONCURRENCY = 8  # lanes sent at once
+
+Result = Literal["sent", "retry", "refused"]
+
+
+@dataclass
+class _Lane:
+    entries: deque[OutboxEntry] = field(default_factory=deque)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    due: float = 0.0  # monotonic time of the next attempt
+    failures: int = 0
+
+
+@dataclass
+class _Attempt:
+    result: Result
+    ts: str | None = None
+    error: str | None = None
+    wait: float = 0.0
+
+
+class Courier:
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        ledger: Ledger,
+        *,
+        before_send: Callable[[], Awaitable[None]] | None = None,
+        give_up_after: float = DAY,
+        adopt_every: float = 0.0,
+    ) -> None:
+        """`adopt_every` > 0: look this often for entries a dead replica left (Postgres ledgers)."""
+        self.client = client
+        self.ledger = ledger
+        self.before_send = before_send
+        self.give_up_after = give_up_after
+        self.adopt_every = adopt_every
+        self.sent = 0
+        self.given_up = 0
+        self._lanes: dict[str, _Lane] = {}
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._record_failing = False
+        self.paused = False  # cut off from the database: nothing is sent until `resume`
+        self._open = False  # `open` opened the ledger, so `close` closes it
+
+    # ---- what SlackIO calls -------------------------------------------------------
+
+    async def post(self, channel: str, thread_ts: str | None, payload: dict[str, Any]) -> str | None:
+        """Record the post, send it if its turn has come; its ts once Slack has it, else None (sent later)."""
+        entry = OutboxEntry(kind="post", channel=channel, thread_ts=thread_ts, payload={})
+        entry.payload = with_marker(entry.id, payload)
+        attempt = await self._submit(entry)
+        return attempt.ts if attempt is not None and attempt.result == "sent" else None
+
+    async def update(self, channel: str, ts: str, payload: dict[str, Any]) -> bool:
+        """Record the edit (replacing an older one still waiting for the same message) and send it in turn.
+        False only when Slack refused it for good."""
+        lane = self._lanes.get(f"edit:{channel}:{ts}")
+        waiting = lane.entries[-1] if lane is not None and lane.entries else None
+        if waiting is not None and lane is not None and (len(lane.entries) > 1 or not lane.lock.locked()):
+            waiting.payload = payload  # only the newest state of a message matters
+            await self._record(self.ledger.replace, waiting)
+            self._kick()
+            return True
+        attempt = await self._submit(OutboxEntry(kind="update", channel=channel, target_ts=ts, payload=payload))
+        return attempt is None or attempt.result != "refused"
+
+    async def _submit(self, entry: OutboxEntry) -> _Attempt | None:
+        await self._record(self.ledger.add, entry)
+        lane = self._lanes.setdefault(entry.lane, _Lane())
+        lane.entries.append(entry)
+        self._idle.clear()
+        if self.paused or len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
+            self._kick()
+            return None  # older entries go first
+        attempt = await self._send_head(lane, entry)
+        if lane.entries:
+            self._kick()
+        return attempt
+
+    async def _record(self, write: Callable[[OutboxEntry], Awaitable[None]], entry: OutboxEntry) -> None:
+        """Nothing is sent before it is recorded: while the store cannot take it, the caller waits."""
+        while True:
+            try:
+                await write(entry)
+            except (LedgerUnavailable, TimeoutError) as exc:
+                if not self._record_failing:
+                    log.error("cannot record an outgoing Slack message; waiting for the store", extra={"error": str(exc)})
+                self._record_failing = True
+                await asyncio.sleep(RECORD_RETRY)
+                continue
+            if self._record_failing:
+                log.info("outgoing Slack messages are recorded again")
+                self._record_failing = False
+            return
+
+    # ---- life -----------------------------------------------------------------------
+
+    async def open(self) -> int:
+        """Open the store and take up what an earlier process (or a dead replica) left unsent; returns how
+        many entries that was."""
+        await self.ledger.open()
+        self._open = True
+        return await self.start()
+
+    async def start(self) -> int:
+        """Take up what an earlier process (or a dead replica) left unsent; returns how many entries."""
+        left = await self.ledger.pending()
+        self._take(left)
+        self._kick()
+        return len(left)
+
+    def _take(self, entries: list[OutboxEntry]) -> None:
+        for entry in sorted(entries, key=lambda e: e.seq):
+            lane = self._lanes.setdefault(entry.lane, _Lane())
+            if any(e.id == entry.id for e in lane.entries):
+                continue
+            entry.maybe_sent = entry.kind == "post"  # it may have reached Slack before the record said so
+            head = lane.entries.popleft() if lane.lock.locked() and lane.entries else None
+            lane.entries = deque(sorted([*lane.entries, entry], key=lambda e: e.seq))
+            if head is not None:
+                lane.entries.appendleft(head)
+            self._idle.clear()
+
+    def pause(self) -> None:
+        """This replica lost its database for a lease time: another may take its threads (and entries) over."""
+        self.paused = True
+
+    async def resume(self) -> None:
+        """Back in touch: send what is still ours (and what dead replicas left); drop what others took."""
+        kept = {entry.id: entry for entry in await self.ledger.pending()}
+        for lane in self._lanes.values():
+            for entry in [e for e in lane.entries if e.id not in kept and not lane.lock.locked()]:
+                lane.entries.remove(entry)
+        self._take(list(kept.values()))
+        self.paused = False
+        self._kick()
+
+    async def idle(self, timeout: float | None = None) -> bool:
+        """True once nothing waits to be sent (within `timeout` seconds)."""
+        if not self.waiting():
+            return True
+        return await wait_set(self._idle, timeout)
+
+    def waiting(self) -> int:
+        return sum(len(lane.entries) for lane in self._lanes.values())
+
+    async def close(self, grace: float = 0.0) -> None:
+        """Send what can go within `grace` seconds, then stop; what is left stays recorded for the next start."""
+        if grace > 0:
+            await self.idle(grace)
+        task, self._loop_task = self._loop_task, None
+        for running in [*self._tasks, *([task] if task else [])]:
+            running.cancel()
+        await asyncio.gather(*self._tasks, *([task] if task else []), return_exceptions=True)
+        self._tasks.clear()
+        if self._open:
+            self._open = False
+            await self.ledger.close()
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    def _kick(self) -> None:
+        if self._loop_task is None or self._loop_task.done():
+            self._loop_task = asyncio.create_task(self._run(), name="outbox")
+        self._wake.set()
+
+    async def _run(self) -> None:
+        next_adopt = time.monotonic() + self.adopt_every
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            if self.adopt_every > 0 and now >= next_adopt and not self.paused:
+                next_adopt = now + self.adopt_every
+                await self._adopt()
+            wait = math.inf if self.adopt_every <= 0 else max(0.0, next_adopt - now)
+            for key, lane in list(self._lanes.items()) if not self.paused else []:
+                if not lane.entries:
+                    if not lane.lock.locked():
+                        del self._lanes[key]
+                    continue
+                if lane.lock.locked() or any(t.get_name() == key for t in self._tasks):
+                    continue
+                if lane.due > now:
+                    wait = min(wait, lane.due - now)
+                elif len(self._tasks) < CONCURRENCY:
+                    task = asyncio.create_task(self._drain(lane), name=key)
+                    self._tasks.add(task)
+                    task.add_done_callback(self._done)
+            if not self.waiting():
+                self._idle.set()
+            await wait_set(self._wake, wait)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("the outbox lane stopped", exc_info=task.exception())
+        self._wake.set()
+
+    async def _adopt(self) -> None:
+        try:
+            self._take(await self.ledger.pending())
+        except (LedgerUnavailable, TimeoutError):
+            pass  # looked for again at the next round
+
+    async def _drain(self, lane: _Lane) -> None:
+        while lane.entries and lane.due <= time.monotonic() and not self.paused:
+            attempt = await self._send_head(lane, lane.entries[0])
+            if attempt is None or attempt.result == "retry":
+                return
+
+    async def _send_head(self, lane: _Lane, entry: OutboxEntry) -> _Attempt | None:
+        async with lane.lock:
+            if not lane.entries or lane.entries[0] is not entry:
+                return None
+            if entry.expired(self.give_up_after):
+                attempt = _Attempt("refused", error=f"not delivered in time (last: {entry.error or 'no answer'})")
+            else:
+                attempt = await self._attempt(entry)
+            if attempt.result == "retry":
+                lane.failures += 1
+                backoff = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (lane.failures - 1))
+                lane.due = time.monotonic() + max(backoff, attempt.wait)
+                entry.error = attempt.error
+                if lane.failures == 1:
+                    log.warning(
+                        "slack did not take a message; it stays in the outbox and is sent again",
+                        extra={"call": _method(entry), "error": attempt.error, "channel": entry.channel},
+                    )
+                return attempt
+            lane.entries.popleft()
+            lane.failures, lane.due = 0, 0.0
+            if attempt.result == "sent":
+                self.sent += 1
+                await self._mark(self.ledger.sent(entry.id))
+            else:
+                self.given_up += 1
+                log.error(
+                    "slack refused a message; given up",
+                    extra={"call": _method(entry), "error": attempt.error, "channel": entry.channel},
+                )
+                await self._mark(self.ledger.give_up(entry.id, attempt.error or "refused"))
+            return attempt
+
+    async def _mark(self, write: Awaitable[None]) -> None:
+        """Record an outcome; if the store is away, the next start finds the entry and looks for it first."""
+        try:
+            await write
+        except (LedgerUnavailable, TimeoutError) as exc:
+            log.warning("could not record that a Slack message was sent", extra={"error": str(exc)})
+
+    async def _attempt(self, entry: OutboxEntry) -> _Attempt:
+        try:
+            if self.before_send is not None:
+                await self.before_send()  # the run's writes are stored before anyone reads the message
+        except (LedgerUnavailable, TimeoutError) as exc:
+            return _Attempt("retry", error=f"store: {type(exc).__name__}")
+        try:
+            if entry.kind == "update":
+                await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload)
+                return _Attempt("sent", ts=entry.target_ts)
+            if entry.maybe_sent and entry.thread_ts:
+                found = await self._find(entry)
+                if found is not None:
+                    return _Attempt("sent", ts=found)
+            response = await self.client.chat_postMessage(
+                channel=entry.channel, thread_ts=entry.thread_ts, unfurl_links=False, **entry.payload
+            )
+            return _Attempt("sent", ts=str(response["ts"]))
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            code = failure_code(exc)
+            if not transient_failure(exc):
+                return _Attempt("refused", error=code)
+            if not isinstance(exc, SlackApiError) or getattr(exc.response, "status_code", 200) >= 500:
+                entry.maybe_sent = True  # it may have been taken before the answer was lost
+            return _Attempt("retry", error=code, wait=retry_after(exc))
+
+    async def _find(self, entry: OutboxEntry) -> str | None:
+        """The ts of the message carrying this entry's id in its thread, if Slack already has it."""
+        cursor: str | None = None
+        for _ in range(LOOKUP_PAGES):
+            try:
+                response = await self.client.conversations_replies(
+                    channel=entry.channel,
+                    ts=entry.thread_ts or "",
+                    oldest=f"{entry.created - 60:.6f}",
+                    include_all_metadata=True,
+                    limit=200,
+                    cursor=cursor,
+                )
+            except SlackApiError as exc:
+                if transient_failure(exc):
+                    raise
+                return None  # the thread cannot be read (not found, no history scope): it is posted
+            for message in response.get("messages") or []:
+                if marked_entry(message) == entry.id:
+                    return str(message["ts"])
+            cursor = ((response.get("response_metadata") or {}).get("next_cursor")) or None
+            if not cursor:
+                return None
+        return None
+
+
+def _method(entry: OutboxEntry) -> str:
+    return "chat.postMessage" if entry.kind == "post" else "chat.update"
+

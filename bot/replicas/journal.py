@@ -1,0 +1,94 @@
+"""Events a replica took from Slack while its database was away, kept in a local file until they
+can be queued in Postgres (`<home>/slack/journal.sqlite`).
+
+Slack redelivers an event it got no answer for only after about a minute, then five; an owner's
+answer would wait that long after a short database outage. So the event is written here (one
+sqlite transaction, on a worker thread) and acknowledged; when the database is back it is queued
+in order, with its delivery ids, so a redelivery is still handled once. An event that cannot even
+be written here is not acknowledged (Slack sends it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from ..base.event import ThreadEvent
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT = 5.0
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    event TEXT NOT NULL,
+    control TEXT
+);
+"""
+
+Journaled = tuple[int, ThreadEvent, ThreadEvent | None]
+
+
+class EventJournal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count = 0  # events waiting here (as far as this process knows)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(self.path), timeout=CALL_TIMEOUT)
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(SCHEMA)
+        return db
+
+    async def add(self, event: ThreadEvent, control: ThreadEvent | None) -> None:
+        """Keep the event; raises OSError / sqlite3.Error when it cannot be kept (then it is not acked)."""
+
+        def write() -> None:
+            with closing(self._connect()) as db, db:
+                db.execute(
+                    "INSERT INTO journal (event, control) VALUES (?, ?)",
+                    (event.model_dump_json(), control.model_dump_json() if control is not None else None),
+                )
+
+        await asyncio.wait_for(asyncio.to_thread(write), CALL_TIMEOUT)
+        self.count += 1
+
+    async def waiting(self) -> list[Journaled]:
+        """What is kept, oldest first."""
+
+        def read() -> list[tuple[int, str, str | None]]:
+            if not self.path.exists():
+                return []
+            with closing(self._connect()) as db:
+                return list(db.execute("SELECT seq, event, control FROM journal ORDER BY seq"))
+
+        try:
+            rows = await asyncio.wait_for(asyncio.to_thread(read), CALL_TIMEOUT)
+        except sqlite3.Error as exc:  # not a journal we can read: nothing was kept in it either
+            log.error("the local event journal cannot be read", extra={"path": str(self.path), "error": str(exc)})
+            return []
+        found: list[Journaled] = []
+        for seq, event, control in rows:
+            try:
+                found.append(
+                    (seq, ThreadEvent.model_validate(json.loads(event)),
+                     ThreadEvent.model_validate(json.loads(control)) if control else None)
+                )
+            except ValueError:
+                continue  # unreadable: dropped with the rest when done
+        self.count = len(rows)
+        return found
+
+    async def done(self, seq: int) -> None:
+        def delete() -> None:
+            with closing(self._connect()) as db, db:
+                db.execute("DELETE FROM journal WHERE seq = ?", (seq,))
+
+        await asyncio.wait_for(asyncio.to_thread(delete), CALL_TIMEOUT)
+        self.count = max(0, self.count - 1)

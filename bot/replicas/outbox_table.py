@@ -1,0 +1,98 @@
+"""The outbox of a replicated bot: `crew_outbox` in Postgres, so a replica that takes a thread over
+(or starts after one died) sends what the other could not.
+
+Each entry names the replica sending it; entries of a replica that stopped beating are taken over
+by whoever looks next (`pending`). Errors that mean "the database is away" become LedgerUnavailable:
+the outbox waits for it instead of failing a turn.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
+
+from ..outbox.entry import LedgerUnavailable, OutboxEntry
+from .membership import LIVE_SQL, Replicas
+
+CALL_TIMEOUT = 5.0  # seconds to wait for a connection
+KEEP_GIVEN_UP = 7 * 24 * 3600.0
+
+
+class PostgresLedger:
+    def __init__(self, pool: AsyncConnectionPool, replicas: Replicas) -> None:
+        self.pool = pool
+        self.replicas = replicas
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        try:
+            async with self.pool.connection(timeout=CALL_TIMEOUT) as conn:
+                yield conn
+        except psycopg.OperationalError as exc:  # the server is away (PoolTimeout is one too)
+            raise LedgerUnavailable(str(exc).splitlines()[0] if str(exc) else "database unreachable") from exc
+
+    async def open(self) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "DELETE FROM crew_outbox WHERE state = 'given_up' AND done_at < %s", (time.time() - KEEP_GIVEN_UP,)
+            )
+
+    async def close(self) -> None:
+        """The pool belongs to the replica, which closes it."""
+
+    async def add(self, entry: OutboxEntry) -> None:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "INSERT INTO crew_outbox (id, replica, entry) VALUES (%s, %s, %s) RETURNING seq",
+                (entry.id, self.replicas.id, Jsonb(entry.model_dump(mode="json"))),
+            )
+            row = await cur.fetchone()
+        entry.seq = int(row[0]) if row else 0
+
+    async def replace(self, entry: OutboxEntry) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "UPDATE crew_outbox SET entry = %s WHERE id = %s", (Jsonb(entry.model_dump(mode="json")), entry.id)
+            )
+
+    async def sent(self, entry_id: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute("DELETE FROM crew_outbox WHERE id = %s", (entry_id,))
+
+    async def give_up(self, entry_id: str, error: str) -> None:
+        async with self._connection() as conn:
+            await conn.execute(
+                "UPDATE crew_outbox SET state = 'given_up', done_at = %s, "
+                "entry = jsonb_set(jsonb_set(entry, '{state}', '\"given_up\"'), '{error}', to_jsonb(%s::text)) "
+                "WHERE id = %s",
+                (time.time(), error, entry_id),
+            )
+
+    async def pending(self) -> list[OutboxEntry]:
+        """Ours, and those of replicas that stopped beating (taken over here)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "UPDATE crew_outbox SET replica = %(me)s WHERE state = 'pending' AND (replica = %(me)s OR replica IS NULL "
+                "OR NOT " + LIVE_SQL.format(col="crew_outbox.replica") + ") RETURNING seq, entry",
+                self.replicas.sql_args(),
+            )
+            rows = await cur.fetchall()
+        return sorted((_entry(seq, data) for seq, data in rows), key=lambda e: e.seq)
+
+    async def given_up(self, since: float) -> list[OutboxEntry]:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "SELECT seq, entry FROM crew_outbox WHERE state = 'given_up' AND done_at >= %s ORDER BY seq", (since,)
+            )
+            rows = await cur.fetchall()
+        return [_entry(seq, data) for seq, data in rows]
+
+
+def _entry(seq: int, data: dict[str, Any]) -> OutboxEntry:
+    return OutboxEntry.model_validate({**data, "seq": seq})

@@ -1,0 +1,113 @@
+"""The bot's Web API client: slack_sdk's AsyncWebClient, its own retry handlers, and Retry-After kept
+for every call of a method, not just the one that was answered 429.
+
+Slack's rate limits are per method and workspace. slack_sdk's rate-limit handler waits out a 429's
+Retry-After before asking again, but only for the call that got it: another call of the same method
+(another thread's edit) would go out at once and be refused too. Here a 429 holds the method's gate
+until Retry-After has passed; every call of that method, the retried one included, waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+    AsyncServerErrorRetryHandler,
+)
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
+
+# Retries inside one call, for blips; longer outages are the outbox's job (it retries for a day).
+RATE_LIMIT_RETRIES = 3
+SERVER_ERROR_RETRIES = 2
+CONNECTION_RETRIES = 2
+DEFAULT_RETRY_AFTER = 1.0  # seconds, when a 429 does not say
+
+
+class RetryAfterGate:
+    """Per Web API method: the monotonic time before which no call may go out."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def hold(self, method: str, seconds: float) -> None:
+        self._until[method] = max(self._until.get(method, 0.0), time.monotonic() + seconds)
+
+    async def wait(self, method: str) -> None:
+        while (left := self._until.get(method, 0.0) - time.monotonic()) > 0:
+            await asyncio.sleep(left)  # a deadline, not a poll: Slack said how long
+        self._until.pop(method, None)
+
+
+def _method(request: HttpRequest) -> str:
+    return request.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _retry_after(response: HttpResponse) -> float:
+    for name, values in response.headers.items():
+        if name.lower() == "retry-after" and values:
+            try:
+                return max(0.0, float(values[0]))
+            except (TypeError, ValueError):
+                break
+    return DEFAULT_RETRY_AFTER
+
+
+class GatedRateLimitRetryHandler(AsyncRateLimitErrorRetryHandler):
+    """slack_sdk's 429 handler, waiting on the method's gate (so other calls of the method wait too)."""
+
+    def __init__(self, gate: RetryAfterGate, max_retry_count: int = RATE_LIMIT_RETRIES) -> None:
+        super().__init__(max_retry_count=max_retry_count)
+        self.gate = gate
+
+    async def prepare_for_next_attempt_async(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> None:
+        if response is None:
+            await super().prepare_for_next_attempt_async(state=state, request=request, response=response, error=error)
+            return
+        state.next_attempt_requested = True
+        method = _method(request)
+        self.gate.hold(method, _retry_after(response) + random.random() * 0.2)
+        await self.gate.wait(method)
+        state.increment_current_attempt()
+
+
+class PacedWebClient(AsyncWebClient):
+    """AsyncWebClient whose calls wait while their method is rate limited (see RetryAfterGate)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = RetryAfterGate()
+        attach_retry_handlers(self)
+
+    async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
+        await self.gate.wait(api_method)
+        return await super().api_call(api_method, **kwargs)
+
+
+def attach_retry_handlers(client: AsyncWebClient) -> None:
+    """slack_sdk's own handlers for 429 (waits Retry-After), 500/503 and reset connections (back-off)."""
+    gate = getattr(client, "gate", None)
+    wanted: list[AsyncRetryHandler] = [
+        GatedRateLimitRetryHandler(gate) if isinstance(gate, RetryAfterGate)
+        else AsyncRateLimitErrorRetryHandler(max_retry_count=RATE_LIMIT_RETRIES),
+        AsyncServerErrorRetryHandler(max_retry_count=SERVER_ERROR_RETRIES),
+        AsyncConnectionErrorRetryHandler(max_retry_count=CONNECTION_RETRIES),
+    ]
+    kinds = (AsyncRateLimitErrorRetryHandler, AsyncServerErrorRetryHandler, AsyncConnectionErrorRetryHandler)
+    client.retry_handlers[:] = [h for h in client.retry_handlers if not isinstance(h, kinds)] + wanted
