@@ -25,7 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DATABASE_ENV = "CREWAGENT_DATABASE_URL"
 WORKERS_REMOVED = (
     "workers: is no longer supported; run several `crewagent serve` replicas over one Postgres "
-    "database instead (database_url:, see the README)"
+    "database instead (database_url:, see docs/replicas-docker.md)"
 )
 
 

@@ -65,8 +65,8 @@ def _type(field: dict[str, Any], labels: dict[str, str]) -> str:
         return f"map of name to {_type(field['additionalProperties'], labels)}"
     if kind == "string" and field.get("format") == "path":
         kind = "path"
-    bounds = [f"{sign} {field[word]}" for word, sign in
-              (("exclusiveMinimum", ">"), ("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥")) if word in field]
+    limits = (("exclusiveMinimum", ">"), ("minimum", "≥"), ("maximum", "≤"), ("minLength", "length ≥"))
+    bounds = [f"{sign} {field[word]}" for word, sign in limits if word in field]
     return kind + (f" ({', '.join(bounds)})" if bounds else "")
 
 

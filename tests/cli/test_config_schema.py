@@ -39,6 +39,12 @@ def test_the_schema_lists_every_key_the_file_may_set(capsys: pytest.CaptureFixtu
 
 def test_the_schema_and_the_bot_agree_on_good_and_bad_files(tmp_path: Path) -> None:
     validator = Draft202012Validator(config_schema())
+    good = {"commands": {"env": {"PIP_INDEX_URL": "${PIP_INDEX_URL}"}, "rules": [{"prefix": "git diff",
+            "decision": "allow"}]}, "limits": {"max_concurrent_runs": 2}, "mcp_servers": {"t": {"url": "http://x/"}}}
+    assert list(validator.iter_errors(good)) == []  # a mapping where the bot keeps pairs: the file's shape
+    path = tmp_path / "good.yml"
+    path.write_text(yaml.safe_dump(good), encoding="utf-8")
+    assert read_file_config(path).commands is not None
     bad = {"limits": {"max_concurrent_runs": 0}, "mcp_servers": {"x": {"command": "a", "bogus": 1}}, "nope": 1}
     assert len(list(validator.iter_errors(bad))) == 3
     path = tmp_path / "crewagent.yml"
