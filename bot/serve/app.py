@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
-from core.api.packages import Graph, ScriptsPreparer
+from core.api.packages import close_scripts, Graph, warm_scripts
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost, sandbox_start_up_line
@@ -112,7 +112,6 @@ class CrewBot:
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
         self._store_open = False
-        self._scripts: ScriptsPreparer | None = None  # BMAD scripts' dependencies, prepared from start-up
 
     @property
     def replica_id(self) -> str | None:
@@ -143,9 +142,7 @@ class CrewBot:
         self.engine.tools.warm_up()
         if (commands := self.engine.settings.system_policy.commands) is not None:
             log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
-            if commands.scripts_cache:  # fetched now, so a package's first `uv run` does not wait for them
-                self._scripts = await asyncio.to_thread(ScriptsPreparer, Path(commands.scripts_cache))
-                self._scripts.warm([(p.root, p.version) for b in self.dispatcher.bindings.values() for p in b.packages])
+            await warm_scripts(commands.scripts_cache, (p for b in self.dispatcher.bindings.values() for p in b.packages))
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -251,8 +248,7 @@ class CrewBot:
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
         await self.engine.tools.close()
-        if self._scripts is not None:
-            await self._scripts.aclose()
+        await close_scripts()  # BMAD script preparations started with serve
         if self.home is not None:
             await self.home.close()
         if self.dispatcher.surface is not None:

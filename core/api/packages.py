@@ -17,18 +17,20 @@ from ..package.validate import BMAD_TREE_CODE, bmad_tree_kind
 
 if TYPE_CHECKING:
     from ..bmad_import import BmadImportError, ImportReport, OutputExists, import_bmad, write_package
-    from ..package.script_deps import ScriptsPreparer, ScriptsReady, script_deps_dir, scripts_sandbox_extras
+    from ..package.script_deps import (
+        ScriptsPreparer, ScriptsReady, close_scripts, script_deps_dir, scripts_sandbox_extras, warm_scripts,
+    )
 
 _ON_FIRST_USE = {
     **dict.fromkeys(("BmadImportError", "ImportReport", "OutputExists", "import_bmad", "write_package"), "..bmad_import"),
-    **dict.fromkeys(("ScriptsPreparer", "ScriptsReady", "script_deps_dir", "scripts_sandbox_extras"),
-                    "..package.script_deps"),
+    **dict.fromkeys(("ScriptsPreparer", "ScriptsReady", "close_scripts", "script_deps_dir", "scripts_sandbox_extras",
+                     "warm_scripts"), "..package.script_deps"),
 }
 
 __all__ = [
     "BMAD_TREE_CODE", "BmadImportError", "Graph", "ImportReport", "OutputExists", "Package", "PackageInvalid",
-    "Problem", "ScriptsPreparer", "ScriptsReady", "bmad_tree_kind", "import_bmad", "load_package", "pack_package",
-    "script_deps_dir", "scripts_sandbox_extras", "validate_path", "write_package",
+    "Problem", "ScriptsPreparer", "ScriptsReady", "bmad_tree_kind", "close_scripts", "import_bmad", "load_package",
+    "pack_package", "script_deps_dir", "scripts_sandbox_extras", "validate_path", "warm_scripts", "write_package",
 ]
 
 

@@ -19,12 +19,13 @@ import signal
 import tomllib
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.base.atomic import atomic_write_bytes
 
+from .models import Package
 from .script_metadata import ScriptMetadata, ScriptMetadataError, read_script_metadata
 
 log = logging.getLogger(__name__)
@@ -192,6 +193,25 @@ class ScriptsPreparer:
 
 
 _latest: dict[str, asyncio.Task[ScriptsReady]] = {}  # package root -> its latest preparation in this process
+_warmed: dict[int, list[ScriptsPreparer]] = {}  # preparers started at start-up, by event loop
+
+
+async def warm_scripts(cache_dir: str | None, packages: Iterable[Package]) -> None:
+    """At start-up: prepare these packages' scripts in the background, so a first `uv run` finds them ready.
+
+    Nothing happens without a cache folder (commands are off). `close_scripts` stops what still runs.
+    """
+    if not cache_dir:
+        return
+    preparer = await asyncio.to_thread(ScriptsPreparer, Path(cache_dir))
+    _warmed.setdefault(id(asyncio.get_running_loop()), []).append(preparer)
+    preparer.warm([(p.root, p.version) for p in packages])
+
+
+async def close_scripts() -> None:
+    """At shutdown: stop the start-up preparations of this event loop (their uv processes end with them)."""
+    for preparer in _warmed.pop(id(asyncio.get_running_loop()), []):
+        await preparer.aclose()
 
 
 async def scripts_ready(package_root: Path, timeout: float) -> ScriptsReady | None:
@@ -282,7 +302,8 @@ async def _prepare_one(script: _Script, uv: _Uv, cache_dir: Path, wheels: Path, 
     await _uv(uv, ["pip", "compile", "-", "--python", uv.python, "--offline", "--no-index", "--find-links",
                    str(wheels), "--no-header", "--quiet"], requirements, cache_dir, deadline,
               "its wheels do not resolve offline")
-    done = {"dependencies": list(script.meta.dependencies), "python": uv.python_version, "wheels": [f[0] for f in files]}
+    done = {"dependencies": list(script.meta.dependencies), "python": uv.python_version,
+            "wheels": [name for name, _, _ in files]}
     await asyncio.to_thread(atomic_write_bytes, marker, json.dumps(done).encode())
 
 
