@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -164,12 +165,17 @@ async def _search(
     found = await asyncio.to_thread(_search_small, targets, matcher, before, after, limit, deadline)
     if found is not None:
         return found
-    rg = shutil.which("rg")
+    rg = _ripgrep()
     if rg is not None:
         found = await rg_search(rg, targets, matcher, before, after, limit)
     if found is None:  # no ripgrep, or a regex ripgrep does not support
         found = await asyncio.to_thread(python_search, targets, matcher, before, after, limit, deadline)
     return found
+
+
+def _ripgrep() -> str | None:
+    """The `rg` on PATH, else the one the `ripgrep` wheel put beside this Python (a venv not activated)."""
+    return shutil.which("rg") or shutil.which("rg", path=os.path.dirname(sys.executable))
 
 
 def _search_small(
