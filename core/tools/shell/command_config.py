@@ -77,7 +77,7 @@ class CommandsConfig(BaseModel):
     network: bool = False
     """Whether commands have the host's network (default: none at all)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """The only variables passed in beside PATH, HOME and LANG; `${VAR}` is taken from the bot's environment."""
+    """The only variables passed in beside PATH, HOME, LANG and PYTHONDONTWRITEBYTECODE; `${VAR}` is taken from the bot's environment."""
     output_limit_bytes: int = Field(default=32_768, ge=1_024, le=1_048_576)
     """stdout and stderr together as the model gets them (head and tail); the whole log stays with the run."""
     sandbox: Literal["bwrap", "none"] = "bwrap"

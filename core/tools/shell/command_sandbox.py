@@ -84,8 +84,10 @@ class Prepared:
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
             timeout: int) -> Prepared:
     """Blocking (a cgroup and pipes): call it from a thread. The caller owns the returned fds until run()."""
+    # No .pyc files in the worktree: an edit that keeps a file's size within the same second would
+    # otherwise run the old bytecode, and the agent would see its fix "fail".
     env = {"PATH": path_inside(layout, config.extras.path_prefix), "HOME": HOME, "LANG": "C.UTF-8",
-           **dict(config.extras.env), **config.resolved_env()}
+           "PYTHONDONTWRITEBYTECODE": "1", **dict(config.extras.env), **config.resolved_env()}
     limits = prlimit_prefix(config.limits, timeout + 5, processes=state.backend == "bwrap")
     if state.backend == "none":
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
