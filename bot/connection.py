@@ -90,10 +90,8 @@ class Backoff:
 
 def _slack_error(exc: SlackApiError) -> str:
     response: Any = exc.response
-    try:
-        error = response.get("error")
-    except Exception:  # a non-JSON answer (a proxy's error page)
-        error = None
+    data = getattr(response, "data", None)  # a non-JSON answer (a proxy's error page) has no JSON body
+    error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, str) and error:
         return error
     return f"HTTP {getattr(response, 'status_code', '?')}"

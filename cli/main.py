@@ -30,14 +30,8 @@ def _command(sub: argparse._SubParsersAction, name: str, summary: str, descripti
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = CommandParser(
-        prog="crewagent", description=DESCRIPTION, epilog=TABLE + "\n\nMore: crewagent COMMAND --help",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    """`crewagent serve`: the Slack bot."""
     s = _command(sub, "serve", "run the Slack bot", "Run the Slack bot: it answers mentions and DMs with the "
                  "packages' agents and runs their workflows in threads. Needs SLACK_BOT_TOKEN and SLACK_APP_TOKEN "
                  "(Socket Mode) or SLACK_SIGNING_SECRET (HTTP mode), and CREWAGENT_MODEL.")
@@ -65,12 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(module="cli.serve_cmd")
 
+
+def _add_migrate(sub: argparse._SubParsersAction) -> None:
+    """`crewagent migrate`: copy the embedded store into a shared Postgres database."""
     m = _command(sub, "migrate", "copy the embedded store (CREWAGENT_HOME) into a Postgres database",
                  "Copy this machine's runs and conversations (CREWAGENT_HOME) into the Postgres database that "
                  "several bot replicas will share. Stop the bot first.")
     m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
     m.set_defaults(module="cli.migrate_cmd")
 
+
+def _add_package_checks(sub: argparse._SubParsersAction) -> None:
+    """`crewagent validate` and `crewagent pack`: check and zip a package."""
     v = _command(sub, "validate", "check a package directory or .bmad file, or a crewagent.yml",
                  "Check a package against the .bmad v1.1 schemas and its graph rules; every problem is "
                  "printed with its file, place and a fix. A BMAD-METHOD source tree (src/) or an installed "
@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("-o", "--output", required=True, metavar="NAME.bmad", help="the file to write")
     k.set_defaults(module="cli.package_cmd", action="pack")
 
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    """`crewagent run`: one workflow in the terminal."""
     r = _command(sub, "run", "run one workflow in the terminal",
                  "Start one workflow of a package straight away (or continue a saved run) and work through "
                  "it here: questions are asked on the terminal and answered by typing, Ctrl-C stops between "
@@ -107,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     r.set_defaults(module="cli.run_cmd")
 
+
+def _add_deliver(sub: argparse._SubParsersAction) -> None:
+    """`crewagent deliver`: commit and push a completed run."""
     d = _command(sub, "deliver", "commit a completed run's changes on its branch and push it (git projects)",
                  "In a git project every run works on a branch of its own. Commit the completed run's changes "
                  "on that branch and push it, as the Commit & push button does in Slack.")
@@ -114,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--author", help='commit author as "Name <email>" (default: git\'s own identity)')
     d.set_defaults(module="cli.deliver_cmd")
 
+
+def _add_runs(sub: argparse._SubParsersAction) -> None:
+    """`crewagent runs list|show`: inspect saved runs."""
     rs = _command(sub, "runs", "list saved runs, or show one",
                   "Inspect the runs kept under CREWAGENT_HOME: project, phase, step, model calls and tokens.")
     rsub = rs.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
@@ -124,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     rsh.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
     rs.set_defaults(module="cli.runs_cmd")
 
+
+def _add_chat(sub: argparse._SubParsersAction) -> None:
+    """`crewagent chat`: the agents' conversation in the terminal."""
     c = _command(sub, "chat", "talk to a package's agents in the terminal",
                  "The Slack conversation in a terminal: pick an agent, pick items from its menu (a workflow "
                  "item starts a run), answer its questions by typing. Type *help for the commands, *quit to "
@@ -137,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
     c.set_defaults(module="cli.chat_cmd")
 
+
+def _add_import(sub: argparse._SubParsersAction) -> None:
+    """`crewagent import bmad`: turn other formats into a package."""
     imp = _command(sub, "import", "turn other formats into a .bmad package",
                    "Turn agents and workflows kept in another format into a package this tool runs.")
     kinds = imp.add_subparsers(dest="import_kind", required=True, metavar="FORMAT")
@@ -158,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "an installed _bmad/custom/ is applied automatically, personal *.user.toml files never")
     imp.set_defaults(module="cli.import_cmd")
 
+
+def _add_config(sub: argparse._SubParsersAction) -> None:
+    """`crewagent config schema`: describe crewagent.yml."""
     cfg = _command(sub, "config", "describe crewagent.yml",
                    "Describe the configuration file serve, run and chat read (--config crewagent.yml).")
     cfg_actions = cfg.add_subparsers(dest="config_action", required=True, metavar="ACTION")
@@ -166,6 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
              "can complete and check the file (a first line `# yaml-language-server: $schema=FILE` points "
              "the YAML language server at it).")
     cfg.set_defaults(module="cli.config_cmd")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `crewagent` command line: one subcommand per job, each with its own --help."""
+    p = CommandParser(
+        prog="crewagent", description=DESCRIPTION, epilog=TABLE + "\n\nMore: crewagent COMMAND --help",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_commands in (_add_serve, _add_migrate, _add_package_checks, _add_run, _add_deliver, _add_runs,
+                         _add_chat, _add_import, _add_config):
+        add_commands(sub)
     return p
 
 

@@ -320,20 +320,9 @@ def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> Crew
         raise
 
 
-def _build(
-    config: BotConfig, store: RuntimeStore, shared: SharedStore | None, llm_settings: LLMSettings | None
-) -> CrewBot:
-    runs = RunManager(store)
-    llm = LLMClient(
-        llm_settings
-        or LLMSettings.from_env(
-            model=config.model,
-            timeout=config.llm.timeout_seconds,
-            max_retries=config.llm.max_retries,
-            stream=config.llm.stream,
-        )
-    )
-    engine = Engine(
+def _engine(config: BotConfig, store: RuntimeStore, runs: RunManager, llm: LLMClient) -> Engine:
+    """The one engine every binding's runs share, with the configured limits and MCP servers."""
+    return Engine(
         store,
         runs,
         llm,
@@ -347,6 +336,10 @@ def _build(
         ),
         ToolHost.with_servers(config.mcp_servers, store.home),
     )
+
+
+def _bindings(config: BotConfig, store: RuntimeStore, engine: Engine, runs: RunManager) -> dict[str, BindingRuntime]:
+    """One runtime per channel binding: its packages, its project checkout and its session service."""
     packages = load_packages(config, store.packages_dir)
     bindings: dict[str, BindingRuntime] = {}
     checkouts: dict[tuple[Path | None, str | None], Checkout] = {}
@@ -360,10 +353,11 @@ def _build(
         bindings[name] = BindingRuntime(
             name=name, project=checkout.root, packages=bound, service=service, checkout=checkout
         )
+    return bindings
 
-    token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
-    client = AsyncWebClient(token=token, base_url=config.slack.api_url)
-    work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
+
+def _bolt_app(config: BotConfig, client: AsyncWebClient) -> CrewBoltApp:
+    """The Bolt app on our own client, without Bolt's start-up warning about the unused token."""
     secret = config.slack.signing_secret.get_secret_value() if config.slack.signing_secret else ""
     bolt_logger = logging.getLogger("crewagent.bolt")
     level = bolt_logger.level
@@ -371,34 +365,22 @@ def _build(
     try:
         # process_before_response: an event is queued for its thread before Slack gets the ack, so
         # events acked one after the other are handled in that order, whichever replica got them.
-        bolt_app = CrewBoltApp(
+        return CrewBoltApp(
             client=client, signing_secret=secret, name="crewagent", logger=bolt_logger, process_before_response=True
         )
     finally:
         bolt_logger.setLevel(level)
-    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
-    lanes = ThreadLanes()
-    thread_store: ThreadStore | PostgresThreadStore
-    handover: Handover | None = None
-    slots: GlobalSlots | None = None
-    if shared is not None:
-        thread_store, handover, slots, outbox = shared.parts(lanes, io, config.limits.max_concurrent_runs)
-    else:
-        thread_store = ThreadStore(store.home / "slack")
-        outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
-    io.outbox = outbox
-    board = StatusBoard(
-        io,
-        interval=config.limits.status_update_interval,
-        rate=config.limits.status_edits_per_second,
-        burst=config.limits.status_edit_burst,
-    )
-    deduper = Deduper(thread_store)
-    access = AccessPolicy(
-        allowed_channels=frozenset(config.access.allowed_channels),
-        allowed_users=frozenset(config.access.allowed_users),
-        admins=frozenset(config.access.admins),
-    )
+
+
+def _agent_surface(
+    config: BotConfig,
+    work_client: PacedWebClient,
+    io: SlackIO,
+    board: StatusBoard,
+    bindings: dict[str, BindingRuntime],
+    engine: Engine,
+) -> AgentSurface:
+    """How runs show in Slack: status board, status lines, streamed text and the plan of each workflow."""
     fallbacks = Fallbacks()
     lines = StatusLines(
         work_client,
@@ -422,7 +404,7 @@ def _build(
 
         return workflow.graph, agent_name
 
-    surface = AgentSurface(
+    return AgentSurface(
         client=work_client,
         io=io,
         board=board,
@@ -432,6 +414,51 @@ def _build(
         stop_run=engine.request_stop,
         stream_interval=config.limits.stream_flush_interval,
     )
+
+
+def _build(
+    config: BotConfig, store: RuntimeStore, shared: SharedStore | None, llm_settings: LLMSettings | None
+) -> CrewBot:
+    runs = RunManager(store)
+    llm = LLMClient(
+        llm_settings
+        or LLMSettings.from_env(
+            model=config.model,
+            timeout=config.llm.timeout_seconds,
+            max_retries=config.llm.max_retries,
+            stream=config.llm.stream,
+        )
+    )
+    engine = _engine(config, store, runs, llm)
+    bindings = _bindings(config, store, engine, runs)
+    token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
+    client = AsyncWebClient(token=token, base_url=config.slack.api_url)
+    work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
+    bolt_app = _bolt_app(config, client)
+    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
+    lanes = ThreadLanes()
+    thread_store: ThreadStore | PostgresThreadStore
+    handover: Handover | None = None
+    slots: GlobalSlots | None = None
+    if shared is not None:
+        thread_store, handover, slots, outbox = shared.parts(lanes, io, config.limits.max_concurrent_runs)
+    else:
+        thread_store = ThreadStore(store.home / "slack")
+        outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
+    io.outbox = outbox
+    board = StatusBoard(
+        io,
+        interval=config.limits.status_update_interval,
+        rate=config.limits.status_edits_per_second,
+        burst=config.limits.status_edit_burst,
+    )
+    deduper = Deduper(thread_store)
+    access = AccessPolicy(
+        allowed_channels=frozenset(config.access.allowed_channels),
+        allowed_users=frozenset(config.access.allowed_users),
+        admins=frozenset(config.access.admins),
+    )
+    surface = _agent_surface(config, work_client, io, board, bindings, engine)
     dispatcher = build_thread_work(
         config=config, io=io, store=thread_store, lanes=lanes, board=board, access=access, bindings=bindings,
         engine=engine, runs=runs, deduper=deduper, handover=handover, slots=slots, surface=surface,

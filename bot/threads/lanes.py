@@ -58,30 +58,17 @@ class ThreadLanes:
         if not self.accepting:
             coro.close()
             return False
-        task = asyncio.create_task(self._guard(coro, name), name=name)
+        task = asyncio.create_task(_logged(lambda: coro, "side task failed", {"task": name}), name=name)
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         return True
-
-    async def _guard(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        """A side task's failure ends here, logged once with the task's name: nothing waits for its result."""
-        try:
-            await coro
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("side task failed", extra={"task": name})
 
     async def _drain(self, lane: ThreadLane) -> None:
         try:
             while lane.jobs:
                 job = lane.jobs.popleft()
                 try:
-                    await job()
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
-                    log.exception("thread job failed", extra={"slack_thread": str(lane.key)})
+                    await _logged(job, "thread job failed", {"slack_thread": str(lane.key)})
                 finally:
                     lane.live = None
                     lane.pumping_run = None
@@ -119,3 +106,12 @@ class ThreadLanes:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         self._lanes.clear()
+
+
+async def _logged(work: Job, failure: str, context: dict[str, str]) -> None:
+    """Where a side task's or a thread job's failure ends, logged once with its context: nothing waits for
+    its result, and the lane goes on with the thread's next job."""
+    try:
+        await work()
+    except Exception:  # cancellation is not an Exception: it still ends the lane
+        log.exception(failure, extra=context)

@@ -11,10 +11,10 @@ half-extracted package.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
-import secrets
 import shutil
 import stat
 import tempfile
@@ -24,6 +24,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.base.atomic import atomic_write_bytes
 from core.base.errors import CrewError
 
 from .validate import PackageInvalid, Problem, check_package_dir
@@ -256,35 +257,15 @@ def pack_package(src_dir: str | Path, out_file: str | Path, *, limits: ArchiveLi
     problems += file_problems
     if any(p.level == "error" for p in problems):
         raise PackageInvalid(problems)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = _new_temp(out)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-                for rel, path in files:
-                    info = zipfile.ZipInfo(rel, date_time=_FIXED_TIME)
-                    info.external_attr = (stat.S_IFREG | 0o644) << 16
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    zf.writestr(info, path.read_bytes())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp_name, out)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    packed = io.BytesIO()  # at most the limits' total size; one atomic write puts it in place
+    with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for rel, path in files:
+            info = zipfile.ZipInfo(rel, date_time=_FIXED_TIME)
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
+    atomic_write_bytes(out, packed.getvalue())
     return out
-
-
-def _new_temp(out: Path) -> tuple[int, str]:
-    """A fresh temp file beside `out`, created 0666 less the umask: the archive gets the permissions any
-    other new file of this user gets (mkstemp's 0600 would hide it from the group a team shares it with)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    while True:
-        name = str(out.parent / f".{out.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(name, flags, 0o666), name
-        except FileExistsError:
-            continue
 
 
 def _collect(src: Path, *, skip: Path, limits: ArchiveLimits) -> tuple[list[tuple[str, Path]], list[Problem]]:

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 
 from ..base.errors import CrewError
 from ..store.history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
+from ..model.api import LLMReply, ToolCall
 from ..model.client import DeltaListener, LLMClient
 from ..model.wire import MessageJSON, ToolSet
 from ..package.models import Agent, Package
@@ -72,12 +73,7 @@ async def converse(
     host = tools or ToolHost()
     composer = composer or PromptComposer(package)
     persona = None if mode == "chat" else agent
-    ctx = ToolContext(
-        mounts=Mounts(project=Path(project_root), pkg=package.root, state=None),
-        policy=effective_policy(system_policy or SystemToolPolicy(), persona),
-        mode=mode,
-        agent_id=persona.id if persona is not None else "chat",
-    )
+    ctx = _tool_context(package, persona, mode, project_root, system_policy)
     await host.prepare(ctx)  # the MCP servers this agent may use, started on first need
     specs = ToolSet.of(host.specs(ctx))  # encoded once for every turn of this conversation
     system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
@@ -96,34 +92,13 @@ async def converse(
             system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener
         )
         reply.llm_calls += 1
-        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
-        if answer.tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in answer.tool_calls
-            ]
-        out.append(message)
+        out.append(_assistant_message(answer))
         if answer.content and answer.content.strip():
             reply.text = answer.content
         if not answer.tool_calls:
             return reply
         for call in answer.tool_calls:
-            outcome = await host.execute(call.name, call.arguments, ctx, call_id=call.id)
-            reply.tool_calls += 1
-            result = outcome.result
-            if outcome.approval is not None:  # no owner to ask outside a run: the call is not made
-                result = fail(outcome.approval.denied_code, "This call needs the run owner's approval, which only "
-                              "a workflow run can ask for; it was not made.")
-            content = offload_large_result(
-                json.dumps(result, ensure_ascii=False, default=str),
-                message_id=call.id,
-                real_dir=None,
-                alias_dir=None,
-                limit=CONVERSATION_RESULT_LIMIT,
-            )
-            out.append({"role": "tool", "tool_call_id": call.id, "content": content})
-            if outcome.widget is not None:
-                reply.widget = outcome.widget
+            await _run_tool_call(host, ctx, call, reply)
         if reply.widget is not None:
             if not reply.text:
                 reply.text = str(reply.widget.get("message") or "")
@@ -133,3 +108,50 @@ async def converse(
         f"The assistant used {max_turns} tool turns without answering; ask a narrower question.",
         {"tool": wire_name(answer.tool_calls[-1].name) if answer.tool_calls else None},
     )
+
+
+def _tool_context(
+    package: Package,
+    persona: Agent | None,
+    mode: ConversationMode,
+    project_root: str | Path,
+    system_policy: SystemToolPolicy | None,
+) -> ToolContext:
+    """Tools outside a run: the project and package mounted, no run state, the persona's policy."""
+    return ToolContext(
+        mounts=Mounts(project=Path(project_root), pkg=package.root, state=None),
+        policy=effective_policy(system_policy or SystemToolPolicy(), persona),
+        mode=mode,
+        agent_id=persona.id if persona is not None else "chat",
+    )
+
+
+def _assistant_message(answer: LLMReply) -> dict[str, Any]:
+    """The model's answer as a history message, its tool calls included so their results can follow."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if answer.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in answer.tool_calls
+        ]
+    return message
+
+
+async def _run_tool_call(host: ToolHost, ctx: ToolContext, call: ToolCall, reply: ConversationReply) -> None:
+    """Make one tool call and add its (possibly offloaded) result to the reply's history."""
+    outcome = await host.execute(call.name, call.arguments, ctx, call_id=call.id)
+    reply.tool_calls += 1
+    result = outcome.result
+    if outcome.approval is not None:  # no owner to ask outside a run: the call is not made
+        result = fail(outcome.approval.denied_code, "This call needs the run owner's approval, which only "
+                      "a workflow run can ask for; it was not made.")
+    content = offload_large_result(
+        json.dumps(result, ensure_ascii=False, default=str),
+        message_id=call.id,
+        real_dir=None,
+        alias_dir=None,
+        limit=CONVERSATION_RESULT_LIMIT,
+    )
+    reply.history.append({"role": "tool", "tool_call_id": call.id, "content": content})
+    if outcome.widget is not None:
+        reply.widget = outcome.widget

@@ -1,13 +1,12 @@
 """What a pump tells the outside world: the run index, the audit log and the surface's events.
 
 A phase change is the only run-index write a pump makes (one as it starts, one as it ends); every
-other progress report is an audit line plus an engine event. A surface's failing event handler
-is logged and ignored: rendering must never corrupt a run.
+other progress report is an audit line plus an engine event. A failing event handler propagates:
+a session's Outbox is where a surface's rendering bug is caught and logged.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +16,6 @@ from ..document import state as run_state
 from ..package.models import Graph
 from ..store.run_manager import RunManager
 from ..store.runs_model import RunError, RunRecord
-
-log = logging.getLogger(__name__)
 
 
 class RunReporter:
@@ -34,10 +31,7 @@ class RunReporter:
     async def emit(self, event: EngineEvent) -> None:
         if self.on_event is None:
             return
-        try:
-            await self.on_event(event)
-        except Exception:  # a surface's rendering bug must not corrupt the run
-            log.exception("engine event handler failed for %s", type(event).__name__)
+        await self.on_event(event)  # a session's Outbox already keeps a surface's rendering bug out of the run
 
     async def phase(
         self, phase: RunPhase, *, paused: bool = False, reason: str | None = None, error: RunError | None = None

@@ -171,5 +171,5 @@ def _audit(ctx: ToolContext, command: str, cwd: str, verdict: Verdict | None, sa
                      killed=finished.killed, log=log_alias)
     try:
         ctx.audit(event)
-    except Exception:  # the audit log must not turn a finished command into a failed call
+    except OSError:  # a full or unwritable disk must not turn a finished command into a failed call
         log.exception("audit write failed for a command")
