@@ -14,7 +14,7 @@ from ..base.errors import CrewError
 from ..base.events import RunPhase
 from .outputs import Dismissed, ErrorOutput, Notice, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
-from ..store.run_manager import new_run_id, resolve_workflow
+from ..store.run_manager import new_run_id
 from ..store.runs_model import RunRecord
 from .context import Deps, Outbox
 from .run_outputs import RunOutputs
@@ -41,7 +41,7 @@ async def start_run(
     run_id = new_run_id()
     worktree = None
     if deps.checkout is not None:
-        workflow = resolve_workflow(package, workflow_id)
+        workflow = package.resolve_workflow(workflow_id)
         made = await deps.checkout.new_worktree(run_id, workflow.id)
         if made is not None:
             worktree = made.worktree

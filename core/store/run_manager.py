@@ -18,20 +18,6 @@ from .files import project_id_for
 from .protocol import RunStore
 
 
-def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
-    """A workflow id, or a workflow.md path; empty means the default: the one bmad.json `entry` names."""
-    ref = (workflow_ref or "").strip()
-    if not ref:
-        return package.default_workflow
-    found = package.workflow(ref) or package.workflow_by_path(ref)
-    if found is not None:
-        return found
-    multi = bool(package.manifest.get("workflows"))
-    code = "WORKFLOW_REF_UNKNOWN" if multi else "WORKFLOW_REF_MISMATCH"
-    ids = ", ".join(w.id for w in package.workflows)
-    raise CrewError(code, f"Package '{package.id}' has no workflow '{ref}'. Available: {ids}.")
-
-
 def menu_starts(item_workflow: str | None, package: Package, workflow: Workflow) -> bool:
     if not item_workflow:
         return False
@@ -139,7 +125,7 @@ class RunManager:
         passed in, and `parent` = (caller run id, caller node id)."""
         root = self.store.check_project(project_root)
         workspace = self.store.check_project(worktree.path) if worktree else root
-        workflow = resolve_workflow(package, workflow_id)
+        workflow = package.resolve_workflow(workflow_id)
         agent = resolve_agent(package, agent_id, workflow)
         run_id = run_id or new_run_id()
         now = utc_now()
