@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from core.api.runs import (
-    Engine, EngineSettings, LLMClient, new_run_id, PumpResult, RunManager, RunRecord,
+    Engine, EngineSettings, LLMClient, PumpResult, RunManager, RunRecord,
     widget_submit_text,
 )
 from core.api.errors import CrewError
@@ -83,7 +83,7 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             await run_checkout(record, store).ensure(record)  # a pruned worktree comes back from its branch
             intent = "resume"
         else:
-            run_id = new_run_id()
+            run_id = runs.new_run_id()
             workflow = package.resolve_workflow(args.workflow)
             made = await Checkout(CheckoutSpec(project=project), store.home).new_worktree(run_id, workflow.id)
             for warning in made.warnings if made else ():

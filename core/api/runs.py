@@ -6,10 +6,10 @@ from ..model.client import LLMClient, LLMSettings
 from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
 from ..store.history import History
-from ..store.run_manager import RunManager, new_run_id
+from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord, RunSnapshot
 
 __all__ = [
     "Engine", "EngineSettings", "History", "LLMClient", "LLMSettings", "PumpResult", "RunManager",
-    "RunRecord", "RunSnapshot", "new_run_id", "widget_submit_text",
+    "RunRecord", "RunSnapshot", "widget_submit_text",
 ]

@@ -70,10 +70,6 @@ def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[An
     )
 
 
-def new_run_id() -> str:
-    return str(uuid.uuid4())
-
-
 def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
     """A finished run on a branching graph: the steps of the branches it did not take (0 while it works)."""
     if view.complete or (record.phase is RunPhase.COMPLETED and view.node_id is None):
@@ -106,6 +102,11 @@ class RunManager:
     def __init__(self, store: RunStore) -> None:
         self.store = store
 
+    @staticmethod
+    def new_run_id() -> str:
+        """An id for a run about to be created; a surface takes it early to name the run's worktree."""
+        return str(uuid.uuid4())
+
     def create(
         self,
         package: Package,
@@ -127,7 +128,7 @@ class RunManager:
         workspace = self.store.check_project(worktree.path) if worktree else root
         workflow = package.resolve_workflow(workflow_id)
         agent = resolve_agent(package, agent_id, workflow)
-        run_id = run_id or new_run_id()
+        run_id = run_id or self.new_run_id()
         now = utc_now()
         state_text = _initial_state(workflow, run_id=run_id, agent_id=agent.id, now=now, variables=variables)
         record = RunRecord(
