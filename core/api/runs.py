@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..model.client import LLMClient, LLMSettings
-from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
 from ..store.history import History
 from ..store.run_manager import RunManager
@@ -11,5 +10,5 @@ from ..store.runs_model import RunRecord, RunSnapshot
 
 __all__ = [
     "Engine", "EngineSettings", "History", "LLMClient", "LLMSettings", "PumpResult", "RunManager",
-    "RunRecord", "RunSnapshot", "widget_submit_text",
+    "RunRecord", "RunSnapshot",
 ]
