@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..tools.mounts import resolve
-from ..tools.mcp.server_config import McpServerConfig, server_problems
+from ..tools.mcp.server_config import McpServerConfig
 from ..tools.policy import SystemToolPolicy
 from ..tools.shell.command_config import CommandsConfig
 from ..tools.shell.command_sandbox import start_up_line as sandbox_start_up_line
@@ -12,5 +12,5 @@ from ..tools.registry import ToolHost
 
 __all__ = [
     "CommandsConfig", "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "resolve",
-    "sandbox_start_up_line", "server_problems",
+    "sandbox_start_up_line",
 ]
