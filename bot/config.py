@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
-from core.api.tools import CommandsConfig, McpServerConfig, server_problems, SystemToolPolicy
+from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -414,7 +414,7 @@ def _database_url(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> 
 
 def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
     """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
-    return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in server_problems(servers, env)]
+    return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in McpServerConfig.problems_of(servers, env)]
 
 
 def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:

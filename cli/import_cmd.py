@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.api.packages import BmadImportError, import_bmad, OutputExists, PackageInvalid, write_package
+from core.api.packages import PackageInvalid, importer
 
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .import_summary import import_summary
@@ -33,12 +33,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     output = Path(args.output)
     try:
-        result = import_bmad(source, overrides, name=args.name, custom=custom)
-        write_package(result, output, replace=getattr(args, "force", False))
-    except OutputExists as exc:
+        result = importer.import_bmad(source, overrides, name=args.name, custom=custom)
+        importer.write_package(result, output, replace=getattr(args, "force", False))
+    except importer.OutputExists as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except BmadImportError as exc:
+    except importer.BmadImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except PackageInvalid as exc:

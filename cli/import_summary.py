@@ -6,13 +6,13 @@ import argparse
 import shlex
 from pathlib import Path
 
-from core.api.packages import ImportReport
+from core.api.packages import importer
 
 REPORT_FILE = "IMPORT-REPORT.md"
 MAX_LISTED = 3  # unavailable menu items named in the terminal; the report has them all
 
 
-def import_summary(report: ImportReport, args: argparse.Namespace, archive: bool) -> list[str]:
+def import_summary(report: importer.ImportReport, args: argparse.Namespace, archive: bool) -> list[str]:
     """Counts, the keys left without a value with the command that sets them, then what to run next."""
     out = shlex.quote(args.output)
     where = "a BMAD source tree" if report.layout == "source" else "a BMAD installation"

@@ -12,10 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from core.api.runs import (
-    Engine, EngineSettings, LLMClient, new_run_id, PumpResult, resolve_workflow, RunManager, RunRecord,
-    widget_submit_text,
-)
+from core.api.runs import Engine, EngineSettings, LLMClient, PumpResult, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import RunPhase
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
@@ -83,8 +80,8 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             await run_checkout(record, store).ensure(record)  # a pruned worktree comes back from its branch
             intent = "resume"
         else:
-            run_id = new_run_id()
-            workflow = resolve_workflow(package, args.workflow)
+            run_id = runs.new_run_id()
+            workflow = package.resolve_workflow(args.workflow)
             made = await Checkout(CheckoutSpec(project=project), store.home).new_worktree(run_id, workflow.id)
             for warning in made.warnings if made else ():
                 write(f"warning: {warning}")
@@ -201,7 +198,7 @@ def _answer(result: PumpResult, read_line: ReadLine, write: Write) -> str | None
             value = ask_widget(result.widget, read_line, write)
         except InputClosed:
             return None
-        return widget_submit_text(str(result.widget.get("widgetId")), str(result.widget.get("type")), value)
+        return result.widget_answer(value)
     while True:
         line = read_line("\n> ")
         if line is None:

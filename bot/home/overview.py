@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from core.api.events import RunPhase
 from core.api.packages import Package
-from core.api.runs import History, RunManager, RunRecord, valid_records
+from core.api.runs import History, RunManager, RunRecord
 
 from ..base.thread import ThreadBrief, ThreadKey
 
@@ -178,7 +178,7 @@ class RunOverview:
         done = sorted(sections["done"], reverse=True)
 
         def lines(chosen: list[tuple[str, str]]) -> list[RunLine]:
-            records = valid_records({run_id: entries[run_id] for _, run_id in chosen})
+            records = RunRecord.valid_entries({run_id: entries[run_id] for _, run_id in chosen})
             return [
                 self.line(records[run_id], by_session[str(records[run_id].session_id)])
                 for _, run_id in chosen

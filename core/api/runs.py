@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from ..model.client import LLMClient, LLMSettings
-from ..base.wrappers import widget_submit_text
 from ..run.engine import Engine, EngineSettings, PumpResult
 from ..store.history import History
-from ..store.run_manager import RunManager, new_run_id, resolve_workflow
-from ..store.runs_model import RunRecord, RunSnapshot, valid_records
+from ..store.run_manager import RunManager
+from ..store.runs_model import RunRecord, RunSnapshot
 
 __all__ = [
     "Engine", "EngineSettings", "History", "LLMClient", "LLMSettings", "PumpResult", "RunManager",
-    "RunRecord", "RunSnapshot", "new_run_id", "resolve_workflow", "valid_records", "widget_submit_text",
+    "RunRecord", "RunSnapshot",
 ]

@@ -1,17 +1,14 @@
-"""Sessions: the conversation service, the session it moves, and the outputs it sends to a surface."""
+"""Sessions: the conversation service, the session it moves, and the outputs it sends to a surface.
+
+The concrete output types are one vocabulary, reached through one namespace: `out.Reply`, `out.ShowMenu`.
+"""
 
 from __future__ import annotations
 
-from ..session.outputs import (
-    AgentCard, Clarify, Dismissed, ErrorOutput, MenuEntry, Notice, Output, Reply, ReplyDelta,
-    RunProgress, RunStarted, RunStatus, ShowAgents, ShowMenu, WidgetRequest,
-)
+from ..session import outputs as out
 from ..session.commands import TypedText
 from ..session.model import Session
+from ..session.outputs import Output
 from ..session.service import SessionService
 
-__all__ = [
-    "AgentCard", "Clarify", "Dismissed", "ErrorOutput", "MenuEntry", "Notice", "Output", "Reply",
-    "ReplyDelta", "RunProgress", "RunStarted", "RunStatus", "Session", "SessionService", "ShowAgents",
-    "ShowMenu", "TypedText", "WidgetRequest",
-]
+__all__ = ["Output", "Session", "SessionService", "TypedText", "out"]

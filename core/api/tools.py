@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ..tools.mounts import resolve
-from ..tools.mcp.server_config import McpServerConfig, server_problems
+from ..tools.mcp.server_config import McpServerConfig
 from ..tools.policy import SystemToolPolicy
-from ..tools.shell.command_config import CommandsConfig, SandboxExtras
+from ..tools.shell.command_config import CommandsConfig
 from ..tools.shell.command_sandbox import start_up_line as sandbox_start_up_line
 from ..tools.base import Mounts
 from ..tools.registry import ToolHost
 
 __all__ = [
-    "CommandsConfig", "McpServerConfig", "Mounts", "SandboxExtras", "SystemToolPolicy", "ToolHost", "resolve",
-    "sandbox_start_up_line", "server_problems",
+    "CommandsConfig", "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "resolve",
+    "sandbox_start_up_line",
 ]

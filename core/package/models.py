@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..base.errors import CrewError
+
 NodeType = Literal["step", "decision", "merge", "end", "subworkflow"]
 
 
@@ -216,6 +218,18 @@ class Package(BaseModel):
 
     def workflow(self, workflow_id: str) -> Workflow | None:
         return next((w for w in self.workflows if w.id == workflow_id), None)
+
+    def resolve_workflow(self, workflow_ref: str | None) -> Workflow:
+        """A workflow id, or a workflow.md path; empty means the default: the one bmad.json `entry` names."""
+        ref = (workflow_ref or "").strip()
+        if not ref:
+            return self.default_workflow
+        found = self.workflow(ref) or self.workflow_by_path(ref)
+        if found is not None:
+            return found
+        code = "WORKFLOW_REF_UNKNOWN" if self.manifest.get("workflows") else "WORKFLOW_REF_MISMATCH"
+        ids = ", ".join(w.id for w in self.workflows)
+        raise CrewError(code, f"Package '{self.id}' has no workflow '{ref}'. Available: {ids}.")
 
     def workflow_by_path(self, md_path: str) -> Workflow | None:
         """Resolve a `workflow.md` path (package-relative, optionally `@pkg/`-prefixed)."""

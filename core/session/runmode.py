@@ -14,7 +14,6 @@ from ..base.errors import CrewError
 from ..base.events import RunPhase
 from .outputs import Dismissed, ErrorOutput, Notice, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
-from ..store.run_manager import new_run_id, resolve_workflow
 from ..store.runs_model import RunRecord
 from .context import Deps, Outbox
 from .run_outputs import RunOutputs
@@ -38,10 +37,10 @@ async def start_run(
     """Create a run bound to this conversation (RunMode) and pump it until it needs the user.
 
     In a git project the run gets its own worktree and branch first (see core.checkout)."""
-    run_id = new_run_id()
+    run_id = deps.runs.new_run_id()
     worktree = None
     if deps.checkout is not None:
-        workflow = resolve_workflow(package, workflow_id)
+        workflow = package.resolve_workflow(workflow_id)
         made = await deps.checkout.new_worktree(run_id, workflow.id)
         if made is not None:
             worktree = made.worktree

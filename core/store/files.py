@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from ..base.atomic import AppendLog, atomic_write_text
 from ..base.errors import CrewError
-from .runs_model import RunRecord, utc_now, valid_records
+from .runs_model import RunRecord, utc_now
 
 INDEX_FILE = "runs-index.json"
 _AUDIT_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # built once: json.dumps(**options) builds one per call
@@ -180,7 +180,7 @@ class RuntimeStore:
     def read_index(self) -> dict[str, RunRecord]:
         with self._locked_index() as lock_fd:
             raw = dict(self._raw_index(lock_fd))
-        return valid_records(raw)
+        return RunRecord.valid_entries(raw)
 
     def read_record(self, run_id: str) -> RunRecord | None:
         """One run by id, validating only that entry (the index may hold thousands of runs)."""
@@ -194,7 +194,7 @@ class RuntimeStore:
             return None
 
     def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
-        """The index entries (as stored, not validated: see `valid_records`) of the runs these conversations
+        """The index entries (as stored, not validated: see `RunRecord.valid_entries`) of the runs these conversations
         started. A surface listing many runs validates only the few it shows."""
         wanted = frozenset(session_ids)
         with self._locked_index() as lock_fd:

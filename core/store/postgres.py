@@ -28,7 +28,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from ..base.atomic import add_mirror, remove_mirror
-from .runs_model import RunRecord, valid_records
+from .runs_model import RunRecord
 from .files import RuntimeStore
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ class PostgresRuntimeStore(RuntimeStore):
             rows = conn.execute("SELECT run_id, data FROM crew_runs").fetchall()
         with self._changed:
             items = {**{run_id: data for run_id, data in rows}, **self._unsaved}
-        return valid_records(items)
+        return RunRecord.valid_entries(items)
 
     def entries_of_sessions(self, session_ids: Collection[str]) -> dict[str, dict[str, Any]]:
         """The runs these conversations started (an indexed query), with writes not yet copied; not validated."""

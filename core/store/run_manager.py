@@ -18,20 +18,6 @@ from .files import project_id_for
 from .protocol import RunStore
 
 
-def resolve_workflow(package: Package, workflow_ref: str | None) -> Workflow:
-    """A workflow id, or a workflow.md path; empty means the default: the one bmad.json `entry` names."""
-    ref = (workflow_ref or "").strip()
-    if not ref:
-        return package.default_workflow
-    found = package.workflow(ref) or package.workflow_by_path(ref)
-    if found is not None:
-        return found
-    multi = bool(package.manifest.get("workflows"))
-    code = "WORKFLOW_REF_UNKNOWN" if multi else "WORKFLOW_REF_MISMATCH"
-    ids = ", ".join(w.id for w in package.workflows)
-    raise CrewError(code, f"Package '{package.id}' has no workflow '{ref}'. Available: {ids}.")
-
-
 def menu_starts(item_workflow: str | None, package: Package, workflow: Workflow) -> bool:
     if not item_workflow:
         return False
@@ -84,10 +70,6 @@ def _view(graph: Graph, node_id: str, fm: dict[str, Any], artifacts: Iterable[An
     )
 
 
-def new_run_id() -> str:
-    return str(uuid.uuid4())
-
-
 def steps_not_taken(view: StateView, record: RunRecord, nodes: int) -> int:
     """A finished run on a branching graph: the steps of the branches it did not take (0 while it works)."""
     if view.complete or (record.phase is RunPhase.COMPLETED and view.node_id is None):
@@ -120,6 +102,11 @@ class RunManager:
     def __init__(self, store: RunStore) -> None:
         self.store = store
 
+    @staticmethod
+    def new_run_id() -> str:
+        """An id for a run about to be created; a surface takes it early to name the run's worktree."""
+        return str(uuid.uuid4())
+
     def create(
         self,
         package: Package,
@@ -139,9 +126,9 @@ class RunManager:
         passed in, and `parent` = (caller run id, caller node id)."""
         root = self.store.check_project(project_root)
         workspace = self.store.check_project(worktree.path) if worktree else root
-        workflow = resolve_workflow(package, workflow_id)
+        workflow = package.resolve_workflow(workflow_id)
         agent = resolve_agent(package, agent_id, workflow)
-        run_id = run_id or new_run_id()
+        run_id = run_id or self.new_run_id()
         now = utc_now()
         state_text = _initial_state(workflow, run_id=run_id, agent_id=agent.id, now=now, variables=variables)
         record = RunRecord(

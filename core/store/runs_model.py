@@ -118,6 +118,17 @@ class RunRecord(BaseModel):
         """The folder @project is for this run."""
         return self.worktree.path if self.worktree else self.project_root
 
+    @classmethod
+    def valid_entries(cls, items: dict[str, Any]) -> dict[str, RunRecord]:
+        """Index entries as records; one bad entry must not hide every other run."""
+        records: dict[str, RunRecord] = {}
+        for run_id, item in items.items():
+            try:
+                records[run_id] = cls.model_validate(item)
+            except ValidationError:
+                continue
+        return records
+
 
 class RunSnapshot(BaseModel):
     """Everything a status line needs, in user terms (no server paths)."""
@@ -156,13 +167,3 @@ class RunSnapshot(BaseModel):
             out.append(out[-1].child)  # type: ignore[arg-type]
         return out
 
-
-def valid_records(items: dict[str, Any]) -> dict[str, RunRecord]:
-    """Index entries as records; one bad entry must not hide every other run."""
-    records: dict[str, RunRecord] = {}
-    for run_id, item in items.items():
-        try:
-            records[run_id] = RunRecord.model_validate(item)
-        except ValidationError:
-            continue
-    return records

@@ -71,6 +71,19 @@ class McpServerConfig(BaseModel):
             return "stdio"
         return "sse" if self.type == "sse" else "http"
 
+    @staticmethod
+    def problems_of(servers: Mapping[str, McpServerConfig], environ: Mapping[str, str]) -> list[tuple[str, str]]:
+        """(server, what is wrong) for each name that cannot name tools and each `${VAR}` the environment
+        does not set; values are never shown."""
+        problems = [(name, f"invalid server name: {why}") for name in servers if (why := server_name_problem(name))]
+        problems += [
+            (name, f"${{{var}}} is not set in the environment")
+            for name, cfg in servers.items()
+            for var in sorted(cfg.variables())
+            if not environ.get(var)
+        ]
+        return problems
+
     def variables(self) -> set[str]:
         """The `${VAR}` names this server's settings use."""
         found: set[str] = set()
@@ -119,19 +132,6 @@ def server_name_problem(name: str) -> str | None:
     if len(name) > MAX_SERVER_NAME:
         return f"at most {MAX_SERVER_NAME} characters (tools are offered as NAME__TOOL, 64 characters in all)"
     return None
-
-
-def server_problems(servers: Mapping[str, McpServerConfig], environ: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(server, what is wrong) for each name that cannot name tools and each `${VAR}` the environment does
-    not set; values are never shown."""
-    problems = [(name, f"invalid server name: {why}") for name in servers if (why := server_name_problem(name))]
-    problems += [
-        (name, f"${{{var}}} is not set in the environment")
-        for name, cfg in servers.items()
-        for var in sorted(cfg.variables())
-        if not environ.get(var)
-    ]
-    return problems
 
 
 def hide_secrets(text: str, secrets: tuple[str, ...]) -> str:
