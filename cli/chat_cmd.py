@@ -21,7 +21,7 @@ from pathlib import Path
 from core.api.checkout import Checkout, CheckoutSpec
 from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
-from core.api.events import RunPhase, ev
+from core.api.events import RunPhase, engine_events
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
 from core.api.sessions import Output, Session, SessionService, TypedText
 from core.api.packages import load_package, Package, PackageInvalid
@@ -321,12 +321,12 @@ class Screen:
         elif output.kind == "run_progress":
             event = output.event
             own = event.parent_run_id is None  # a sub-workflow's phases are told by its caller's
-            failed = isinstance(event, ev.PhaseChanged) and event.phase is RunPhase.FAILED
+            failed = isinstance(event, engine_events.PhaseChanged) and event.phase is RunPhase.FAILED
             if not failed:  # a failure is told once, by the error output that follows it
                 self.events.show(event)
-            if own and isinstance(event, ev.PhaseChanged) and event.paused and not event.error_code:
+            if own and isinstance(event, engine_events.PhaseChanged) and event.paused and not event.error_code:
                 w(f"\n⏸ {event.reason or 'Paused'}: the run is saved. Type *resume to continue.")
-            done = own and isinstance(event, ev.PhaseChanged) and event.phase is RunPhase.COMPLETED
+            done = own and isinstance(event, engine_events.PhaseChanged) and event.phase is RunPhase.COMPLETED
             if done and event.run_id not in self.announced:
                 self.announced.add(event.run_id)
                 artifacts = output.snapshot.artifacts

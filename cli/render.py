@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.api.events import EngineEvent, RunPhase, ev
+from core.api.events import EngineEvent, RunPhase, engine_events
 from core.api.packages import Package
 from core.api.runs import RunSnapshot
 
@@ -117,53 +117,53 @@ class EventPrinter:
         self.show(event)
 
     def show(self, event: EngineEvent) -> None:
-        if isinstance(event, ev.AssistantTextDelta):
+        if isinstance(event, engine_events.AssistantTextDelta):
             if event.restart:
                 self.live.restart()
                 return
             self.live.piece((event.run_id, event.turn), self.agent_name(event.agent_id), event.text)
             return
-        if isinstance(event, ev.AssistantText):
+        if isinstance(event, engine_events.AssistantText):
             if not self.live.streamed(event.text):
                 self.write(f"\n{self.agent_name(event.agent_id)}:\n{event.text.strip()}")
             return
         self.live.end()
         nested = self._names.get(event.run_id) if event.parent_run_id else None
-        if isinstance(event, ev.SubworkflowStarted):
+        if isinstance(event, engine_events.SubworkflowStarted):
             caller = self._names.get(event.run_id) or self.workflow_name(event.caller_workflow_id)
             self._names[event.child_run_id] = f"{caller} › {event.workflow_name}"
             verb = "continues" if event.resumed else "starts"
             self.write(f"\n↳ {self._names[event.child_run_id]} {verb} (sub-workflow run {event.child_run_id})")
-        elif isinstance(event, ev.SubworkflowReturned):
+        elif isinstance(event, engine_events.SubworkflowReturned):
             name = self._names.pop(event.child_run_id, event.workflow_name)
             outputs = ", ".join(f"{k}={v}" for k, v in event.variables.items()) or "no variables"
             self.write(f"↲ {name} done: {outputs}")
-        elif isinstance(event, ev.NodeStarted):
+        elif isinstance(event, engine_events.NodeStarted):
             where = f"{nested}: " if nested else ""
             self.write(f"\n▶ {where}{event.title} [{event.node_id}] — {self.agent_name(event.agent_id)}")
-        elif isinstance(event, ev.ArtifactWritten):
+        elif isinstance(event, engine_events.ArtifactWritten):
             self.write(f"  ✎ wrote {event.path}")
-        elif isinstance(event, ev.StateUpdated):
+        elif isinstance(event, engine_events.StateUpdated):
             key = event.run_id if event.parent_run_id else None
             done, before = len(event.steps_completed), self._steps_done.get(key, 0)
             if before is not None and done > before:
-                progress = ev.progress_text(done, event.steps_total, event.steps_not_taken, unit="")
+                progress = engine_events.progress_text(done, event.steps_total, event.steps_not_taken, unit="")
                 self.write(f"  ✓ {event.steps_completed[-1]} done ({progress})")
             self._steps_done[key] = done
-        elif isinstance(event, ev.ToolExecuted):
+        elif isinstance(event, engine_events.ToolExecuted):
             if not event.ok:
                 self.write(f"  ! {event.summary}")
             elif self.verbose:
                 self.write(f"  · {event.summary}")
-        elif isinstance(event, ev.CommandProgress):
+        elif isinstance(event, engine_events.CommandProgress):
             if event.running and event.elapsed_ms == 0:
                 self.write(f"  $ {event.command}")
             elif not event.running:
                 ended = f"exit {event.exit_code}" if event.killed is None else f"stopped ({event.killed})"
                 self.write(f"    → {ended} after {event.elapsed_ms / 1000:.1f} s")
-        elif isinstance(event, ev.LLMRetrying):
-            self.write(f"  … {ev.retry_note(event)}")
-        elif isinstance(event, ev.PhaseChanged) and event.parent_run_id is None:  # the caller reports for both
+        elif isinstance(event, engine_events.LLMRetrying):
+            self.write(f"  … {engine_events.retry_note(event)}")
+        elif isinstance(event, engine_events.PhaseChanged) and event.parent_run_id is None:  # the caller reports for both
             if event.phase is RunPhase.FAILED:
                 self.write(f"\n✖ Run failed: {event.reason or event.error_code}")
             elif event.phase is RunPhase.WAITING_USER and event.error_code:

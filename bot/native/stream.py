@@ -27,7 +27,7 @@ from collections.abc import Callable
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.sessions import out
+from core.api.sessions import outputs
 
 from ..render import blocks
 from ..render.message import SlackMessage, defused
@@ -54,7 +54,7 @@ class ReplyStream:
         budget: CallBudget,
         key: ThreadKey,
         recipient: str | None,
-        agent: out.AgentCard | None,
+        agent: outputs.AgentCard | None,
         interval: float,
         on_user_stop: Callable[[], None] | None = None,
     ) -> None:

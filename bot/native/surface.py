@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.sessions import out
+from core.api.sessions import outputs
 from core.api.packages import Graph
 from core.api.runs import RunSnapshot
 
@@ -45,7 +45,7 @@ class AgentSurface:
     plans: PlanBook = field(default_factory=PlanBook)
     append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST))
 
-    def reply_stream(self, key: ThreadKey, recipient: str | None, agent: out.AgentCard | None, run_id: str | None) -> ReplyStream:
+    def reply_stream(self, key: ThreadKey, recipient: str | None, agent: outputs.AgentCard | None, run_id: str | None) -> ReplyStream:
         stop = (lambda: self.stop_run(run_id)) if run_id else None
         return ReplyStream(
             client=self.client,

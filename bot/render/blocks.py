@@ -26,7 +26,7 @@ from slack_sdk.models.blocks import (
 )
 
 from core.api.events import RunPhase
-from core.api.sessions import out
+from core.api.sessions import outputs
 from core.api.runs import RunSnapshot
 
 from ..base import actions as act
@@ -98,18 +98,18 @@ def choices(
     return blocks
 
 
-def agent_label(agent: out.AgentCard) -> str:
+def agent_label(agent: outputs.AgentCard) -> str:
     return f"{agent.icon} {agent.name}".strip()
 
 
 # ---- outputs ----------------------------------------------------------------
 
 
-def agent_header(agent: out.AgentCard | None) -> str | None:
+def agent_header(agent: outputs.AgentCard | None) -> str | None:
     return f"{escape(agent_label(agent))} · {escape(agent.title)}" if agent else None
 
 
-def reply(text: str, agent: out.AgentCard | None = None) -> list[SlackMessage]:
+def reply(text: str, agent: outputs.AgentCard | None = None) -> list[SlackMessage]:
     return markdown_messages(text, header=agent_header(agent))
 
 
@@ -127,7 +127,7 @@ def error(message: str, *, retry: ButtonValue | None = None) -> SlackMessage:
     return SlackMessage(text=message, blocks=[section(text), actions_block([again])])
 
 
-def agent_picker(text: str, agents: Sequence[out.AgentCard], *, key: str, epoch: int) -> list[SlackMessage]:
+def agent_picker(text: str, agents: Sequence[outputs.AgentCard], *, key: str, epoch: int) -> list[SlackMessage]:
     labels = [truncate(f"{a.icon} {a.name} — {a.title}".strip(), BUTTON_TEXT_LIMIT) for a in agents]
     values = [ButtonValue(s=key, e=epoch, a=a.id) for a in agents]
     blocks = [section(to_mrkdwn(text))]
@@ -143,7 +143,7 @@ def agent_picker(text: str, agents: Sequence[out.AgentCard], *, key: str, epoch:
 
 
 def menu(
-    text: str, items: Sequence[out.MenuEntry], *, key: str, epoch: int, agent: out.AgentCard | None = None, footer: str = ""
+    text: str, items: Sequence[outputs.MenuEntry], *, key: str, epoch: int, agent: outputs.AgentCard | None = None, footer: str = ""
 ) -> list[SlackMessage]:
     """A persona greeting or clarify question followed by `[n] description` choices."""
     messages = reply(text, agent) if text.strip() else [SlackMessage(text="Menu", blocks=[])]

@@ -3,7 +3,7 @@ message with its exit code, duration and last output lines, and a "Show output" 
 
 from __future__ import annotations
 
-from core.api.events import ev
+from core.api.events import engine_events
 
 from ..base import actions as act
 from ..base.actions import ButtonValue
@@ -23,19 +23,19 @@ def _short(command: str) -> str:
     return truncate(command, SHOWN_COMMAND)
 
 
-def plan_key(event: ev.CommandProgress) -> str:
+def plan_key(event: engine_events.CommandProgress) -> str:
     """What a command's plan line starts with, so its later lines replace the earlier ones."""
     return f"$ {_short(event.command)}"
 
 
-def plan_line(event: ev.CommandProgress) -> str:
+def plan_line(event: engine_events.CommandProgress) -> str:
     """`$ python -m pytest -q · 12 s` while it runs; `… · exit 1 · 3.2 s` once it ended."""
     if event.running:
         return f"{plan_key(event)} · running {seconds(event.elapsed_ms)}"
     return f"{plan_key(event)} · {outcome(event)}"
 
 
-def status_line(event: ev.CommandProgress) -> str:
+def status_line(event: engine_events.CommandProgress) -> str:
     """The thread's status line while a command runs: the command, the time so far, its last output line."""
     line = f"Running `{_short(event.command)}` · {seconds(event.elapsed_ms)}"
     if event.last_line:
@@ -43,7 +43,7 @@ def status_line(event: ev.CommandProgress) -> str:
     return truncate(line, STATUS_LIMIT)
 
 
-def outcome(event: ev.CommandProgress) -> str:
+def outcome(event: engine_events.CommandProgress) -> str:
     if event.killed == "timeout":
         return f"stopped at its time limit after {seconds(event.elapsed_ms)}"
     if event.killed:
@@ -51,7 +51,7 @@ def outcome(event: ev.CommandProgress) -> str:
     return f"exit {event.exit_code} · {seconds(event.elapsed_ms)}"
 
 
-def result_message(event: ev.CommandProgress, *, key: str) -> SlackMessage:
+def result_message(event: engine_events.CommandProgress, *, key: str) -> SlackMessage:
     """The ended command: a heading, the output's last lines in a code block, and Show output."""
     ok = event.exit_code == 0 and not event.killed
     icon = ":white_check_mark:" if ok else ":x:"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.api.events import RunPhase, ev
-from core.api.sessions import Output, out
+from core.api.events import RunPhase, engine_events
+from core.api.sessions import Output, outputs
 from core.api.runs import RunSnapshot
 
 from ..render import blocks, command_card
@@ -57,7 +57,7 @@ class ThreadRenderer:
         self.fresh_status = fresh_status  # `*status`: post the status anew at the bottom of the thread
         self.phase_before = record.last_phase
         self.run_before = record.status_run_id
-        self._errors: list[out.ErrorOutput] = []
+        self._errors: list[outputs.ErrorOutput] = []
         self._note: str | None = None  # shown on the status while the model call is being retried
         self.posted = 0
         self.completed_run: str | None = None  # the run whose completion this call posted
@@ -76,7 +76,7 @@ class ThreadRenderer:
 
     # ---- streamed replies ---------------------------------------------------------
 
-    async def _piece(self, output: out.ReplyDelta) -> None:
+    async def _piece(self, output: outputs.ReplyDelta) -> None:
         if self.surface is None:
             return  # shown whole when the Reply comes
         if output.restart:
@@ -109,7 +109,7 @@ class ThreadRenderer:
         if stream is not None and await stream.cut_off():
             self.posted += 1
 
-    async def _reply(self, output: out.Reply) -> None:
+    async def _reply(self, output: outputs.Reply) -> None:
         text = output.text.strip()
         if self._stream is not None and text.startswith(self._stream.text[: self._stream.sent].strip()):
             await self._end_stream(output.text)
@@ -133,61 +133,61 @@ class ThreadRenderer:
                 return plan_status(snapshot, graph, agent_name, details, key=self.key, queued=queued)
         return blocks.status(snapshot, key=self.key, queued=queued, working=working, note=note)
 
-    def _note_activity(self, output: out.RunProgress) -> None:
+    def _note_activity(self, output: outputs.RunProgress) -> None:
         surface, event = self.surface, output.event
         if surface is None:
             return
         key = self.record.key
-        if isinstance(event, ev.ToolExecuted):
+        if isinstance(event, engine_events.ToolExecuted):
             line = describe_tool(event.summary)
             if line:
                 surface.plans.note(event.run_id, output.snapshot.current_node_id, line)
                 surface.lines.working(key, line)
-        elif isinstance(event, ev.CommandProgress):
+        elif isinstance(event, engine_events.CommandProgress):
             node = output.snapshot.current_node_id
             surface.plans.note(event.run_id, node, command_card.plan_line(event), replacing=command_card.plan_key(event))
             if event.running:
                 surface.lines.working(key, command_card.status_line(event))
-        elif isinstance(event, ev.NodeStarted):
+        elif isinstance(event, engine_events.NodeStarted):
             surface.lines.working(key, f"Working on {event.title}")
-        elif isinstance(event, ev.LLMRetrying):
-            surface.lines.working(key, ev.retry_note(event))
+        elif isinstance(event, engine_events.LLMRetrying):
+            surface.lines.working(key, engine_events.retry_note(event))
 
     async def emit(self, output: Output) -> None:
         """Draw one output of the call, as it happens."""
-        if isinstance(output, out.ReplyDelta):
+        if isinstance(output, outputs.ReplyDelta):
             await self._piece(output)
             return
         record = self.record
-        if not isinstance(output, (out.Reply, out.RunProgress)):
+        if not isinstance(output, (outputs.Reply, outputs.RunProgress)):
             await self._end_stream()
-        if isinstance(output, out.ShowAgents):
+        if isinstance(output, outputs.ShowAgents):
             record.epoch += 1
             await self.post(blocks.agent_picker(output.text, output.agents, key=self.key, epoch=record.epoch))
-        elif isinstance(output, out.ShowMenu):
+        elif isinstance(output, outputs.ShowMenu):
             await self._menu(output)
-        elif isinstance(output, out.Clarify):
+        elif isinstance(output, outputs.Clarify):
             record.epoch += 1
             await self.post(blocks.menu(output.text, output.candidates, key=self.key, epoch=record.epoch))
-        elif isinstance(output, out.Reply):
+        elif isinstance(output, outputs.Reply):
             await self._reply(output)
-        elif isinstance(output, out.RunStarted):
+        elif isinstance(output, outputs.RunStarted):
             await self._run_started(output.snapshot)
-        elif isinstance(output, out.RunProgress):
+        elif isinstance(output, outputs.RunProgress):
             await self._progress(output)
-        elif isinstance(output, out.RunStatus):
+        elif isinstance(output, outputs.RunStatus):
             await self._run_status(output.snapshot)
-        elif isinstance(output, out.WidgetRequest):
+        elif isinstance(output, outputs.WidgetRequest):
             await self.post(widget_messages(output.widget, key=self.key, run_id=output.run_id or record.session.run_id))
-        elif isinstance(output, out.Notice):
+        elif isinstance(output, outputs.Notice):
             await self.post([blocks.notice(output.text, output.level)])
-        elif isinstance(output, out.ErrorOutput):
+        elif isinstance(output, outputs.ErrorOutput):
             self._errors.append(output)  # posted by finish(), merged with a run failure if it is one
-        elif isinstance(output, out.Dismissed):
+        elif isinstance(output, outputs.Dismissed):
             record.epoch += 1
             await self.post([blocks.notice(output.text)])
 
-    async def _menu(self, output: out.ShowMenu) -> None:
+    async def _menu(self, output: outputs.ShowMenu) -> None:
         record = self.record
         record.epoch += 1
         footer = "Pick an item, or type its number, its trigger or what you want."
@@ -217,7 +217,7 @@ class ThreadRenderer:
         else:
             await self._redraw(snapshot, Priority.URGENT, _weight(snapshot)[1])  # asked for
 
-    def _error(self, error: out.ErrorOutput) -> SlackMessage:
+    def _error(self, error: outputs.ErrorOutput) -> SlackMessage:
         retry = ButtonValue(s=self.key, x="retry") if error.retry else None
         return blocks.error(error.message, retry=retry)
 
@@ -235,16 +235,16 @@ class ThreadRenderer:
                 self.phase_before = None
                 self.run_before = snapshot.run_id
 
-    async def _progress(self, output: out.RunProgress) -> None:
+    async def _progress(self, output: outputs.RunProgress) -> None:
         self._note_activity(output)
-        if isinstance(output.event, ev.CommandProgress) and not output.event.running:
+        if isinstance(output.event, engine_events.CommandProgress) and not output.event.running:
             await self.post([command_card.result_message(output.event, key=self.key)])
         record = self.record
         if record.status_run_id != output.snapshot.run_id or not record.status_ts:
             await self._new_status(output.snapshot)
             return
-        retrying = isinstance(output.event, ev.LLMRetrying)
-        self._note = ev.retry_note(output.event) if isinstance(output.event, ev.LLMRetrying) else None
+        retrying = isinstance(output.event, engine_events.LLMRetrying)
+        self._note = engine_events.retry_note(output.event) if isinstance(output.event, engine_events.LLMRetrying) else None
         if retrying or output.event.kind == "phase_changed":
             await self._redraw(output.snapshot, *_weight(output.snapshot))
         else:

@@ -1,12 +1,13 @@
 """Events: what the engine reports while a run moves.
 
-The concrete event types are one vocabulary, reached through one namespace: `ev.NodeStarted`,
-`ev.LLMRetrying`, and the short texts surfaces show for them (`ev.progress_text`, `ev.retry_note`).
+The concrete event types are one vocabulary, reached through one namespace: `engine_events.NodeStarted`,
+`engine_events.LLMRetrying`, and the short texts surfaces show for them (`engine_events.progress_text`,
+`engine_events.retry_note`).
 """
 
 from __future__ import annotations
 
-from ..base import events as ev
+from ..base import events as engine_events
 from ..base.events import EngineEvent, RunPhase
 
-__all__ = ["EngineEvent", "RunPhase", "ev"]
+__all__ = ["EngineEvent", "RunPhase", "engine_events"]

@@ -2,7 +2,7 @@
 
 A phase change is the only run-index write a pump makes (one as it starts, one as it ends); every
 other progress report is an audit line plus an engine event. A failing event handler propagates:
-a session's Outbox is where a surface's rendering bug is caught and logged.
+a session's OutputStream is where a surface's rendering bug is caught and logged.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class RunReporter:
     async def emit(self, event: EngineEvent) -> None:
         if self.on_event is None:
             return
-        await self.on_event(event)  # a session's Outbox already keeps a surface's rendering bug out of the run
+        await self.on_event(event)  # a session's OutputStream already keeps a surface's rendering bug out of the run
 
     async def phase(
         self, phase: RunPhase, *, paused: bool = False, reason: str | None = None, error: RunError | None = None

@@ -8,7 +8,7 @@ from ..package.models import Agent, Package
 from ..tools.policy import effective_policy
 from .router import ResolvedCommand, menu_entries
 from . import runmode
-from .context import Deps, Outbox, card
+from .context import Deps, OutputStream, card
 from .data import load_data
 from .exec_script import script_message
 from .model import Session
@@ -31,7 +31,7 @@ def greeting(agent: Agent) -> str:
 
 
 async def dispatch(
-    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: Outbox
+    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: OutputStream
 ) -> None:
     """Run one resolved command; expected failures become ErrorOutputs and leave the session as it was."""
     session.clarify = cmd.candidates if cmd.kind == "ClarifyChoice" else []
@@ -50,7 +50,7 @@ def failed_answer(session: Session, text: str, exc: CrewError) -> ErrorOutput:
 
 
 async def _dispatch(
-    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: Outbox
+    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: OutputStream
 ) -> None:
     kind = cmd.kind
     if kind == "ShowMenu":
@@ -98,7 +98,7 @@ async def _data_messages(deps: Deps, package: Package, agent: Agent, cmd: Resolv
 
 
 async def _start_workflow(
-    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, out: Outbox
+    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, out: OutputStream
 ) -> None:
     workflow_id = cmd.workflow_id or ""
     if cmd.validate_workflow is not None:
@@ -117,7 +117,7 @@ async def _start_workflow(
 
 
 async def _run_action(
-    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: Outbox
+    deps: Deps, session: Session, package: Package, agent: Agent, cmd: ResolvedCommand, text: str, out: OutputStream
 ) -> None:
     extra = await _data_messages(deps, package, agent, cmd)
     action = cmd.action
@@ -137,7 +137,7 @@ async def _run_action(
     await talk(deps, session, package, agent, request, out, mode="agent", extra_context=[*extra, instruction])
 
 
-async def resume_latest(deps: Deps, session: Session, package: Package, out: Outbox) -> None:
+async def resume_latest(deps: Deps, session: Session, package: Package, out: OutputStream) -> None:
     """`run.resume` / `*resume` outside a run: this conversation's last run, else the project's latest."""
     record = None
     if session.last_run_id:

@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 Emit = Callable[[Output], Awaitable[None]]
 
 
-class Outbox:
+class OutputStream:
+    """A session call's one stream of outputs: kept for the caller, and handed to the surface as they happen."""
+
     def __init__(self, emit: Emit | None) -> None:
         self.items: list[Output] = []
         self._emit = emit

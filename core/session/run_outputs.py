@@ -6,7 +6,7 @@ from ..base.events import AssistantText, AssistantTextDelta, EngineEvent, StateU
 from ..package.models import Package
 from ..store.run_manager import StateView
 from ..store.runs_model import RunRecord, RunSnapshot
-from .context import Deps, Outbox, card
+from .context import Deps, OutputStream, card
 from .model import PendingWidget, Session
 from .outputs import Reply, ReplyDelta, RunProgress, WidgetRequest
 
@@ -21,7 +21,7 @@ class RunOutputs:
     the snapshot shows that run nested in the bound one.
     """
 
-    def __init__(self, deps: Deps, session: Session, record: RunRecord, package: Package, out: Outbox) -> None:
+    def __init__(self, deps: Deps, session: Session, record: RunRecord, package: Package, out: OutputStream) -> None:
         self.deps = deps
         self.session = session
         self.record = record

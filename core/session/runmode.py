@@ -15,7 +15,7 @@ from ..base.events import RunPhase
 from .outputs import Dismissed, ErrorOutput, Notice, RunStarted, RunStatus, WidgetRequest
 from ..package.models import Agent, Package
 from ..store.runs_model import RunRecord
-from .context import Deps, Outbox
+from .context import Deps, OutputStream
 from .run_outputs import RunOutputs
 from .model import PendingWidget, Session
 
@@ -29,7 +29,7 @@ async def start_run(
     package: Package,
     agent: Agent,
     workflow_id: str,
-    out: Outbox,
+    out: OutputStream,
     *,
     data_message: str | None = None,
     user_input: str | None = None,
@@ -96,7 +96,7 @@ async def pump(
     *,
     intent: Intent,
     user_input: str | None,
-    out: Outbox,
+    out: OutputStream,
 ) -> PumpResult | None:
     """One engine pump; its events reach `out` as they happen (see RunOutputs)."""
     if record.worktree is not None and deps.checkout is not None:
@@ -126,7 +126,7 @@ async def pump(
     return result
 
 
-async def continue_run(deps: Deps, session: Session, package: Package, user_input: str, out: Outbox) -> None:
+async def continue_run(deps: Deps, session: Session, package: Package, user_input: str, out: OutputStream) -> None:
     """The user's text (or a WIDGET_SUBMIT) becomes the run's next USER_INPUT."""
     record = bound_record(deps, session)
     if deps.engine.is_pumping(record.run_id):
@@ -136,7 +136,7 @@ async def continue_run(deps: Deps, session: Session, package: Package, user_inpu
     await pump(deps, session, record, package, intent="continue", user_input=user_input, out=out)
 
 
-async def resume(deps: Deps, session: Session, package: Package, record: RunRecord, out: Outbox) -> None:
+async def resume(deps: Deps, session: Session, package: Package, record: RunRecord, out: OutputStream) -> None:
     """Bind (or re-bind) a saved run and continue it from its state (intent `resume`). A sub-workflow's
     run is resumed through the run that called it."""
     record = deps.runs.root_of(record)
@@ -153,7 +153,7 @@ async def resume(deps: Deps, session: Session, package: Package, record: RunReco
     await pump(deps, session, record, package, intent="resume", user_input=None, out=out)
 
 
-async def control_run(deps: Deps, session: Session, package: Package, action: RunControl, out: Outbox) -> None:
+async def control_run(deps: Deps, session: Session, package: Package, action: RunControl, out: OutputStream) -> None:
     """`*pause` `*stop` `*resume` `*status` `*dismiss` and the Retry button, for the bound run."""
     record = bound_record(deps, session)
     busy = deps.engine.is_pumping(record.run_id)

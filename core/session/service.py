@@ -23,7 +23,7 @@ from .router import GlobalCommand, resolve
 from ..store.run_manager import RunManager
 from . import runmode
 from .commands import TypedText, help_text, looks_like_command, unknown_command
-from .context import AgentChoice, Catalog, Deps, Emit, Outbox, Surface
+from .context import AgentChoice, Catalog, Deps, Emit, OutputStream, Surface
 from .agentmode import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .lookup import CHAT_WORDS, Startable, names_something, startables, unique_trigger_owner
 from .model import Session
@@ -59,13 +59,13 @@ class SessionService:
 
     async def open(self, session: Session, text: str | TypedText = "", emit: Emit | None = None) -> list[Output]:
         """First contact: greet with the agents, or act directly on text that names an agent or a command."""
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._open(session, _typed(text), out))
         return out.items
 
     async def handle_text(self, session: Session, text: str | TypedText, emit: Emit | None = None) -> list[Output]:
         """What the person typed; its `*command`, if any, is the one `text` carries (parsed here only if raw)."""
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._handle_text(session, _typed(text), out))
         return out.items
 
@@ -74,29 +74,29 @@ class SessionService:
 
         Nothing they type starts, answers or steers anything; menu numbers and triggers are just chat.
         """
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._guest_chat(session, text, out))
         return out.items
 
     async def pick_agent(self, session: Session, agent_id: str, emit: Emit | None = None) -> list[Output]:
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._pick_by_name(session, agent_id, out))
         return out.items
 
     async def handle_widget_submit(
         self, session: Session, widget_id: str, value: object, emit: Emit | None = None
     ) -> list[Output]:
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._widget_submit(session, widget_id, value, out))
         return out.items
 
     async def control(self, session: Session, action: Control, emit: Emit | None = None) -> list[Output]:
         """Buttons: exactly what the typed `*<action>` does (plus `retry` for a failed run)."""
-        out = Outbox(emit)
+        out = OutputStream(emit)
         await self._guarded(session, out, self._global(session, action, out))
         return out.items
 
-    async def _guarded(self, session: Session, out: Outbox, work: Awaitable[None]) -> None:
+    async def _guarded(self, session: Session, out: OutputStream, work: Awaitable[None]) -> None:
         """The session's user boundary, the one place a call's failure is caught: an expected one becomes a
         clear ErrorOutput; anything else is logged once with the session, and never shown as a trace."""
         try:
@@ -114,7 +114,7 @@ class SessionService:
 
     # ---- idle ----------------------------------------------------------------------
 
-    async def _open(self, session: Session, typed: TypedText, out: Outbox) -> None:
+    async def _open(self, session: Session, typed: TypedText, out: OutputStream) -> None:
         if session.mode != "idle":
             await self._handle_text(session, typed, out)
             return
@@ -163,7 +163,7 @@ class SessionService:
     def _unique_trigger_owner(self, text: str) -> AgentChoice | None:
         return unique_trigger_owner(self.catalog, text, self.deps.surface)
 
-    async def _show_agents(self, session: Session, out: Outbox, lead: str = "Hi! ") -> None:
+    async def _show_agents(self, session: Session, out: OutputStream, lead: str = "Hi! ") -> None:
         names = ", ".join(p.name for p in self.catalog.packages)
         await out.put(
             ShowAgents(
@@ -173,7 +173,7 @@ class SessionService:
             )
         )
 
-    async def _pick_by_name(self, session: Session, agent_id: str, out: Outbox) -> None:
+    async def _pick_by_name(self, session: Session, agent_id: str, out: OutputStream) -> None:
         choice = self.catalog.find(agent_id, prefer_package=session.package_id)
         if choice is None and agent_id.strip().lower() in CHAT_WORDS:
             await self._enter_chat(session, out)
@@ -183,7 +183,7 @@ class SessionService:
             raise CrewError("AGENT_NOT_FOUND", f"There is no agent '{agent_id}'. Available: {known}.")
         await self._pick(session, choice, out)
 
-    async def _pick(self, session: Session, choice: AgentChoice, out: Outbox, *, quiet: bool = False) -> None:
+    async def _pick(self, session: Session, choice: AgentChoice, out: OutputStream, *, quiet: bool = False) -> None:
         """Enter AgentMode; the run a session was bound to stays saved and resumable."""
         if session.run_id and self.deps.engine.is_pumping(session.run_id):
             raise CrewError("RUN_BUSY", "A run is working in this conversation; wait for it or type *stop first.")
@@ -194,13 +194,13 @@ class SessionService:
         if not quiet:
             await out.put(menu_output(self.deps, choice.agent, greeting(choice.agent)))
 
-    async def _enter_chat(self, session: Session, out: Outbox) -> None:
+    async def _enter_chat(self, session: Session, out: OutputStream) -> None:
         runmode.leave(session)
         session.mode = "chat"
         session.package_id = session.package_id or self.catalog.packages[0].id
         await out.put(Notice(text="Plain chat: ask me anything about the project. Type *dismiss to leave."))
 
-    async def _guest_chat(self, session: Session, text: str, out: Outbox) -> None:
+    async def _guest_chat(self, session: Session, text: str, out: OutputStream) -> None:
         if session.mode == "chat":
             await talk(self.deps, session, self._package(session), None, text, out, mode="chat", guest=True)
             return
@@ -211,7 +211,7 @@ class SessionService:
 
     # ---- routing by mode ---------------------------------------------------------------
 
-    async def _handle_text(self, session: Session, typed: TypedText, out: Outbox) -> None:
+    async def _handle_text(self, session: Session, typed: TypedText, out: OutputStream) -> None:
         if session.mode == "idle":
             await self._open(session, typed, out)
             return
@@ -244,12 +244,12 @@ class SessionService:
         cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
         return None if cmd.confidence == "exact" and cmd.item_index is not None else choice
 
-    async def _agent_text(self, session: Session, text: str, out: Outbox) -> None:
+    async def _agent_text(self, session: Session, text: str, out: OutputStream) -> None:
         package, agent = self.deps.bound(session)
         cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
         await dispatch(self.deps, session, package, agent, cmd, text, out)
 
-    async def _run_text(self, session: Session, text: str, out: Outbox) -> None:
+    async def _run_text(self, session: Session, text: str, out: OutputStream) -> None:
         package, agent = self.deps.bound(session)
         starred = looks_like_command(text)
         if session.menu_open or starred:
@@ -269,7 +269,7 @@ class SessionService:
 
     # ---- global commands and buttons ------------------------------------------------
 
-    async def _global(self, session: Session, command: GlobalCommand | Control, out: Outbox) -> None:
+    async def _global(self, session: Session, command: GlobalCommand | Control, out: OutputStream) -> None:
         if command == "help":
             await out.put(Notice(text=help_text(self.deps.surface, session.mode)))
             return
@@ -314,7 +314,7 @@ class SessionService:
 
     # ---- widgets ----------------------------------------------------------------------
 
-    async def _widget_submit(self, session: Session, widget_id: str, value: object, out: Outbox) -> None:
+    async def _widget_submit(self, session: Session, widget_id: str, value: object, out: OutputStream) -> None:
         pending = session.pending_widget
         bound_run = session.run_id if session.mode == "run" else None
         if pending is None or pending.widget_id != widget_id or pending.run_id != bound_run:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from ..store.history import message_tokens
 from .outputs import AgentCard, Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
-from .context import Deps, Outbox, card
+from .context import Deps, OutputStream, card
 from .model import PendingWidget, Session
 
 HISTORY_BUDGET_TOKENS = 6_000
@@ -26,7 +26,7 @@ async def talk(
     package: Package,
     agent: Agent | None,
     user_text: str,
-    out: Outbox,
+    out: OutputStream,
     *,
     mode: Mode,
     extra_context: Sequence[str] = (),
@@ -69,7 +69,7 @@ async def _show(
     session: Session,
     answer: str,
     widget: dict[str, Any] | None,
-    out: Outbox,
+    out: OutputStream,
     shown_as: AgentCard | None,
     *,
     guest: bool,

@@ -7,14 +7,14 @@ import json
 from bot.base.actions import ButtonValue
 from bot.render import command_card
 from bot.render.plan import PlanBook
-from core.api.events import ev
+from core.api.events import engine_events
 
 KEY = "T1:C1:1700000000.000100"
 
 
-def _event(**fields: object) -> ev.CommandProgress:
+def _event(**fields: object) -> engine_events.CommandProgress:
     base: dict[str, object] = {"run_id": "run-1", "call_id": "abc", "command": "python -m pytest -q"}
-    return ev.CommandProgress.model_validate({**base, **fields})
+    return engine_events.CommandProgress.model_validate({**base, **fields})
 
 
 def test_a_running_command_updates_one_plan_line_and_the_status_line() -> None:
