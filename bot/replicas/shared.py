@@ -23,7 +23,7 @@ from ..render import blocks
 from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
 from .handover import Handover
-from .journal import EventJournal
+from ..event_journal import EventJournal
 from .membership import Replicas
 from .outbox_table import PostgresLedger
 from .slots import GlobalSlots

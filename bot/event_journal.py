@@ -1,11 +1,17 @@
-"""Events a replica took from Slack while its database was away, kept in a local file until they
-can be queued in Postgres (`<home>/slack/journal.sqlite`).
+"""Thread events kept in a local sqlite file from before Slack gets its ack until they are safe
+elsewhere, so a process that dies (even by kill -9) loses none of them. One class, two files that
+never mix:
 
-Slack redelivers an event it got no answer for only after about a minute, then five; an owner's
-answer would wait that long after a short database outage. So the event is written here (one
-sqlite transaction, on a worker thread) and acknowledged; when the database is back it is queued
-in order, with its delivery ids, so a redelivery is still handled once. An event that cannot even
-be written here is not acknowledged (Slack sends it again).
+- `<home>/slack/journal.sqlite` (replicas): events taken while the database was away, until they
+  can be queued in Postgres. Slack redelivers an event it got no answer for only after about a
+  minute, then five; an owner's answer would wait that long after a short database outage. When
+  the database is back they are queued in order, with their delivery ids, so a redelivery is
+  still handled once (bot.replicas.handover).
+- `<home>/slack/pending.sqlite` (embedded, no database): every event queued on a thread's lane,
+  until the lane has run it (bot.threads.pending_events).
+
+Each write is one sqlite transaction on a worker thread, with a timeout. An event that cannot be
+written here is not acknowledged (Slack sends it again).
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from ..base.event import ThreadEvent
+from .base.event import ThreadEvent
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +52,21 @@ class EventJournal:
         db.executescript(SCHEMA)
         return db
 
-    async def add(self, event: ThreadEvent, control: ThreadEvent | None) -> None:
-        """Keep the event; raises OSError / sqlite3.Error when it cannot be kept (then it is not acked)."""
+    async def add(self, event: ThreadEvent, control: ThreadEvent | None = None) -> int:
+        """Keep the event; returns its place (for `done`). Raises OSError / sqlite3.Error / TimeoutError
+        when it cannot be kept (then it is not acked)."""
 
-        def write() -> None:
+        def write() -> int:
             with closing(self._connect()) as db, db:
-                db.execute(
+                cursor = db.execute(
                     "INSERT INTO journal (event, control) VALUES (?, ?)",
                     (event.model_dump_json(), control.model_dump_json() if control is not None else None),
                 )
+                return int(cursor.lastrowid or 0)
 
-        await asyncio.wait_for(asyncio.to_thread(write), CALL_TIMEOUT)
+        seq = await asyncio.wait_for(asyncio.to_thread(write), CALL_TIMEOUT)
         self.count += 1
+        return seq
 
     async def waiting(self) -> list[Journaled]:
         """What is kept, oldest first."""
