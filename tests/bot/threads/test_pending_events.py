@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from bot.base.event import ThreadEvent
+from bot.render.modals import decode_context
 from bot.base.thread import ThreadKey
 from bot.event_journal import EventJournal
 from bot.threads.lanes import ThreadLanes
 from bot.threads.pending_events import PendingEvents
-from tests.support.bot_harness import WAIT, bot_harness, close_bot
+from bot.threads.store import ThreadStore
+from tests.support.bot_harness import WAIT, bot_harness, close_bot, message_text
 from tests.support.fakes.slack_events import message_event, new_ts
-from tests.support.scripts import HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs
+from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 OTHER = ThreadKey("T1", "C1", "1700000000.000200")
@@ -134,3 +136,52 @@ async def test_a_replayed_text_event_that_was_already_decided_is_skipped(project
         after = h.llm.requests[asked:]
         assert [user_inputs(body)[-1] for body in after] == [question]  # only the reply never decided
         assert all(user_inputs(body).count(HELLO_LINEAR_ANSWER) <= 1 for body in h.llm.requests)
+
+
+async def test_a_replayed_form_answer_that_was_already_decided_is_skipped(project: Path) -> None:
+    """A form answer the previous process decided (its `form:` key is claimed) but did not forget is not
+    used again; a reply kept behind it still reaches the agent."""
+    async with bot_harness(project, ("multi-workflows",)) as h:
+        top = await h.mention("Mary")
+        await h.posted_text("[1] Run the hello-linear workflow")
+        h.llm.add_reply(tool_calls=[("ui_ask_user", FORM_WIDGET)])
+        await h.reply(top, "I need help planning")
+        await h.posted_text("A few details first.")
+        open_form, message = h.button(top, "Open form")
+        mark = h.mark()
+        await h.click(open_form, message)
+        view = (await h.slack.wait_for("views.open", since=mark))["view"]
+        await h.settle()
+        assert h.bot is not None
+        home = h.bot.engine.store.home
+        await close_bot(h.bot)
+
+        context = decode_context(view["private_metadata"])
+        assert context is not None
+        decided = ThreadEvent(
+            kind="form", thread=context.s, user="U1", form=context, answer={"name": "TaskNest", "team_size": 4},
+            dedupe=["form:decided-before-the-kill"],
+        )
+        store = ThreadStore(home / "slack")  # what the previous process recorded when it decided the answer
+        await store.open()
+        assert await store.claim(decided.dedupe)
+        await store.close()
+        typed = "TaskNest, four people"
+        later = ThreadEvent(
+            kind="text", thread=context.s, user="U1", text=typed, message_ts=new_ts(), dedupe=[f"msg:{typed}"]
+        )
+        journal = EventJournal(home / "slack" / "pending.sqlite")
+        await journal.add(decided)
+        await journal.add(later)
+
+        h.llm.add_reply("Thanks, TaskNest with 4 people it is.")
+        asked = len(h.llm.requests)
+        bot = await h.start()
+        assert await bot.idle(WAIT)
+        assert kept_texts(home / "slack" / "pending.sqlite") == []
+        after = h.llm.requests[asked:]
+        assert len(after) == 1 and typed in user_texts(after[0])[-1]
+        assert "TaskNest" not in "".join(user_texts(after[0])[:-1])  # the form's answer never reached the agent
+        shown = next(m for m in h.thread(top) if m["ts"] == message["ts"])
+        assert "Answered by" not in message_text(shown)
+        assert h.slack.calls_to("chat.postEphemeral") == []  # skipped quietly, no "already answered" note
