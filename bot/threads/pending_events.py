@@ -10,6 +10,7 @@ claimed durably when it is decided (bot.threads.dedupe), so that event is skippe
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -39,9 +40,16 @@ class PendingEvents:
         if self.journal is None:
             self.lanes.submit(key, partial(self.run, event))
             return
-        seq = await self.journal.add(event)
-        # Not accepted while shutting down: it stays kept, and the next start runs it.
-        self.lanes.submit(key, partial(self._run_kept, seq, event))
+        # The lane place is taken now, in arrival order (a later event's write may finish first); the job
+        # waits until the event is kept. Not accepted while shutting down: kept, the next start runs it.
+        kept: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self.lanes.submit(key, partial(self._run_when_kept, kept, event))
+        try:
+            seq = await self.journal.add(event)
+        except BaseException:
+            kept.set_result(None)  # not kept, so not acknowledged: Slack delivers it again
+            raise
+        kept.set_result(seq)
 
     async def replay(self) -> int:
         """Queue what a previous process kept but did not finish, oldest first. Returns how many."""
@@ -51,6 +59,11 @@ class PendingEvents:
         for seq, event, _ in kept:
             self.lanes.submit(event.key, partial(self._run_kept, seq, event))
         return len(kept)
+
+    async def _run_when_kept(self, kept: asyncio.Future[int | None], event: ThreadEvent) -> None:
+        seq = await kept
+        if seq is not None:
+            await self._run_kept(seq, event)
 
     async def _run_kept(self, seq: int, event: ThreadEvent) -> None:
         """Run the event, then forget it, also when it failed (the lane logs that): a failing event

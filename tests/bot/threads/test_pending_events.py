@@ -16,8 +16,8 @@ from bot.event_journal import EventJournal
 from bot.threads.lanes import ThreadLanes
 from bot.threads.pending_events import PendingEvents
 from bot.threads.store import ThreadStore
-from tests.support.bot_harness import WAIT, bot_harness, close_bot, message_text
-from tests.support.fakes.slack_events import message_event, new_ts
+from tests.support.bot_harness import SECRET, WAIT, bot_harness, close_bot, message_text
+from tests.support.fakes.slack_events import deliver_event, message_event, new_ts
 from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
@@ -88,7 +88,7 @@ async def test_a_new_process_replays_what_is_kept_oldest_first(tmp_path: Path) -
     assert await PendingEvents(lanes=lanes, run=work, journal=EventJournal(path)).replay() == 0
 
 
-async def test_an_event_that_cannot_be_kept_is_not_queued_and_the_error_reaches_the_caller(tmp_path: Path) -> None:
+async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_the_caller(tmp_path: Path) -> None:
     path = tmp_path / "slack" / "pending.sqlite"
     path.mkdir(parents=True)  # a directory where the file should be: sqlite cannot open it
     lanes = ThreadLanes()
@@ -96,7 +96,8 @@ async def test_an_event_that_cannot_be_kept_is_not_queued_and_the_error_reaches_
     pending = PendingEvents(lanes=lanes, run=work, journal=EventJournal(path))
     with pytest.raises(sqlite3.Error):
         await pending.queue(KEY, text_event(KEY, "lost?"))
-    assert len(lanes) == 0 and work.seen == []
+    assert await lanes.idle(WAIT)
+    assert work.seen == []  # never run: Slack delivers it again
 
 
 async def test_a_replayed_text_event_that_was_already_decided_is_skipped(project: Path) -> None:
@@ -185,3 +186,26 @@ async def test_a_replayed_form_answer_that_was_already_decided_is_skipped(projec
         shown = next(m for m in h.thread(top) if m["ts"] == message["ts"])
         assert "Answered by" not in message_text(shown)
         assert h.slack.calls_to("chat.postEphemeral") == []  # skipped quietly, no "already answered" note
+
+
+async def test_a_reply_that_cannot_be_kept_gets_no_ack_and_its_redelivery_is_handled_once(project: Path) -> None:
+    async with bot_harness(project, ("multi-workflows",)) as h:
+        h.llm.responder = hello_linear_responder()
+        top = await h.start_waiting_run("hello-linear")
+        assert h.bot is not None
+        path = h.bot.engine.store.home / "slack" / "pending.sqlite"
+        path.unlink()
+        path.mkdir()  # the file cannot be written: a full or broken disk
+        ts = new_ts()
+        h.slack.add_message("C1", HELLO_LINEAR_ANSWER, ts=ts, thread_ts=top)
+        envelope = message_event(HELLO_LINEAR_ANSWER, ts=ts, thread_ts=top)
+        assert await h.event(envelope) == 500  # Slack delivers it again
+        assert await h.bot.idle(WAIT)
+        assert not any(HELLO_LINEAR_ANSWER in user_inputs(body) for body in h.llm.requests)
+
+        path.rmdir()
+        status, _ = await deliver_event(h.http, h.url, SECRET, envelope, retry_num=1)
+        assert status == 200
+        await h.posted_text("Result: artifacts/hello-linear/result.md")
+        answered = [body for body in h.llm.requests if user_inputs(body)[-1:] == [HELLO_LINEAR_ANSWER]]
+        assert len(answered) == 1
