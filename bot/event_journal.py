@@ -83,6 +83,7 @@ class EventJournal:
             log.error("the local event journal cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
         found: list[Journaled] = []
+        unreadable: list[int] = []
         for seq, event, control in rows:
             try:
                 found.append(
@@ -90,8 +91,11 @@ class EventJournal:
                      ThreadEvent.model_validate(json.loads(control)) if control else None)
                 )
             except ValueError:
-                continue  # unreadable: dropped with the rest when done
+                unreadable.append(seq)  # written by another version: it would be skipped at every start
         self.count = len(rows)
+        for seq in unreadable:
+            log.error("a kept event cannot be read and is dropped", extra={"path": str(self.path), "seq": seq})
+            await self.done(seq)
         return found
 
     async def done(self, seq: int) -> None:

@@ -209,3 +209,14 @@ async def test_a_reply_that_cannot_be_kept_gets_no_ack_and_its_redelivery_is_han
         await h.posted_text("Result: artifacts/hello-linear/result.md")
         answered = [body for body in h.llm.requests if user_inputs(body)[-1:] == [HELLO_LINEAR_ANSWER]]
         assert len(answered) == 1
+
+
+async def test_a_kept_event_that_cannot_be_read_is_dropped_not_replayed_forever(tmp_path: Path) -> None:
+    path = tmp_path / "slack" / "pending.sqlite"
+    journal = EventJournal(path)
+    await journal.add(text_event(KEY, "readable"))
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO journal (event) VALUES (?)", ('{"kind": "unknown"}',))
+    kept = await EventJournal(path).waiting()
+    assert [event.text for _, event, _ in kept] == ["readable"]
+    assert kept_texts(path) == ["readable"]
