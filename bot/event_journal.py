@@ -10,8 +10,10 @@ never mix:
 - `<home>/slack/pending.sqlite` (embedded, no database): every event queued on a thread's lane,
   until the lane has run it (bot.threads.pending_events).
 
-Each write is one sqlite transaction on a worker thread, with a timeout. An event that cannot be
-written here is not acknowledged (Slack sends it again).
+Writes go to a worker thread, one at a time, each caller with a timeout. Those that arrive while one
+is under way are committed together in the next transaction (one fsync for a burst of events, not one
+each, and no waiting on sqlite's lock), so a burst of acks stays fast. An event that cannot be written
+here is not acknowledged (Slack sends it again).
 """
 
 from __future__ import annotations
@@ -38,12 +40,15 @@ CREATE TABLE IF NOT EXISTS journal (
 """
 
 Journaled = tuple[int, ThreadEvent, ThreadEvent | None]
+Change = tuple[str, str | None] | int  # (event, control) to add, or the seq of one that is done
 
 
 class EventJournal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.count = 0  # events waiting here (as far as this process knows)
+        self._queued: list[tuple[Change, asyncio.Future[int]]] = []  # for the next transaction
+        self._writer: asyncio.Task[None] | None = None
 
     def _connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -55,16 +60,7 @@ class EventJournal:
     async def add(self, event: ThreadEvent, control: ThreadEvent | None = None) -> int:
         """Keep the event; returns its place (for `done`). Raises OSError / sqlite3.Error / TimeoutError
         when it cannot be kept (then it is not acked)."""
-
-        def write() -> int:
-            with closing(self._connect()) as db, db:
-                cursor = db.execute(
-                    "INSERT INTO journal (event, control) VALUES (?, ?)",
-                    (event.model_dump_json(), control.model_dump_json() if control is not None else None),
-                )
-                return int(cursor.lastrowid or 0)
-
-        seq = await asyncio.wait_for(asyncio.to_thread(write), CALL_TIMEOUT)
+        seq = await self._write((event.model_dump_json(), control.model_dump_json() if control is not None else None))
         self.count += 1
         return seq
 
@@ -99,9 +95,43 @@ class EventJournal:
         return found
 
     async def done(self, seq: int) -> None:
-        def delete() -> None:
-            with closing(self._connect()) as db, db:
-                db.execute("DELETE FROM journal WHERE seq = ?", (seq,))
-
-        await asyncio.wait_for(asyncio.to_thread(delete), CALL_TIMEOUT)
+        await self._write(seq)
         self.count = max(0, self.count - 1)
+
+    async def _write(self, change: Change) -> int:
+        written: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queued.append((change, written))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_queued(), name="event-journal")
+        return await asyncio.wait_for(written, CALL_TIMEOUT)  # a caller that gives up cancels only its wait
+
+    async def _write_queued(self) -> None:
+        """Commit what is queued, one transaction at a time, until nothing is."""
+        try:
+            while self._queued:
+                batch, self._queued = self._queued, []
+                try:
+                    seqs = await asyncio.to_thread(self._commit, [change for change, _ in batch])
+                except (OSError, sqlite3.Error) as exc:
+                    for _, written in batch:
+                        if not written.done():
+                            written.set_exception(type(exc)(*exc.args))
+                    continue
+                for (_, written), seq in zip(batch, seqs, strict=True):
+                    if not written.done():
+                        written.set_result(seq)
+        finally:
+            self._writer = None
+
+    def _commit(self, changes: list[Change]) -> list[int]:
+        """One transaction (on a worker thread): the seq of each event added, 0 for each one done."""
+        seqs: list[int] = []
+        with closing(self._connect()) as db, db:
+            for change in changes:
+                if isinstance(change, int):
+                    db.execute("DELETE FROM journal WHERE seq = ?", (change,))
+                    seqs.append(0)
+                else:
+                    cursor = db.execute("INSERT INTO journal (event, control) VALUES (?, ?)", change)
+                    seqs.append(int(cursor.lastrowid or 0))
+        return seqs
