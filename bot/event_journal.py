@@ -10,10 +10,10 @@ never mix:
 - `<home>/slack/pending.sqlite` (embedded, no database): every event queued on a thread's lane,
   until the lane has run it (bot.threads.pending_events).
 
-Writes go to a worker thread, one at a time, each caller with a timeout. Those that arrive while one
-is under way are committed together in the next transaction (one fsync for a burst of events, not one
-each, and no waiting on sqlite's lock), so a burst of acks stays fast. An event that cannot be written
-here is not acknowledged (Slack sends it again).
+One worker thread of its own owns the connection (WAL), so a write never queues behind other thread
+work, and each caller waits with a timeout. Writes that arrive while one is under way are committed
+together in the next transaction (one fsync for a burst of events, not one each), so a burst of acks
+stays fast. An event that cannot be written here is not acknowledged (Slack sends it again).
 """
 
 from __future__ import annotations
@@ -22,14 +22,17 @@ import asyncio
 import json
 import logging
 import sqlite3
-from contextlib import closing
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from .base.event import ThreadEvent
 
 log = logging.getLogger(__name__)
 
-CALL_TIMEOUT = 5.0
+CALL_TIMEOUT = 5.0  # seconds a caller waits
+LOCK_TIMEOUT = 2.0  # seconds sqlite waits for a lock: a locked file fails the call before the caller gives up
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -40,6 +43,7 @@ CREATE TABLE IF NOT EXISTS journal (
 """
 
 Journaled = tuple[int, ThreadEvent, ThreadEvent | None]
+T = TypeVar("T")
 Change = tuple[str, str | None] | int  # (event, control) to add, or the seq of one that is done
 
 
@@ -49,13 +53,9 @@ class EventJournal:
         self.count = 0  # events waiting here (as far as this process knows)
         self._queued: list[tuple[Change, asyncio.Future[int]]] = []  # for the next transaction
         self._writer: asyncio.Task[None] | None = None
-
-    def _connect(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(str(self.path), timeout=CALL_TIMEOUT)
-        db.execute("PRAGMA synchronous=FULL")
-        db.executescript(SCHEMA)
-        return db
+        # One worker thread owns the connection (sqlite wants one writer); nothing else waits in its queue.
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-journal")
+        self._db: sqlite3.Connection | None = None  # opened on first use; reopened after a failure
 
     async def add(self, event: ThreadEvent, control: ThreadEvent | None = None) -> int:
         """Keep the event; returns its place (for `done`). Raises OSError / sqlite3.Error / TimeoutError
@@ -67,14 +67,11 @@ class EventJournal:
     async def waiting(self) -> list[Journaled]:
         """What is kept, oldest first."""
 
-        def read() -> list[tuple[int, str, str | None]]:
-            if not self.path.exists():
-                return []
-            with closing(self._connect()) as db:
-                return list(db.execute("SELECT seq, event, control FROM journal ORDER BY seq"))
+        def read(db: sqlite3.Connection) -> list[tuple[int, str, str | None]]:
+            return list(db.execute("SELECT seq, event, control FROM journal ORDER BY seq"))
 
         try:
-            rows = await asyncio.wait_for(asyncio.to_thread(read), CALL_TIMEOUT)
+            rows = await self._call(read)
         except sqlite3.Error as exc:  # not a journal we can read: nothing was kept in it either
             log.error("the local event journal cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
@@ -98,6 +95,17 @@ class EventJournal:
         await self._write(seq)
         self.count = max(0, self.count - 1)
 
+    async def close(self) -> None:
+        """Close the file (at shutdown); what is kept stays kept."""
+
+        def close(db: sqlite3.Connection) -> None:
+            db.close()
+            self._db = None
+
+        if self._db is not None:
+            await self._call(close, transaction=False)
+        self._worker.shutdown(wait=False)
+
     async def _write(self, change: Change) -> int:
         written: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._queued.append((change, written))
@@ -110,9 +118,10 @@ class EventJournal:
         try:
             while self._queued:
                 batch, self._queued = self._queued, []
+                changes = [change for change, _ in batch]
                 try:
-                    seqs = await asyncio.to_thread(self._commit, [change for change, _ in batch])
-                except (OSError, sqlite3.Error) as exc:
+                    seqs = await self._call(lambda db: _apply(db, changes))
+                except (OSError, sqlite3.Error, TimeoutError) as exc:
                     for _, written in batch:
                         if not written.done():
                             written.set_exception(type(exc)(*exc.args))
@@ -123,15 +132,46 @@ class EventJournal:
         finally:
             self._writer = None
 
-    def _commit(self, changes: list[Change]) -> list[int]:
-        """One transaction (on a worker thread): the seq of each event added, 0 for each one done."""
-        seqs: list[int] = []
-        with closing(self._connect()) as db, db:
-            for change in changes:
-                if isinstance(change, int):
-                    db.execute("DELETE FROM journal WHERE seq = ?", (change,))
-                    seqs.append(0)
-                else:
-                    cursor = db.execute("INSERT INTO journal (event, control) VALUES (?, ?)", change)
-                    seqs.append(int(cursor.lastrowid or 0))
-        return seqs
+    async def _call(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> T:
+        """`work` on the worker thread with the open connection, in one transaction, within CALL_TIMEOUT."""
+
+        def run() -> T:
+            db = self._db or self._open()
+            try:
+                if not transaction:
+                    return work(db)
+                with db:
+                    return work(db)
+            except sqlite3.Error:
+                db.close()  # a fresh connection next time (the file may have been replaced or repaired)
+                self._db = None
+                raise
+
+        future = asyncio.get_running_loop().run_in_executor(self._worker, run)
+        return await asyncio.wait_for(future, CALL_TIMEOUT)
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")  # each commit reaches the disk: a power cut loses nothing acked
+            db.executescript(SCHEMA)
+        except sqlite3.Error:
+            db.close()
+            raise
+        self._db = db
+        return db
+
+
+def _apply(db: sqlite3.Connection, changes: list[Change]) -> list[int]:
+    """The seq of each event added, 0 for each one done."""
+    seqs: list[int] = []
+    for change in changes:
+        if isinstance(change, int):
+            db.execute("DELETE FROM journal WHERE seq = ?", (change,))
+            seqs.append(0)
+        else:
+            cursor = db.execute("INSERT INTO journal (event, control) VALUES (?, ?)", change)
+            seqs.append(int(cursor.lastrowid or 0))
+    return seqs

@@ -250,6 +250,7 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
+        await self.dispatcher.pending.close()  # what a cancelled job did not finish stays kept
         await self.engine.tools.close()
         await close_scripts()  # BMAD script preparations started with serve
         if self.home is not None:

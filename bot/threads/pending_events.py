@@ -60,6 +60,11 @@ class PendingEvents:
             self.lanes.submit(event.key, partial(self._run_kept, seq, event))
         return len(kept)
 
+    async def close(self) -> None:
+        """At shutdown, once the lanes are closed: what is still kept waits for the next start."""
+        if self.journal is not None:
+            await self.journal.close()
+
     async def _run_when_kept(self, kept: asyncio.Future[int | None], event: ThreadEvent) -> None:
         seq = await kept
         if seq is not None:
