@@ -72,7 +72,7 @@ class EventJournal:
 
         try:
             rows = await self._call(read)
-        except sqlite3.Error as exc:  # not a journal we can read: nothing was kept in it either
+        except (OSError, sqlite3.Error) as exc:  # not a journal we can read: nothing was kept in it either
             log.error("the local event journal cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
         found: list[Journaled] = []
