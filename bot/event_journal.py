@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,14 +46,16 @@ CREATE TABLE IF NOT EXISTS journal (
 Journaled = tuple[int, ThreadEvent, ThreadEvent | None]
 T = TypeVar("T")
 Change = tuple[str, str | None] | int  # (event, control) to add, or the seq of one that is done
+Queued = tuple[Change, asyncio.Future[int]]
 
 
 class EventJournal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.count = 0  # events waiting here (as far as this process knows)
-        self._queued: list[tuple[Change, asyncio.Future[int]]] = []  # for the next transaction
-        self._writer: asyncio.Task[None] | None = None
+        self._queued: list[Queued] = []  # for the next transaction; shared with the worker thread
+        self._lock = threading.Lock()  # guards _queued and _flushing
+        self._flushing = False  # a flush is queued on (or running in) the worker thread
         # One worker thread owns the connection (sqlite wants one writer); nothing else waits in its queue.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="event-journal")
         self._db: sqlite3.Connection | None = None  # opened on first use; reopened after a failure
@@ -107,48 +110,65 @@ class EventJournal:
         self._worker.shutdown(wait=False)
 
     async def _write(self, change: Change) -> int:
+        """Queue `change` for the next transaction and wait for it. The worker thread settles the caller's
+        future itself: no task in between, so a busy event loop adds as few turns as possible to an ack."""
         written: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._queued.append((change, written))
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_queued(), name="event-journal")
-        return await asyncio.wait_for(written, CALL_TIMEOUT)  # a caller that gives up cancels only its wait
+        with self._lock:
+            self._queued.append((change, written))
+            start, self._flushing = not self._flushing, True
+        if start:
+            try:
+                self._worker.submit(self._flush)
+            except RuntimeError:  # closed: nothing can be kept any more
+                with self._lock:
+                    self._queued, self._flushing = [], False
+                raise
+        async with asyncio.timeout(CALL_TIMEOUT):  # a caller that gives up cancels only its wait
+            return await written
 
-    async def _write_queued(self) -> None:
-        """Commit what is queued, one transaction at a time, until nothing is."""
+    def _flush(self) -> None:
+        """On the worker thread: commit what is queued, one transaction a round, until nothing is."""
         try:
-            while self._queued:
-                batch, self._queued = self._queued, []
+            while True:
+                with self._lock:
+                    batch, self._queued = self._queued, []
+                    if not batch:
+                        self._flushing = False
+                        return
                 changes = [change for change, _ in batch]
+                outcome: list[int] | OSError | sqlite3.Error
                 try:
-                    seqs = await self._call(lambda db: _apply(db, changes))
-                except (OSError, sqlite3.Error, TimeoutError) as exc:
-                    for _, written in batch:
-                        if not written.done():
-                            written.set_exception(type(exc)(*exc.args))
-                    continue
-                for (_, written), seq in zip(batch, seqs, strict=True):
-                    if not written.done():
-                        written.set_result(seq)
-        finally:
-            self._writer = None
+                    outcome = self._in_transaction(lambda db: _apply(db, changes))
+                except (OSError, sqlite3.Error) as exc:
+                    outcome = exc
+                try:
+                    batch[0][1].get_loop().call_soon_threadsafe(_settle, batch, outcome)
+                except RuntimeError:  # the event loop is closed: nobody waits any more
+                    pass
+        except BaseException:
+            with self._lock:
+                self._flushing = False
+            raise
 
     async def _call(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> T:
-        """`work` on the worker thread with the open connection, in one transaction, within CALL_TIMEOUT."""
-
-        def run() -> T:
-            db = self._db or self._open()
-            try:
-                if not transaction:
-                    return work(db)
-                with db:
-                    return work(db)
-            except sqlite3.Error:
-                db.close()  # a fresh connection next time (the file may have been replaced or repaired)
-                self._db = None
-                raise
-
-        future = asyncio.get_running_loop().run_in_executor(self._worker, run)
+        """`work` on the worker thread with the open connection (in one transaction), within CALL_TIMEOUT."""
+        future = asyncio.get_running_loop().run_in_executor(
+            self._worker, self._in_transaction if transaction else self._without_transaction, work
+        )
         return await asyncio.wait_for(future, CALL_TIMEOUT)
+
+    def _in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db or self._open()
+        try:
+            with db:
+                return work(db)
+        except sqlite3.Error:
+            db.close()  # a fresh connection next time (the file may have been replaced or repaired)
+            self._db = None
+            raise
+
+    def _without_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return work(self._db or self._open())
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +182,17 @@ class EventJournal:
             raise
         self._db = db
         return db
+
+
+def _settle(batch: list[Queued], outcome: list[int] | OSError | sqlite3.Error) -> None:
+    """On the event loop: each caller gets its seq, or the error (a fresh one each) that kept it out."""
+    for index, (_, written) in enumerate(batch):
+        if written.done():  # its caller gave up waiting
+            continue
+        if isinstance(outcome, list):
+            written.set_result(outcome[index])
+        else:
+            written.set_exception(type(outcome)(*outcome.args))
 
 
 def _apply(db: sqlite3.Connection, changes: list[Change]) -> list[int]:
