@@ -221,3 +221,16 @@ async def test_a_kept_event_that_cannot_be_read_is_dropped_not_replayed_forever(
     kept = await EventJournal(path).waiting()
     assert [event.text for _, event, _ in kept] == ["readable"]
     assert kept_texts(path) == ["readable"]
+
+
+async def test_events_kept_at_once_get_their_places_in_the_order_they_came(tmp_path: Path) -> None:
+    path = tmp_path / "slack" / "pending.sqlite"
+    journal = EventJournal(path)
+    texts = [f"event {n}" for n in range(50)]
+    seqs = await asyncio.gather(*(journal.add(text_event(KEY, text)) for text in texts))
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert kept_texts(path) == texts
+    await asyncio.gather(*(journal.done(seq) for seq in seqs[::2]))
+    assert kept_texts(path) == texts[1::2]
+    await journal.close()
+    assert [event.text for _, event, _ in await EventJournal(path).waiting()] == texts[1::2]
