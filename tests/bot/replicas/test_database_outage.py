@@ -24,6 +24,8 @@ from tests.support.scripts import HELLO_LINEAR_ANSWER, current_node, hello_linea
 from tests.support.outage_bot import text_of
 from tests.support.serve_process import SECRET, start_serve
 
+pytestmark = pytest.mark.slow  # waits out real database outages (10 s, 60 s) under two replicas
+
 WAIT = 90.0
 QUESTION = "What is the topic?"
 DONE = "completed."
