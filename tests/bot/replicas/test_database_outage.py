@@ -77,7 +77,8 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while not condition():
             remaining = deadline - time.monotonic()
-            assert remaining > 0, "condition never held"
+            assert remaining > 0, "condition never held; the replicas' logs end with:\n" + "\n---\n".join(
+                self.log(index)[-6000:] for index in range(len(self.logs)))
             try:
                 await self.slack.wait_for(
                     ("chat.postMessage", "chat.update", "chat.stopStream"), since=len(self.slack.calls), timeout=remaining
