@@ -175,12 +175,9 @@ class Handover:
                 await self.replicas.done(seq)
         finally:
             self._driving.discard(key)
-            try:
-                if self.runtime.pending():  # the next driver must find every write of ours
-                    await asyncio.shield(asyncio.to_thread(self.runtime.flush))
-                await asyncio.shield(self.replicas.release(key))
-            except Exception:
-                log.warning("could not release a thread lease", extra={"slack_thread": str(key)}, exc_info=True)
+            if self.runtime.pending():  # the next driver must find every write of ours
+                await asyncio.shield(asyncio.to_thread(self.runtime.flush))
+            await asyncio.shield(self.replicas.release(key))
         if await self.replicas.queued(key):
             self.kick(key)  # queued by another replica while we were letting go
 

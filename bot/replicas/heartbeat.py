@@ -114,8 +114,8 @@ class HeartbeatThread:
         if self._conn is not None:
             try:
                 self._conn.close()
-            except Exception:
-                pass
+            except psycopg.Error:
+                pass  # a connection to a database that went away: nothing left to close
             self._conn = None
 
     def _tell(self, callback: Callable[[], None]) -> None:

@@ -127,7 +127,7 @@ class Replicas:
                                    (self.id,))
                 await conn.execute("DELETE FROM crew_replicas WHERE id = %s", (self.id,))
                 await conn.execute("SELECT pg_notify(%s, '')", (SLOTS_CHANNEL,))
-        except Exception:
+        except psycopg.Error:  # PoolTimeout included
             log.warning("could not hand back leases on shutdown; they expire after the lease time", exc_info=True)
 
     async def _connect_listener(self) -> AsyncConnection[Any]:
@@ -233,10 +233,14 @@ class Replicas:
 
     @waits_for_database
     async def release(self, key: ThreadKey) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
-            )
+        """Hand the thread's lease back; one the database does not take now expires after the lease time."""
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
+                )
+        except psycopg.Error:  # PoolTimeout included
+            log.warning("could not release a thread lease", extra={"slack_thread": str(key)}, exc_info=True)
 
     async def taken_from_me(self, keys: list[str]) -> set[str]:
         """Which of the threads this replica drives another replica holds now (after an outage)."""

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 import aiohttp
+import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_sdk.errors import SlackApiError
 
-from core.api.stores import check_url, open_pool, PostgresRuntimeStore
+from core.api.stores import PostgresRuntimeStore
 
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
@@ -61,16 +62,10 @@ class SharedStore:
     @classmethod
     def connect(cls, database_url: str, home: Path | None, lease_seconds: float) -> SharedStore:
         """Check the URL and open the run store's pool. Raises CrewError for a bad or unreachable database."""
-        url = check_url(database_url)
         # The pool logs each failed reconnect; the heartbeat says once that the database is away, and once back.
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-        sync_pool = open_pool(url, max_size=12, schema=REPLICA_SCHEMA)
-        try:
-            runtime = PostgresRuntimeStore(sync_pool, home)
-        except BaseException:
-            sync_pool.close()
-            raise
-        return cls(url, runtime, sync_pool, lease_seconds)
+        runtime = PostgresRuntimeStore.open(database_url, home, max_size=12, schema=REPLICA_SCHEMA)
+        return cls(database_url, runtime, runtime.pool, lease_seconds)
 
     def parts(self, lanes: Lanes, io: SlackIO, max_runs: int) -> ReplicaParts:
         """The thread store, hand-over, model cap and outbox, wired to this store's pool and replica."""
@@ -108,7 +103,7 @@ class SharedStore:
             async with self.pool.connection(timeout=2) as conn:
                 await conn.execute("SELECT 1")
             return True
-        except Exception:
+        except psycopg.Error:  # PoolTimeout included
             return False
 
     async def close(self) -> None:

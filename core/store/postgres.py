@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 from collections.abc import Collection
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from ..base.atomic import add_mirror, remove_mirror
+from .database import open_pool
 from .runs_model import RunRecord
 from .files import RuntimeStore
 
@@ -48,6 +50,17 @@ class _Write:
 
 
 class PostgresRuntimeStore(RuntimeStore):
+    @classmethod
+    def open(cls, url: str, home: Path | None = None, *, schema: str = "", max_size: int = 8) -> PostgresRuntimeStore:
+        """Check the URL, ensure the run tables and `schema`, and open the store on its own pool (`.pool`).
+        Raises CrewError for a bad URL or an unreachable database."""
+        pool = open_pool(url, max_size=max_size, schema=schema)
+        with ExitStack() as on_failure:
+            on_failure.callback(pool.close)
+            store = cls(pool, home)
+            on_failure.pop_all()
+        return store
+
     def __init__(self, pool: ConnectionPool, home: Path | None = None) -> None:
         super().__init__(home)
         self.pool = pool

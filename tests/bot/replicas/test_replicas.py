@@ -22,6 +22,8 @@ from tests.support.scripts import hello_branch_responder, user_inputs
 from tests.support.replica_cluster import LEASE_SECONDS, WAIT, cluster
 from tests.support.bot_harness import Mode, artifact_paths, message_text
 
+pytestmark = pytest.mark.slow  # several serve processes on a real Postgres, killed mid-run
+
 def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
     """A competent hello-branch model whose second call waits: set when it is reached, and the release."""
     held, release = asyncio.Event(), asyncio.Event()
