@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from bot.outbox.entry import OutboxEntry
 from bot.replicas.slots import GlobalSlots
 from bot.replicas.membership import Replicas
 from bot.base.thread import ThreadKey, ThreadRecord
@@ -259,3 +262,36 @@ async def test_signals_arrive_again_after_the_listening_connection_drops(
                     continue
     finally:
         await a.stop()
+
+
+def test_runs_show_reads_the_shared_database_and_lists_what_the_replicas_gave_up(
+    sync_pool: ConnectionPool, database_url: str, tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replica = PostgresRuntimeStore(sync_pool, tmp_path / "replica")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=replica.packages_dir)
+        record = RunManager(replica).create(package, None, None, project)
+        assert replica.flush()
+    finally:
+        replica.close()
+    other = ThreadKey("T1", "C1", "1700000000.000900")
+    with sync_pool.connection() as conn:
+        conn.execute("INSERT INTO crew_threads (key, run_id, data) VALUES (%s, %s, %s)",
+                     (str(KEY), record.run_id, Jsonb({"session": {"run_id": record.run_id}})))
+        for key, text in ((KEY, "What is the topic?"), (other, "a message of another run")):
+            entry = OutboxEntry(kind="post", channel=key.channel, thread_ts=key.thread_ts, payload={"text": text},
+                                state="given_up", error="is_archived")
+            conn.execute("INSERT INTO crew_outbox (id, state, entry, done_at) VALUES (%s, 'given_up', %s, %s)",
+                         (entry.id, Jsonb(entry.model_dump(mode="json")), time.time()))
+
+    assert cli_main(["runs", "list", "--database-url", database_url]) == 0
+    assert record.run_id in capsys.readouterr().out
+    assert cli_main(["runs", "show", record.run_id[:12], "--database-url", database_url]) == 0
+    shown = capsys.readouterr().out
+    assert f"Run:       {record.run_id}" in shown and "Progress:  " in shown  # its state was read
+    assert "Not shown in Slack (is_archived): What is the topic?" in shown
+    assert "another run" not in shown
+    assert not RuntimeStore().read_index()  # read in a scratch folder, not in this machine's home
+
+    assert cli_main(["runs", "list", "--database-url", "mysql://nobody@127.0.0.1/none"]) == 2
+    assert "must start with postgresql://" in capsys.readouterr().err
