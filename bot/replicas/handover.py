@@ -14,6 +14,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from core.api.events import RunPhase
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 WAIT_NOTE_SECONDS = 10.0  # an event kept locally this long gets one line in its thread
 WAIT_NOTE = ":hourglass: I can't reach my database right now. I have your message and will take it as soon as I can."
 Say = Callable[[ThreadKey, str], Awaitable[None]]
+# Set where a Slack call must go out while the database is away (the line saying an event waits for it).
+NOT_HELD: ContextVar[bool] = ContextVar("slack_call_not_held", default=False)
 
 
 class Handover:
@@ -58,7 +61,6 @@ class Handover:
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
-        self._lost = False  # no heartbeat for a lease time: others may have taken our threads
         self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
@@ -225,10 +227,19 @@ class Handover:
             return
         self.work.control_signal(event)
 
+    async def hold_while_cut_off(self) -> None:
+        """Awaited before every Slack call: while this replica is cut off from its database, what its runs
+        show (streamed words, status lines, edits) waits here. A run another replica took over meanwhile
+        is cancelled while it waits (`_recover`), so it shows nothing more in that thread."""
+        if NOT_HELD.get():
+            return
+        while self.replicas.cut_off:
+            await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
+
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
-        Our runs are paused where they are (nothing they say can be recorded); nothing is sent."""
-        self._lost = True
+        Our runs are paused where they are (nothing they say can be recorded or shown); nothing is sent."""
+        self.replicas.taking_stock = True
         if self.outbox is not None:
             self.outbox.pause()
 
@@ -246,7 +257,7 @@ class Handover:
     async def _recover(self) -> None:
         """The database is back: give up threads another replica took meanwhile, hand back leases of
         threads we no longer drive, send what is still ours, queue what the journal kept."""
-        if self._lost:
+        if self.replicas.taking_stock:
             self._adopt_after = time.monotonic() + self.replicas.lease_seconds
             driving = [str(key) for key in self._driving]
             taken = await self.replicas.taken_from_me(driving)
@@ -260,5 +271,5 @@ class Handover:
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             if self.outbox is not None:
                 await self.outbox.resume()
-            self._lost = False
+            self.replicas.taking_stock = False
         await self.replay()

@@ -76,6 +76,9 @@ class Replicas:
         self.slot_freed = asyncio.Event()
         self._heartbeat: HeartbeatThread | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        # Cut off for a lease time, and not yet sure which of its threads others took over meanwhile
+        # (set and cleared by bot.replicas.handover).
+        self.taking_stock = False
 
     @property
     def beat_interval(self) -> float:
@@ -168,6 +171,12 @@ class Replicas:
     def database_lost(self) -> bool:
         """The last heartbeat did not reach the database."""
         return self._heartbeat is not None and self._heartbeat.failing
+
+    @property
+    def cut_off(self) -> bool:
+        """What this replica's runs do must not reach Slack or the outbox now: its database is away, or
+        was away for a lease time and another replica may have taken some of its threads over."""
+        return self.database_lost or self.taking_stock
 
     def _start_heartbeat(
         self, on_tick: Callable[[], Any], on_lost: Callable[[], None], on_back: Callable[[], None] | None
