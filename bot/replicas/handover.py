@@ -61,6 +61,9 @@ class Handover:
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
+        # Threads another replica took over while we were cut off, with the runs we had in them: what
+        # our work there still writes is dropped until we take the thread back.
+        self._left: dict[ThreadKey, set[str]] = {}
         self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
@@ -165,6 +168,9 @@ class Handover:
         if not taken:
             return  # a live replica drives it and will find the event
         self._driving.add(key)
+        left = self._left.pop(key, None)
+        if left:
+            self.runtime.keep_writes(left)  # ours again: the folder is rebuilt from Postgres below
         try:
             await self._take_over(key, current=previous == self.replicas.id)
             while (item := await self.replicas.next_event(key)) is not None:
@@ -236,10 +242,15 @@ class Handover:
         while self.replicas.cut_off:
             await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
 
+    def left(self, key: ThreadKey) -> bool:
+        """Another replica took this thread over while we were cut off, and we have not taken it back."""
+        return key in self._left
+
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
-        Our runs are paused where they are (nothing they say can be recorded or shown); nothing is sent."""
+        Our runs are paused where they are (nothing they say is recorded, copied to Postgres or shown)."""
         self.replicas.taking_stock = True
+        self.runtime.hold_writes()
         if self.outbox is not None:
             self.outbox.pause()
 
@@ -261,13 +272,20 @@ class Handover:
             self._adopt_after = time.monotonic() + self.replicas.lease_seconds
             driving = [str(key) for key in self._driving]
             taken = await self.replicas.taken_from_me(driving)
+            stored = await self.replicas.runs_of(list(taken))
             for thread in taken:
                 key = ThreadKey.parse(thread)
-                lane = self.lanes.lane(key) if key is not None else None
+                if key is None:
+                    continue
+                lane = self.lanes.lane(key)
+                live = lane.live.session.run_id if lane is not None and lane.live is not None else None
+                self._left[key] = {run for run in (live, stored.get(thread)) if run}
                 if lane is not None and lane.task is not None:
                     log.warning("another replica took this thread over while we were cut off; leaving it",
                                 extra={"slack_thread": thread})
                     lane.task.cancel()
+            # What our runs wrote there meanwhile is older than what the other replica made of them.
+            self.runtime.release_writes({run for runs in self._left.values() for run in runs})
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             if self.outbox is not None:
                 await self.outbox.resume()

@@ -260,6 +260,12 @@ class Replicas:
             )
             return {row[0] for row in await cur.fetchall()}
 
+    async def runs_of(self, keys: list[str]) -> dict[str, str]:
+        """The current run of each of these threads, as Postgres has it."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT key, run_id FROM crew_threads WHERE key = ANY(%s) AND run_id IS NOT NULL", (keys,))
+            return {row[0]: row[1] for row in await cur.fetchall()}
+
     async def release_all_but(self, keys: list[str]) -> None:
         """Hand back every lease of ours but those of `keys` (threads this replica still drives)."""
         async with self.pool.connection() as conn:

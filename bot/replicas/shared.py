@@ -88,7 +88,8 @@ class SharedStore:
         handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off
-        return ReplicaParts(PostgresThreadStore(self.pool), handover, GlobalSlots(replicas, max_runs), outbox)
+        threads = PostgresThreadStore(self.pool, left=handover.left)
+        return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)
