@@ -25,6 +25,8 @@ from tests.support.processes import wait_healthy
 from tests.support.replica_cluster import WAIT, Cluster, cluster, hold_second_call
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.slow  # two serve processes on a real Postgres, one cut off from it for a lease time
+
 CUT_OFF_TOKEN = "xoxb-cut-off-replica"  # the cut-off replica's bot token: tells its Slack calls apart
 POSTING = ("chat.postMessage", "chat.startStream", "chat.appendStream", "chat.stopStream", "chat.postEphemeral")
 REDRAWING = ("chat.update", "assistant.threads.setStatus", "reactions.add", "reactions.remove")

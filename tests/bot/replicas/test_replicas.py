@@ -16,11 +16,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support.fakes import Reply, ScriptedLLM
+from tests.support.fakes import Reply
 from tests.support.processes import group_alive, kill_group
 from tests.support.scripts import hello_branch_responder, user_inputs
 from tests.support.replica_cluster import LEASE_SECONDS, WAIT, cluster, hold_second_call
 from tests.support.bot_harness import Mode, artifact_paths, message_text
+
+pytestmark = pytest.mark.slow  # several serve processes on a real Postgres, killed mid-run
 
 
 def echo(body: dict[str, Any]) -> Reply:

@@ -27,6 +27,8 @@ from core.store.files import RuntimeStore
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES
 
+pytestmark = pytest.mark.slow  # a real Postgres
+
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
 
