@@ -47,7 +47,14 @@ class PostgresLedger:
     async def close(self) -> None:
         """The pool belongs to the replica, which closes it."""
 
+    def _check_in_touch(self) -> None:
+        """A run of a replica that was cut off may belong to another replica by now: what it says is kept
+        out of the outbox until this replica knows (the run is cancelled if it does not)."""
+        if self.replicas.cut_off:
+            raise LedgerUnavailable("cut off from the database")
+
     async def add(self, entry: OutboxEntry) -> None:
+        self._check_in_touch()
         async with self._connection() as conn:
             cur = await conn.execute(
                 "INSERT INTO crew_outbox (id, replica, entry) VALUES (%s, %s, %s) RETURNING seq",
@@ -57,6 +64,7 @@ class PostgresLedger:
         entry.seq = int(row[0]) if row else 0
 
     async def replace(self, entry: OutboxEntry) -> None:
+        self._check_in_touch()
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE crew_outbox SET entry = %s WHERE id = %s", (Jsonb(entry.model_dump(mode="json")), entry.id)

@@ -21,9 +21,10 @@ from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
 from ..render import blocks
+from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
-from .handover import Handover
+from .handover import NOT_HELD, Handover
 from .journal import EventJournal
 from .membership import Replicas
 from .outbox_table import PostgresLedger
@@ -75,14 +76,20 @@ class SharedStore:
 
         async def say(key: ThreadKey, text: str) -> None:
             """Straight to Slack: the outbox's store is the one away, and the line shows nothing of a run."""
+            unheld = NOT_HELD.set(True)
             try:
                 await io.client.chat_postMessage(channel=key.channel, thread_ts=key.thread_ts, **blocks.notice(text).payload())
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
                 log.warning("could not say that an event waits for the database", extra={"error": failure_code(exc)})
+            finally:
+                NOT_HELD.reset(unheld)
 
         journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
         handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
-        return ReplicaParts(PostgresThreadStore(self.pool), handover, GlobalSlots(replicas, max_runs), outbox)
+        if isinstance(io.client, PacedWebClient):
+            io.client.before_call = handover.hold_while_cut_off
+        threads = PostgresThreadStore(self.pool, left=handover.left)
+        return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)

@@ -68,6 +68,41 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
         elsewhere.close()
 
 
+def test_held_writes_go_on_after_release_except_those_of_runs_someone_else_moved_on(
+    sync_pool: ConnectionPool, tmp_path: Path, project: Path
+) -> None:
+    here = PostgresRuntimeStore(sync_pool, tmp_path / "replica-a")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=here.packages_dir)
+        kept, lost = (RunManager(here).create(package, None, None, project) for _ in range(2))
+        assert here.flush()
+        here.hold_writes()
+        append_line(here.conversation_log(kept), b'{"id":"k1"}\n')
+        append_line(here.conversation_log(lost), b'{"id":"l1"}\n')
+        assert not here.flush(timeout=0.5), "held writes are not copied"
+        assert _lines(sync_pool, kept.run_id) == _lines(sync_pool, lost.run_id) == []
+
+        here.release_writes([lost.run_id])
+        append_line(here.conversation_log(lost), b'{"id":"l2"}\n')  # later writes of a dropped run: dropped too
+        assert here.flush(timeout=30)
+        assert _lines(sync_pool, kept.run_id) == [b'{"id":"k1"}\n'] and _lines(sync_pool, lost.run_id) == []
+
+        here.keep_writes([lost.run_id])  # taken back: written through again
+        append_line(here.conversation_log(lost), b'{"id":"l3"}\n')
+        assert here.flush(timeout=30)
+        assert _lines(sync_pool, lost.run_id) == [b'{"id":"l3"}\n']
+    finally:
+        here.close()
+
+
+def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
 def _rels(pool: ConnectionPool) -> list[str]:
     with pool.connection() as conn:
         return [r[0] for r in conn.execute("SELECT rel FROM crew_run_files").fetchall()]
