@@ -5,7 +5,7 @@ SDK building the request, the loopback HTTP round trip and the scripted model, w
 own process so its CPU never counts). It is split per LLM call: a turn is the work between the
 previous call's answer (or the pump's start) and the next call, plus, for the last turn, the
 tail after the last answer. That covers composing the prompt, running the tools, validating and
-writing the state, the conversation and audit logs and the run index. Targets (SPEC §7): median
+writing the state, the conversation and audit logs and the run index. Targets (docs/benchmarks.md): median
 ≤ 2 ms per turn; create-story-micro in ≤ 9 LLM calls.
 
     BENCH_DIR=/dev/shm python bench/engine_overhead.py [--runs 20] [--check]

@@ -3,7 +3,7 @@ session, and (replicas over Postgres) failover time after kill -9.
 
 The bot runs in its own process(es) (as deployed), in HTTP mode, against FakeSlack and ScriptedLLM on
 loopback in this process; deliveries are signed like Slack's and spread round-robin over the
-replicas. Targets (SPEC §7):
+replicas. Targets (docs/benchmarks.md):
 - ack p99 ≤ 20 ms with 100 active threads (runs pumping against a slow model while events arrive);
 - 200 concurrent runs with a 500 ms model finish within 1.2× the time of one run (run cap raised);
 - memory per idle session: RSS growth of the bot process per stored idle thread.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
@@ -130,9 +131,14 @@ class PacedWebClient(AsyncWebClient):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gate = RetryAfterGate()
+        # Awaited before every call: a replica cut off from its database holds what its runs show
+        # until it knows the threads are still its own (bot.replicas.handover).
+        self.before_call: Callable[[], Awaitable[None]] | None = None
         attach_retry_handlers(self)
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
+        if self.before_call is not None:
+            await self.before_call()
         await self.gate.wait(api_method)
         return await super().api_call(api_method, **kwargs)
 

@@ -23,7 +23,7 @@ from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import RunPhase, engine_events
 from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
-from core.api.sessions import Output, Session, SessionService, TypedText
+from core.api.sessions import outputs, Session, SessionService, TypedText
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.stores import RuntimeStore
 
@@ -285,7 +285,7 @@ class Screen:
         self.events = EventPrinter(package, write, pieces=pieces)
         self.announced: set[str] = set()  # runs whose completion was printed (post-completion chat repeats it)
 
-    async def show(self, output: Output) -> None:
+    async def show(self, output: outputs.Output) -> None:
         w = self.write
         live = self.events.live
         if output.kind == "reply_delta" and output.restart:

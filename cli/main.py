@@ -124,13 +124,17 @@ def _add_deliver(sub: argparse._SubParsersAction) -> None:
 def _add_runs(sub: argparse._SubParsersAction) -> None:
     """`crewagent runs list|show`: inspect saved runs."""
     rs = _command(sub, "runs", "list saved runs, or show one",
-                  "Inspect the runs kept under CREWAGENT_HOME: project, phase, step, model calls and tokens.")
+                  "Inspect the runs kept under CREWAGENT_HOME, or those replicas share in Postgres: project, phase, "
+                  "step, model calls and tokens.")
     rsub = rs.add_subparsers(dest="runs_action", required=True, metavar="ACTION")
     rl = _command(rsub, "list", "list runs, newest first", "List runs, newest first: id, project, workflow, phase, "
                   "current step, progress, files written, model calls and tokens.")
     rl.add_argument("--project", metavar="DIR", help="only runs of this project")
     rsh = _command(rsub, "show", "show one run", "Show one run in full, with the question it waits on if it waits.")
     rsh.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
+    for parser in (rl, rsh):
+        parser.add_argument("--database-url", metavar="postgresql://…", help="the runs the replicas share in this "
+                            "database (default: CREWAGENT_DATABASE_URL; without either, those under CREWAGENT_HOME)")
     rs.set_defaults(module="cli.runs_cmd")
 
 

@@ -16,7 +16,7 @@ from psycopg.types.json import Jsonb
 from bot.base.thread import ThreadRecord
 from bot.replicas.tables import REPLICA_SCHEMA
 from bot.threads.store import open_table
-from core.api.stores import open_pool, PostgresRuntimeStore, RuntimeStore
+from core.api.stores import PostgresRuntimeStore, RuntimeStore
 from core.api.errors import CrewError
 
 EXIT_USAGE = 2
@@ -24,8 +24,8 @@ EXIT_USAGE = 2
 
 def migrate(source_home: Path, url: str) -> dict[str, int]:
     source = RuntimeStore(source_home)
-    pool = open_pool(url, schema=REPLICA_SCHEMA)
-    target = PostgresRuntimeStore(pool, source.home)
+    target = PostgresRuntimeStore.open(url, source.home, schema=REPLICA_SCHEMA)
+    pool = target.pool
     counts = {"runs": 0, "files": 0, "threads": 0, "deliveries": 0}
     try:
         for record in source.read_index().values():

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.packages import BMAD_TREE_CODE, pack_package, Package, PackageInvalid, Problem, validate_path
+from core.api.packages import pack_package, Package, PackageInvalid, Problem, validate_path
 
 from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .package_errors import bmad_tree_advice
@@ -84,7 +84,7 @@ def _validate(path: Path) -> int:
         if len(errors) == 1 and errors[0].code in ("PACKAGE_ARCHIVE_INVALID", "PACKAGE_TOO_LARGE"):
             print(f"error: {errors[0]}", file=sys.stderr)
             return EXIT_PROBLEMS
-        advice = bmad_tree_advice(path) if len(errors) == 1 and errors[0].code == BMAD_TREE_CODE else None
+        advice = bmad_tree_advice(path) if len(errors) == 1 else None  # a BMAD tree: the import command
         if advice is not None:
             print(f"error: {advice}", file=sys.stderr)
             return EXIT_PROBLEMS
@@ -106,7 +106,7 @@ def _pack(src: Path, out: Path) -> int:
     try:
         written = pack_package(src, out)
     except PackageInvalid as exc:
-        advice = bmad_tree_advice(src) if any(p.code == BMAD_TREE_CODE for p in exc.errors) else None
+        advice = bmad_tree_advice(src)
         if advice is not None:
             print(f"error: {advice}", file=sys.stderr)
         else:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.api.packages import BMAD_TREE_CODE, bmad_tree_kind, Problem
+from core.api.packages import bmad_tree_kind, Problem
 
 
 def bmad_tree_advice(path: Path) -> str | None:
@@ -36,7 +36,7 @@ def print_invalid(path: Path, problems: list[Problem], stream: TextIO | None = N
     """`error: PATH is not a valid package:` with its errors; a BMAD tree gets the import command instead."""
     stream = stream or sys.stderr
     errors = [p for p in problems if p.level == "error"]
-    advice = bmad_tree_advice(path) if any(p.code == BMAD_TREE_CODE for p in errors) else None
+    advice = bmad_tree_advice(path)
     if advice is not None:
         print(f"error: {advice}", file=stream)
         return

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.api.events import EngineEvent, RunPhase, engine_events
+from core.api.events import RunPhase, engine_events
 from core.api.packages import Package
 from core.api.runs import RunSnapshot
 
@@ -113,10 +113,10 @@ class EventPrinter:
         workflow = self.package.workflow(workflow_id) if self.package and workflow_id else None
         return workflow.display_name if workflow else (workflow_id or "workflow")
 
-    async def __call__(self, event: EngineEvent) -> None:
+    async def __call__(self, event: engine_events.EngineEvent) -> None:
         self.show(event)
 
-    def show(self, event: EngineEvent) -> None:
+    def show(self, event: engine_events.EngineEvent) -> None:
         if isinstance(event, engine_events.AssistantTextDelta):
             if event.restart:
                 self.live.restart()

@@ -1,26 +1,35 @@
-"""`crewagent runs list [--project DIR]` and `crewagent runs show RUN_ID`: inspect saved runs."""
+"""`crewagent runs list [--project DIR]` and `crewagent runs show RUN_ID`: inspect saved runs, those under
+CREWAGENT_HOME, or with `--database-url` (or CREWAGENT_DATABASE_URL) those the replicas share in Postgres."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from core.api.errors import CrewError
 from core.api.events import RunPhase
 from core.api.runs import History, RunManager, RunRecord, RunSnapshot
 from core.api.packages import load_package, Package
-from core.api.stores import RuntimeStore
+from core.api.stores import PostgresRuntimeStore, RuntimeStore
 
 from bot.outbox.given_up import given_up_for_run
 
-from .exit_codes import EXIT_USAGE
+from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .render import Write, render_snapshot, stdout_write
 
 
 def run(args: argparse.Namespace, write: Write = stdout_write) -> int:
+    url = getattr(args, "database_url", None) or os.environ.get("CREWAGENT_DATABASE_URL")
+    if url:
+        return _in_database(args, url, write)
+    return _inspect(args, RunManager(RuntimeStore()), write)
+
+
+def _inspect(args: argparse.Namespace, runs: RunManager, write: Write) -> int:
     try:
-        runs = RunManager(RuntimeStore())
         if args.runs_action == "list":
             return _list(runs, args.project, write)
         if args.runs_action == "show":
@@ -30,6 +39,24 @@ def run(args: argparse.Namespace, write: Write = stdout_write) -> int:
         return EXIT_USAGE
     print(f"error: unknown runs action {args.runs_action!r}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _in_database(args: argparse.Namespace, url: str, write: Write) -> int:
+    """The runs the replicas share. Their files are copied into a scratch folder to be read, never into
+    this machine's CREWAGENT_HOME, where a replica may be working on the same run."""
+    from bot.replicas.tables import REPLICA_SCHEMA
+
+    with tempfile.TemporaryDirectory(prefix="crewagent-runs-") as scratch:
+        try:
+            store = PostgresRuntimeStore.open(url, Path(scratch), schema=REPLICA_SCHEMA)
+        except CrewError as exc:  # a URL that is no Postgres URL, or a database that does not answer
+            print(f"error: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE if exc.code == "DATABASE_URL_INVALID" else EXIT_FAILED
+        try:
+            return _inspect(args, RunManager(store), write)
+        finally:
+            store.close()
+            store.pool.close()
 
 
 class _Packages:
@@ -53,6 +80,8 @@ class _Packages:
 
 
 def _snapshot(runs: RunManager, packages: _Packages, record: RunRecord) -> RunSnapshot | None:
+    if isinstance(runs.store, PostgresRuntimeStore):
+        runs.store.materialise(record)  # into the scratch folder (see _in_database)
     package = packages.get(record)
     return runs.snapshot(record, package) if package is not None else None
 
@@ -119,7 +148,15 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
             write("Question:  " + question.strip().replace("\n", "\n           "))
     if record.phase is not RunPhase.COMPLETED:
         write(f"Continue:  crewagent run --resume {runs.root_of(record).run_id}")
-    for text, reason in given_up_for_run(runs.store.home, record.run_id):  # the Slack bot's, when it ran there
+    for text, reason in _given_up(runs.store, record.run_id):  # the Slack bot's, when it ran there
         write(f"Not shown in Slack ({reason}): " + text.replace("\n", " ")[:200])
     return 0
 
+
+
+def _given_up(store: RuntimeStore, run_id: str) -> list[tuple[str, str]]:
+    if isinstance(store, PostgresRuntimeStore):
+        from bot.replicas.outbox_table import given_up_in_database
+
+        return given_up_in_database(store.pool, run_id)
+    return given_up_for_run(store.home, run_id)

@@ -110,6 +110,25 @@ def _dump_asyncio_tasks() -> None:
         task.print_stack(limit=8, file=sys.stderr)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--all", action="store_true",
+        help="also run the slow tests (real Slack and database outages, kill -9, replicas, the terminal end to end)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A bare `pytest` runs the quick tests, so a first run takes minutes; the slow ones run with `--all`
+    (CI) or when named (a file, a folder, `-k`, `-m`)."""
+    named = config.args_source != pytest.Config.ArgsSource.TESTPATHS or config.option.keyword or config.option.markexpr
+    if config.getoption("--all") or named:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (CI's time-out, `kill`) stops the run like Ctrl-C does, so fixture teardown still ends
     every server and process group the tests started instead of leaving them running."""

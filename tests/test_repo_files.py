@@ -35,7 +35,8 @@ def test_the_two_set_up_commands_use_their_own_virtualenvs_and_ci_runs_the_test_
     assert "python3 -m venv .venv &&" in serve and "crewagent serve" in serve
     assert tests == 'python3 -m venv .venv-test && . .venv-test/bin/activate && pip install -e ".[test]" && pytest -q'
     ci_lines = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line and not line.startswith("#")]
-    assert ci_lines[-2] == tests  # .ci/run runs exactly the README's test command,
+    assert ci_lines[-2] == f"{tests} --all"  # .ci/run runs the README's test command with the slow tests,
+    assert "`pytest -q --all`" in setup
     assert ci_lines[-1].startswith("mkdocs build --strict")  # then builds the documentation strictly
     ignored = (REPO / ".gitignore").read_text().splitlines()
     assert ".venv/" in ignored and ".venv-test/" in ignored

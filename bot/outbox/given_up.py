@@ -56,9 +56,10 @@ def given_up_for_run(home: Path, run_id: str) -> list[tuple[str, str]]:
             keys = {str(row[0]) for row in db.execute(f'SELECT key FROM "threads" WHERE {where}', (run_id,) * 3)}
     except sqlite3.Error:
         return []
-    threads = {(k.channel, k.thread_ts) for k in map(ThreadKey.parse, keys) if k is not None}
-    return [
-        (entry_text(e), e.error or "refused")
-        for e in read_given_up(home / "slack" / "outbox.sqlite", time.time() - SHOWN_FOR)
-        if (e.channel, e.thread_ts or "") in threads
-    ]
+    return in_threads(read_given_up(home / "slack" / "outbox.sqlite", time.time() - SHOWN_FOR), keys)
+
+
+def in_threads(entries: Sequence[OutboxEntry], thread_keys: set[str]) -> list[tuple[str, str]]:
+    """(text, reason) of the entries posted into one of these threads."""
+    threads = {(k.channel, k.thread_ts) for k in map(ThreadKey.parse, thread_keys) if k is not None}
+    return [(entry_text(e), e.error or "refused") for e in entries if (e.channel, e.thread_ts or "") in threads]

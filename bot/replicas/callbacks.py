@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..base.event import ThreadEvent
-from ..base.thread import ThreadKey
+from ..base.thread import ThreadKey, ThreadRecord
 
 
 class DatabaseAway(OSError):
@@ -17,9 +17,10 @@ class DatabaseAway(OSError):
 
 
 class Lane(Protocol):
-    """One thread's lane: the task running its jobs, if any."""
+    """One thread's lane: the task running its jobs, if any, and the record the running job works on."""
 
     task: asyncio.Task[None] | None
+    live: ThreadRecord | None
 
 
 class Lanes(Protocol):

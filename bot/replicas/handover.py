@@ -14,6 +14,7 @@ import logging
 import time
 import weakref
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from core.api.events import RunPhase
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 WAIT_NOTE_SECONDS = 10.0  # an event kept locally this long gets one line in its thread
 WAIT_NOTE = ":hourglass: I can't reach my database right now. I have your message and will take it as soon as I can."
 Say = Callable[[ThreadKey, str], Awaitable[None]]
+# Set where a Slack call must go out while the database is away (the line saying an event waits for it).
+NOT_HELD: ContextVar[bool] = ContextVar("slack_call_not_held", default=False)
 
 
 class Handover:
@@ -58,7 +61,9 @@ class Handover:
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
-        self._lost = False  # no heartbeat for a lease time: others may have taken our threads
+        # Threads another replica took over while we were cut off, with the runs we had in them: what
+        # our work there still writes is dropped until we take the thread back.
+        self._left: dict[ThreadKey, set[str]] = {}
         self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
@@ -163,6 +168,9 @@ class Handover:
         if not taken:
             return  # a live replica drives it and will find the event
         self._driving.add(key)
+        left = self._left.pop(key, None)
+        if left:
+            self.runtime.keep_writes(left)  # ours again: the folder is rebuilt from Postgres below
         try:
             await self._take_over(key, current=previous == self.replicas.id)
             while (item := await self.replicas.next_event(key)) is not None:
@@ -175,12 +183,9 @@ class Handover:
                 await self.replicas.done(seq)
         finally:
             self._driving.discard(key)
-            try:
-                if self.runtime.pending():  # the next driver must find every write of ours
-                    await asyncio.shield(asyncio.to_thread(self.runtime.flush))
-                await asyncio.shield(self.replicas.release(key))
-            except Exception:
-                log.warning("could not release a thread lease", extra={"slack_thread": str(key)}, exc_info=True)
+            if self.runtime.pending():  # the next driver must find every write of ours
+                await asyncio.shield(asyncio.to_thread(self.runtime.flush))
+            await asyncio.shield(self.replicas.release(key))
         if await self.replicas.queued(key):
             self.kick(key)  # queued by another replica while we were letting go
 
@@ -228,10 +233,24 @@ class Handover:
             return
         self.work.control_signal(event)
 
+    async def hold_while_cut_off(self) -> None:
+        """Awaited before every Slack call: while this replica is cut off from its database, what its runs
+        show (streamed words, status lines, edits) waits here. A run another replica took over meanwhile
+        is cancelled while it waits (`_recover`), so it shows nothing more in that thread."""
+        if NOT_HELD.get():
+            return
+        while self.replicas.cut_off:
+            await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
+
+    def left(self, key: ThreadKey) -> bool:
+        """Another replica took this thread over while we were cut off, and we have not taken it back."""
+        return key in self._left
+
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
-        Our runs are paused where they are (nothing they say can be recorded); nothing is sent."""
-        self._lost = True
+        Our runs are paused where they are (nothing they say is recorded, copied to Postgres or shown)."""
+        self.replicas.taking_stock = True
+        self.runtime.hold_writes()
         if self.outbox is not None:
             self.outbox.pause()
 
@@ -249,19 +268,26 @@ class Handover:
     async def _recover(self) -> None:
         """The database is back: give up threads another replica took meanwhile, hand back leases of
         threads we no longer drive, send what is still ours, queue what the journal kept."""
-        if self._lost:
+        if self.replicas.taking_stock:
             self._adopt_after = time.monotonic() + self.replicas.lease_seconds
             driving = [str(key) for key in self._driving]
             taken = await self.replicas.taken_from_me(driving)
+            stored = await self.replicas.runs_of(list(taken))
             for thread in taken:
                 key = ThreadKey.parse(thread)
-                lane = self.lanes.lane(key) if key is not None else None
+                if key is None:
+                    continue
+                lane = self.lanes.lane(key)
+                live = lane.live.session.run_id if lane is not None and lane.live is not None else None
+                self._left[key] = {run for run in (live, stored.get(thread)) if run}
                 if lane is not None and lane.task is not None:
                     log.warning("another replica took this thread over while we were cut off; leaving it",
                                 extra={"slack_thread": thread})
                     lane.task.cancel()
+            # What our runs wrote there meanwhile is older than what the other replica made of them.
+            self.runtime.release_writes({run for runs in self._left.values() for run in runs})
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             if self.outbox is not None:
                 await self.outbox.resume()
-            self._lost = False
+            self.replicas.taking_stock = False
         await self.replay()

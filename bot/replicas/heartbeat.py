@@ -78,6 +78,7 @@ class HeartbeatThread:
             cur = conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = %s", (self.replica_id,))
             if cur.rowcount == 0:  # our row was dropped (forget_dead after a long outage): join again
                 conn.execute("INSERT INTO crew_replicas (id) VALUES (%s) ON CONFLICT DO NOTHING", (self.replica_id,))
+            gap = time.monotonic() - self.last_beat
             self.last_beat = time.monotonic()
             self.beats += 1
         except psycopg.Error as exc:
@@ -93,6 +94,11 @@ class HeartbeatThread:
         if self.failing:
             log.warning("the database is reachable again", extra={"seconds": round(time.monotonic() - self._since, 1)})
             self.failing = False
+            if not self.lost and gap > self.lease_seconds - self.interval:
+                # Back just as the lease ran out: others may have judged us dead meanwhile, so take stock
+                # as after a longer outage.
+                self.lost = True
+                self._tell(self.on_lost)
             if self.lost and self.on_back is not None:
                 self._tell(self.on_back)
             self.lost = False
@@ -114,8 +120,8 @@ class HeartbeatThread:
         if self._conn is not None:
             try:
                 self._conn.close()
-            except Exception:
-                pass
+            except psycopg.Error:
+                pass  # a connection to a database that went away: nothing left to close
             self._conn = None
 
     def _tell(self, callback: Callable[[], None]) -> None:

@@ -76,6 +76,9 @@ class Replicas:
         self.slot_freed = asyncio.Event()
         self._heartbeat: HeartbeatThread | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        # Cut off for a lease time, and not yet sure which of its threads others took over meanwhile
+        # (set and cleared by bot.replicas.handover).
+        self.taking_stock = False
 
     @property
     def beat_interval(self) -> float:
@@ -127,7 +130,7 @@ class Replicas:
                                    (self.id,))
                 await conn.execute("DELETE FROM crew_replicas WHERE id = %s", (self.id,))
                 await conn.execute("SELECT pg_notify(%s, '')", (SLOTS_CHANNEL,))
-        except Exception:
+        except psycopg.Error:  # PoolTimeout included
             log.warning("could not hand back leases on shutdown; they expire after the lease time", exc_info=True)
 
     async def _connect_listener(self) -> AsyncConnection[Any]:
@@ -168,6 +171,12 @@ class Replicas:
     def database_lost(self) -> bool:
         """The last heartbeat did not reach the database."""
         return self._heartbeat is not None and self._heartbeat.failing
+
+    @property
+    def cut_off(self) -> bool:
+        """What this replica's runs do must not reach Slack or the outbox now: its database is away, or
+        was away for a lease time and another replica may have taken some of its threads over."""
+        return self.database_lost or self.taking_stock
 
     def _start_heartbeat(
         self, on_tick: Callable[[], Any], on_lost: Callable[[], None], on_back: Callable[[], None] | None
@@ -233,10 +242,14 @@ class Replicas:
 
     @waits_for_database
     async def release(self, key: ThreadKey) -> None:
-        async with self.pool.connection() as conn:
-            await conn.execute(
-                "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
-            )
+        """Hand the thread's lease back; one the database does not take now expires after the lease time."""
+        try:
+            async with self.pool.connection() as conn:
+                await conn.execute(
+                    "UPDATE crew_leases SET replica = NULL WHERE thread_key = %s AND replica = %s", (str(key), self.id)
+                )
+        except psycopg.Error:  # PoolTimeout included
+            log.warning("could not release a thread lease", extra={"slack_thread": str(key)}, exc_info=True)
 
     async def taken_from_me(self, keys: list[str]) -> set[str]:
         """Which of the threads this replica drives another replica holds now (after an outage)."""
@@ -246,6 +259,12 @@ class Replicas:
                 (keys, self.id),
             )
             return {row[0] for row in await cur.fetchall()}
+
+    async def runs_of(self, keys: list[str]) -> dict[str, str]:
+        """The current run of each of these threads, as Postgres has it."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT key, run_id FROM crew_threads WHERE key = ANY(%s) AND run_id IS NOT NULL", (keys,))
+            return {row[0]: row[1] for row in await cur.fetchall()}
 
     async def release_all_but(self, keys: list[str]) -> None:
         """Hand back every lease of ours but those of `keys` (threads this replica still drives)."""

@@ -15,9 +15,10 @@ from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..outbox.entry import LedgerUnavailable, OutboxEntry
+from ..outbox.given_up import SHOWN_FOR, in_threads
 from .membership import LIVE_SQL, Replicas
 
 CALL_TIMEOUT = 5.0  # seconds to wait for a connection
@@ -46,7 +47,14 @@ class PostgresLedger:
     async def close(self) -> None:
         """The pool belongs to the replica, which closes it."""
 
+    def _check_in_touch(self) -> None:
+        """A run of a replica that was cut off may belong to another replica by now: what it says is kept
+        out of the outbox until this replica knows (the run is cancelled if it does not)."""
+        if self.replicas.cut_off:
+            raise LedgerUnavailable("cut off from the database")
+
     async def add(self, entry: OutboxEntry) -> None:
+        self._check_in_touch()
         async with self._connection() as conn:
             cur = await conn.execute(
                 "INSERT INTO crew_outbox (id, replica, entry) VALUES (%s, %s, %s) RETURNING seq",
@@ -56,6 +64,7 @@ class PostgresLedger:
         entry.seq = int(row[0]) if row else 0
 
     async def replace(self, entry: OutboxEntry) -> None:
+        self._check_in_touch()
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE crew_outbox SET entry = %s WHERE id = %s", (Jsonb(entry.model_dump(mode="json")), entry.id)
@@ -96,3 +105,24 @@ class PostgresLedger:
 
 def _entry(seq: int, data: dict[str, Any]) -> OutboxEntry:
     return OutboxEntry.model_validate({**data, "seq": seq})
+
+
+def given_up_in_database(pool: ConnectionPool, run_id: str) -> list[tuple[str, str]]:
+    """(text, reason) of what the replicas gave up in the threads of run `run_id` this week (blocking:
+    for `crewagent runs show --database-url`)."""
+    with pool.connection(timeout=CALL_TIMEOUT) as conn:
+        keys = {
+            str(row[0])
+            for row in conn.execute(
+                "SELECT key FROM crew_threads WHERE run_id = %s OR data->'session'->>'last_run_id' = %s "
+                "OR data->>'status_run_id' = %s",
+                (run_id, run_id, run_id),
+            )
+        }
+        if not keys:
+            return []
+        rows = conn.execute(
+            "SELECT seq, entry FROM crew_outbox WHERE state = 'given_up' AND done_at >= %s ORDER BY seq",
+            (time.time() - SHOWN_FOR,),
+        ).fetchall()
+    return in_threads([OutboxEntry.model_validate({**entry, "seq": seq}) for seq, entry in rows], keys)

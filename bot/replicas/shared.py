@@ -11,18 +11,20 @@ from pathlib import Path
 from typing import NamedTuple
 
 import aiohttp
+import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_sdk.errors import SlackApiError
 
-from core.api.stores import check_url, open_pool, PostgresRuntimeStore
+from core.api.stores import PostgresRuntimeStore
 
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
 from ..render import blocks
+from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
-from .handover import Handover
+from .handover import NOT_HELD, Handover
 from ..event_journal import EventJournal
 from .membership import Replicas
 from .outbox_table import PostgresLedger
@@ -61,16 +63,10 @@ class SharedStore:
     @classmethod
     def connect(cls, database_url: str, home: Path | None, lease_seconds: float) -> SharedStore:
         """Check the URL and open the run store's pool. Raises CrewError for a bad or unreachable database."""
-        url = check_url(database_url)
         # The pool logs each failed reconnect; the heartbeat says once that the database is away, and once back.
         logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
-        sync_pool = open_pool(url, max_size=12, schema=REPLICA_SCHEMA)
-        try:
-            runtime = PostgresRuntimeStore(sync_pool, home)
-        except BaseException:
-            sync_pool.close()
-            raise
-        return cls(url, runtime, sync_pool, lease_seconds)
+        runtime = PostgresRuntimeStore.open(database_url, home, max_size=12, schema=REPLICA_SCHEMA)
+        return cls(database_url, runtime, runtime.pool, lease_seconds)
 
     def parts(self, lanes: Lanes, io: SlackIO, max_runs: int) -> ReplicaParts:
         """The thread store, hand-over, model cap and outbox, wired to this store's pool and replica."""
@@ -80,14 +76,20 @@ class SharedStore:
 
         async def say(key: ThreadKey, text: str) -> None:
             """Straight to Slack: the outbox's store is the one away, and the line shows nothing of a run."""
+            unheld = NOT_HELD.set(True)
             try:
                 await io.client.chat_postMessage(channel=key.channel, thread_ts=key.thread_ts, **blocks.notice(text).payload())
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
                 log.warning("could not say that an event waits for the database", extra={"error": failure_code(exc)})
+            finally:
+                NOT_HELD.reset(unheld)
 
         journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
         handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
-        return ReplicaParts(PostgresThreadStore(self.pool), handover, GlobalSlots(replicas, max_runs), outbox)
+        if isinstance(io.client, PacedWebClient):
+            io.client.before_call = handover.hold_while_cut_off
+        threads = PostgresThreadStore(self.pool, left=handover.left)
+        return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)
@@ -108,7 +110,7 @@ class SharedStore:
             async with self.pool.connection(timeout=2) as conn:
                 await conn.execute("SELECT 1")
             return True
-        except Exception:
+        except psycopg.Error:  # PoolTimeout included
             return False
 
     async def close(self) -> None:

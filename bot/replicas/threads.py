@@ -7,6 +7,7 @@ While the database is away each call waits for it (the turn that needs it pauses
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -17,9 +18,12 @@ from .membership import waits_for_database
 
 
 class PostgresThreadStore:
-    def __init__(self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600, left: Callable[[ThreadKey], bool] | None = None
+    ) -> None:
         self.pool = pool
         self.seen_ttl = seen_ttl
+        self.left = left  # threads another replica took over while this one was cut off (bot.replicas.handover)
 
     async def open(self) -> None:
         await self.prune_seen()
@@ -36,6 +40,9 @@ class PostgresThreadStore:
 
     @waits_for_database
     async def put(self, record: ThreadRecord) -> None:
+        """Store the record, unless another replica took the thread over from us: ours is older then."""
+        if self.left is not None and self.left(record.key):
+            return
         data = record.model_dump(mode="json")
         async with self.pool.connection() as conn:
             await conn.execute(

@@ -19,6 +19,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,10 +31,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
-from core.api.packages import close_scripts, Graph, warm_scripts
+from core.api.packages import Graph
 from core.api.sessions import SessionService
 from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost, sandbox_start_up_line
+from core.api.tools import ToolHost
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
@@ -142,10 +143,8 @@ class CrewBot:
             if replayed := await self.dispatcher.replay_pending():  # behind the resumed runs, before new events
                 log.info("handling thread events a previous process took but did not finish", extra={"count": replayed})
         self._prepared = True
-        self.engine.tools.warm_up()
-        if (commands := self.engine.settings.system_policy.commands) is not None:
-            log.log(*await sandbox_start_up_line(commands))  # one line: ready, OFF, or why not and the fix
-            await warm_scripts(commands.scripts_cache, (p for b in self.dispatcher.bindings.values() for p in b.packages))
+        packages = (p for b in self.dispatcher.bindings.values() for p in b.packages)
+        await self.engine.tools.warm_up(self.engine.settings.system_policy.commands, packages)
         if self.resumed:
             log.info("resuming interrupted runs", extra={"count": self.resumed})
 
@@ -252,7 +251,6 @@ class CrewBot:
         await self.lanes.close(grace)
         await self.dispatcher.pending.close()  # what a cancelled job did not finish stays kept
         await self.engine.tools.close()
-        await close_scripts()  # BMAD script preparations started with serve
         if self.home is not None:
             await self.home.close()
         if self.dispatcher.surface is not None:
@@ -316,12 +314,12 @@ def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> Crew
     from ..replicas.shared import SharedStore
 
     shared = SharedStore.connect(config.database_url, config.home, config.lease_seconds)
-    try:
-        return _build(config, shared.runtime, shared, llm_settings)
-    except BaseException:
-        shared.runtime.close()
-        shared.sync_pool.close()
-        raise
+    with ExitStack() as on_failure:  # a bot that cannot be built lets go of its database
+        on_failure.callback(shared.sync_pool.close)
+        on_failure.callback(shared.runtime.close)
+        bot = _build(config, shared.runtime, shared, llm_settings)
+        on_failure.pop_all()
+    return bot
 
 
 def _engine(config: BotConfig, store: RuntimeStore, runs: RunManager, llm: LLMClient) -> Engine:

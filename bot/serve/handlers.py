@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import ExitStack
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -130,12 +131,11 @@ class Handlers:
             return
         text = strip_mentions(str(event.get("text") or ""), bot_user_id)
         user = str(event["user"])
-        try:
-            await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
-        except BaseException:
+        with ExitStack() as not_recorded:
             # Not recorded: Bolt answers 500 (HTTP) or sends no ack (Socket Mode), and Slack delivers it again.
-            self.deduper.release(dedupe)
-            raise
+            not_recorded.callback(self.deduper.release, dedupe)
+            await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
+            not_recorded.pop_all()
 
     # ---- interactivity ------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.api.sessions import Output
+from core.api.sessions import outputs
 
 from ..base.thread import ThreadRecord
 from .renderer import ThreadRenderer
@@ -37,7 +37,7 @@ class OutputSink:
         self.watchers = watchers
         self.saved_run = record.session.run_id
 
-    async def __call__(self, output: Output) -> None:
+    async def __call__(self, output: outputs.Output) -> None:
         await self.renderer.emit(output)
         record = self.record
         if record.session.run_id != self.saved_run:

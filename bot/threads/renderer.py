@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from core.api.events import RunPhase, engine_events
-from core.api.sessions import Output, outputs
+from core.api.sessions import outputs
 from core.api.runs import RunSnapshot
 
 from ..render import blocks, command_card
@@ -153,7 +153,7 @@ class ThreadRenderer:
         elif isinstance(event, engine_events.LLMRetrying):
             surface.lines.working(key, engine_events.retry_note(event))
 
-    async def emit(self, output: Output) -> None:
+    async def emit(self, output: outputs.Output) -> None:
         """Draw one output of the call, as it happens."""
         if isinstance(output, outputs.ReplyDelta):
             await self._piece(output)

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from core.api.sessions import Output, Session, SessionService, TypedText
+from core.api.sessions import outputs, Session, SessionService, TypedText
 
 from ..base.thread import ThreadRecord
 
-Sink = Callable[[Output], Awaitable[None]]
+Sink = Callable[[outputs.Output], Awaitable[None]]
 SLOT_CONTROLS = frozenset({"resume", "retry"})  # controls that pump the run again
 URGENT_COMMANDS = frozenset({"pause", "stop"})  # reach a pumping run at once, outside the thread's order
 

@@ -1,6 +1,7 @@
 """Events: what the engine reports while a run moves.
 
-The concrete event types are one vocabulary, reached through one namespace: `engine_events.NodeStarted`,
+The event types are one vocabulary, reached through one namespace: `engine_events.EngineEvent` (any of
+them), `engine_events.NodeStarted`,
 `engine_events.LLMRetrying`, and the short texts surfaces show for them (`engine_events.progress_text`,
 `engine_events.retry_note`).
 """
@@ -8,6 +9,6 @@ The concrete event types are one vocabulary, reached through one namespace: `eng
 from __future__ import annotations
 
 from ..base import events as engine_events
-from ..base.events import EngineEvent, RunPhase
+from ..base.events import RunPhase
 
-__all__ = ["EngineEvent", "RunPhase", "engine_events"]
+__all__ = ["RunPhase", "engine_events"]

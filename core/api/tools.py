@@ -6,11 +6,7 @@ from ..tools.mounts import resolve
 from ..tools.mcp.server_config import McpServerConfig
 from ..tools.policy import SystemToolPolicy
 from ..tools.shell.command_config import CommandsConfig
-from ..tools.shell.command_sandbox import start_up_line as sandbox_start_up_line
 from ..tools.base import Mounts
 from ..tools.registry import ToolHost
 
-__all__ = [
-    "CommandsConfig", "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "resolve",
-    "sandbox_start_up_line",
-]
+__all__ = ["CommandsConfig", "McpServerConfig", "Mounts", "SystemToolPolicy", "ToolHost", "resolve"]

@@ -16,6 +16,7 @@ import os
 import random
 import re
 from collections.abc import Callable
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except FileNotFoundError:
         os.makedirs(folder or ".", exist_ok=True)
         fd = os.open(tmp, _CREATE_FLAGS, 0o666)
-    try:
+    with ExitStack() as on_failure:  # the temp file goes, unless it became the target
+        on_failure.callback(_remove_if_there, tmp)
         try:
             if mode is not None:
                 os.fchmod(fd, mode)  # despite the umask
@@ -72,14 +74,14 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         finally:
             os.close(fd)
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        on_failure.pop_all()
     if _mirrors:
         _mirror(target, data, True)
+
+
+def _remove_if_there(path: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 _TEMP_NAME = re.compile(r"^\..+\.tmp\.[0-9a-f]{16}$")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import ExitStack
 from typing import BinaryIO
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -29,13 +30,13 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     """Open a plain file for binary reading, or raise (see check_regular) without ever blocking."""
     check_regular(path)
     fd = os.open(path, _FLAGS)
-    try:
+    with ExitStack() as on_failure:  # the descriptor is closed unless it is handed out
+        on_failure.callback(os.close, fd)
         _check_mode(os.fstat(fd), path)  # the path may have been swapped since the stat
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+        opened = os.fdopen(fd, "rb")
+        on_failure.pop_all()
+    return opened
 
 
 def read_regular(path: str | os.PathLike[str]) -> bytes:

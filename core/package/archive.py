@@ -21,6 +21,7 @@ import tempfile
 import time
 import zipfile
 import zlib
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,8 @@ def extract_package(archive: Path, cache_dir: Path | None = None, *, limits: Arc
     if cached is not None:
         return package_root(cached)
     work = Path(tempfile.mkdtemp(prefix=".extract-", dir=parent))
-    try:
+    with ExitStack() as cleanup:  # the extraction folder goes, unless it became the cached package
+        cleanup.callback(shutil.rmtree, work, ignore_errors=True)
         _extract_into(archive, work, limits)
         name = _dir_name(_manifest_name(package_root(work)) or archive.stem)
         final = parent / f"{name}-{digest}"
@@ -100,10 +102,8 @@ def extract_package(archive: Path, cache_dir: Path | None = None, *, limits: Arc
         except OSError:
             if not final.is_dir():  # another process won the race only if the dir is there
                 raise
-            shutil.rmtree(work, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+        else:
+            cleanup.pop_all()
     return package_root(final)
 
 

@@ -1,6 +1,6 @@
 """One-shot conversations outside a run: agent persona chat, ChatMode, exec scripts, prompt actions.
 
-Same composer and tools as a run, but read-only tools plus `ui_ask_user` (SPEC §9.9), no `@state`,
+Same composer and tools as a run, but read-only tools plus `ui_ask_user`, no `@state`,
 and the history is a plain list the caller keeps (e.g. in its session record).
 """
 

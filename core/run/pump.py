@@ -1,4 +1,4 @@
-"""One pump: a user input in, as many LLM/tool turns as the workflow needs (D§2.5–2.7).
+"""One pump: a user input in, as many LLM/tool turns as the workflow needs.
 
 A pump stops at the first assistant reply without tool calls (WaitingUser, or Completed), at a
 `ui_ask_user` widget or a tool call waiting for the owner's approval, on pause/stop between turns,

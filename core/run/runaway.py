@@ -1,4 +1,4 @@
-"""Runaway protection for a pump (SPEC §9.6, D§2.7): turns without progress, one failing call on repeat,
+"""Runaway protection for a pump: turns without progress, one failing call on repeat,
 and a turn that ends asking nothing while the state stands still (the model slipped: nudged once)."""
 
 from __future__ import annotations

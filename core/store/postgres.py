@@ -18,6 +18,7 @@ import shutil
 import threading
 import time
 from collections.abc import Collection
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from pydantic import ValidationError
 
 from ..base.atomic import add_mirror, remove_mirror
+from .database import open_pool
 from .runs_model import RunRecord
 from .files import RuntimeStore
 
@@ -48,6 +50,17 @@ class _Write:
 
 
 class PostgresRuntimeStore(RuntimeStore):
+    @classmethod
+    def open(cls, url: str, home: Path | None = None, *, schema: str = "", max_size: int = 8) -> PostgresRuntimeStore:
+        """Check the URL, ensure the run tables and `schema`, and open the store on its own pool (`.pool`).
+        Raises CrewError for a bad URL or an unreachable database."""
+        pool = open_pool(url, max_size=max_size, schema=schema)
+        with ExitStack() as on_failure:
+            on_failure.callback(pool.close)
+            store = cls(pool, home)
+            on_failure.pop_all()
+        return store
+
     def __init__(self, pool: ConnectionPool, home: Path | None = None) -> None:
         super().__init__(home)
         self.pool = pool
@@ -58,6 +71,8 @@ class PostgresRuntimeStore(RuntimeStore):
         self._unsaved: dict[str, dict[str, Any]] = {}  # records queued, not yet committed (read your writes)
         self._changed = threading.Condition()
         self._closing = False
+        self._held = False  # see hold_writes
+        self._dropped: set[str] = set()  # runs whose writes are dropped (see release_writes)
         self._writer = threading.Thread(target=self._write_loop, name="crewagent-pg-writer", daemon=True)
         self._writer.start()
         add_mirror(os.path.join(self._home_str, "projects"), self._mirror)
@@ -75,6 +90,8 @@ class PostgresRuntimeStore(RuntimeStore):
 
     def _enqueue(self, write: _Write) -> None:
         with self._changed:
+            if write.run_id in self._dropped:
+                return
             self._queue.append(write)
             self._queued += 1
             if write.record is not None:
@@ -83,6 +100,27 @@ class PostgresRuntimeStore(RuntimeStore):
 
     def pending(self) -> bool:
         return self._written < self._queued
+
+    def hold_writes(self) -> None:
+        """Copy nothing more to Postgres until `release_writes`: whoever uses this store may have lost
+        some of its runs to someone else and must first find out which."""
+        with self._changed:
+            self._held = True
+
+    def release_writes(self, dropped: Collection[str] = ()) -> None:
+        """Copy writes on again, except those of the `dropped` runs (someone else has moved them on):
+        their queued writes are dropped, and so are later ones, until `keep_writes`."""
+        with self._changed:
+            self._dropped.update(dropped)
+            for run_id in dropped:
+                self._unsaved.pop(run_id, None)  # reads go to what Postgres has
+            self._held = False
+            self._changed.notify_all()
+
+    def keep_writes(self, run_ids: Collection[str]) -> None:
+        """These runs are ours again (taken back over): their writes go to Postgres again."""
+        with self._changed:
+            self._dropped.difference_update(run_ids)
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every write queued so far is in Postgres; False if that took over `timeout`."""
@@ -96,44 +134,60 @@ class PostgresRuntimeStore(RuntimeStore):
     def _write_loop(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._queue or self._closing)
+                self._changed.wait_for(lambda: (self._queue and not self._held) or self._closing)
                 if not self._queue:
                     return
                 batch, self._queue = self._queue, []
+            taken = len(batch)
             while True:
+                with self._changed:
+                    self._changed.wait_for(lambda: not self._held or self._closing)
                 try:
-                    self._commit(batch)
-                    break
+                    if self._commit(batch):
+                        break
                 except psycopg.Error:
                     log.warning("could not copy run writes to the database; retrying", exc_info=True)
                     time.sleep(_RETRY_SECONDS)
             with self._changed:
-                self._written += len(batch)
+                self._written += taken  # dropped writes count as done: nobody waits for them
                 for write in batch:
                     if write.record is not None and self._unsaved.get(write.run_id) is write.record:
                         del self._unsaved[write.run_id]
                 self._changed.notify_all()
 
-    def _commit(self, batch: list[_Write]) -> None:
-        with self.pool.connection() as conn, conn.transaction(), conn.pipeline():
-            for w in batch:
-                if w.kind == "record":
-                    conn.execute(
-                        "INSERT INTO crew_runs (run_id, phase, data) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (run_id) DO UPDATE SET phase = EXCLUDED.phase, data = EXCLUDED.data",
-                        (w.run_id, w.phase, Jsonb(w.record)),
-                    )
-                elif w.kind == "file":
-                    conn.execute("DELETE FROM crew_run_lines WHERE run_id = %s AND rel = %s", (w.run_id, w.rel))
-                    conn.execute(
-                        "INSERT INTO crew_run_files (run_id, rel, content) VALUES (%s, %s, %s) "
-                        "ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
-                        (w.run_id, w.rel, w.data),
-                    )
-                else:
-                    conn.execute(
-                        "INSERT INTO crew_run_lines (run_id, rel, line) VALUES (%s, %s, %s)", (w.run_id, w.rel, w.data)
-                    )
+    def _commit(self, batch: list[_Write]) -> bool:
+        """Copy the batch (but writes of dropped runs) in one transaction; False, with nothing copied, if
+        writes were held while this waited for a connection (the holder decides what goes first)."""
+        with self.pool.connection() as conn:
+            with self._changed:
+                if self._held and not self._closing:
+                    return False
+                batch = [w for w in batch if w.run_id not in self._dropped]
+            if batch:
+                with conn.transaction(), conn.pipeline():
+                    self._copy(conn, batch)
+        return True
+
+    @staticmethod
+    def _copy(conn: psycopg.Connection[Any], batch: list[_Write]) -> None:
+        for w in batch:
+            if w.kind == "record":
+                conn.execute(
+                    "INSERT INTO crew_runs (run_id, phase, data) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (run_id) DO UPDATE SET phase = EXCLUDED.phase, data = EXCLUDED.data",
+                    (w.run_id, w.phase, Jsonb(w.record)),
+                )
+            elif w.kind == "file":
+                conn.execute("DELETE FROM crew_run_lines WHERE run_id = %s AND rel = %s", (w.run_id, w.rel))
+                conn.execute(
+                    "INSERT INTO crew_run_files (run_id, rel, content) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
+                    (w.run_id, w.rel, w.data),
+                )
+            else:
+                conn.execute(
+                    "INSERT INTO crew_run_lines (run_id, rel, line) VALUES (%s, %s, %s)", (w.run_id, w.rel, w.data)
+                )
 
     # ---- run index ---------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -145,25 +146,16 @@ def _record_if_artifact(target: Resolved, existed: bool, ctx: ToolContext) -> di
         return None
     if existed and _recorded(ctx.mounts.state, rel):
         return None
-    try:
-        return record_artifacts(ctx.mounts.state, ctx.graph, [rel])
-    except CrewError as exc:
-        if existed:
-            raise CrewError(
-                exc.code,
-                f"{target.alias} was written, but recording it in {STATE_ALIAS} failed: {exc.message}",
-                exc.details,
-            ) from None
-        target.real.unlink(missing_ok=True)
-        raise CrewError(
-            exc.code,
-            f"{target.alias} was not written: recording it in {STATE_ALIAS} failed: {exc.message}",
-            exc.details,
-        ) from None
-    except BaseException:
+    with ExitStack() as on_failure:
         if not existed:
-            target.real.unlink(missing_ok=True)
-        raise
+            on_failure.callback(target.real.unlink, missing_ok=True)  # a file this call created goes again
+        try:
+            recorded = record_artifacts(ctx.mounts.state, ctx.graph, [rel])
+        except CrewError as exc:
+            what = "was written, but recording it" if existed else "was not written: recording it"
+            raise CrewError(exc.code, f"{target.alias} {what} in {STATE_ALIAS} failed: {exc.message}", exc.details) from None
+        on_failure.pop_all()
+    return recorded
 
 
 def _recorded(state_dir: Path, rel: str) -> bool:

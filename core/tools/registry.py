@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from pydantic import BaseModel, ValidationError
 
 from ..base.errors import CrewError
+from ..package.script_deps import close_scripts, warm_scripts
 from ..store.runs_model import utc_now
 from . import args as A
 from .ask_user import ask_user
@@ -28,9 +29,12 @@ from .fs_read import list_dir, read
 from .fs_search import search
 from .fs_write import apply_patch, write
 from .rewind import rewind
+from .shell.command_sandbox import start_up_line
 from .shell.shell_run import audit_denied, shell_run
 
 if TYPE_CHECKING:
+    from ..package.models import Package
+    from .shell.command_config import CommandsConfig
     from .mcp.adapter import McpTool
     from .mcp.server_config import McpServerConfig
     from .mcp.hub import McpHub
@@ -126,17 +130,23 @@ class ToolHost:
         if self.mcp is not None and ctx.policy.mcp_servers:
             await self.mcp.discover(ctx.policy.mcp_servers)
 
-    def warm_up(self) -> None:
-        """Start every configured MCP server in the background, so start-up logs which cannot start."""
+    async def warm_up(self, commands: CommandsConfig | None = None, packages: Iterable[Package] = ()) -> None:
+        """At start-up, so a first call finds things ready and the log says early what cannot work: every
+        configured MCP server starts in the background; with commands on, one line says whether the sandbox
+        works here (or the fix), and the packages' BMAD scripts are prepared in the background."""
         if self.mcp is not None and self._warm_up is None:
             self._warm_up = asyncio.create_task(self.mcp.discover(self.mcp.names))
+        if commands is not None:
+            log.log(*await start_up_line(commands))
+            await warm_scripts(commands.scripts_cache, packages)
 
     async def close(self) -> None:
-        """End the MCP servers (stdio ones with their process group)."""
+        """End the MCP servers (stdio ones with their process group) and the script preparations."""
         if self._warm_up is not None:
             self._warm_up.cancel()
         if self.mcp is not None:
             await self.mcp.close()
+        await close_scripts()
 
     def mcp_tools(self, ctx: ToolContext) -> list[McpTool]:
         if self.mcp is None or not ctx.policy.mcp_servers:

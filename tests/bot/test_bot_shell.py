@@ -79,7 +79,7 @@ async def test_a_dev_agent_fixes_its_worktrees_tests_in_slack(team_repo: TeamRep
 async def test_serve_says_in_one_line_whether_the_sandbox_works(project: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    with caplog.at_level(logging.INFO, logger="bot.serve.app"):
+    with caplog.at_level(logging.INFO, logger="core.tools.registry"):
         async with bot_harness(project, configure=with_commands):
             pass
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commands: ")]

@@ -6,10 +6,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.base.thread import ThreadKey
 from bot.native.fallbacks import STATUS, STREAM
 from tests.support.scripts import HELLO_LINEAR_ANSWER, hello_linear_responder
 from tests.support.outage_bot import outage_bot
+
+pytestmark = pytest.mark.slow  # waits out real Slack outages (25 s of 503s, 12 s of 429s)
 
 OUTAGE_SECONDS = 25.0
 SHOWN_WITHIN = 10.0  # seconds after Slack is back

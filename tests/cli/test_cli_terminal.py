@@ -30,6 +30,8 @@ from tests.support.scripts import (
     user_inputs,
 )
 
+pytestmark = pytest.mark.slow  # the terminal end to end in a pseudo-terminal
+
 def held_at(call: int, responder: Any) -> tuple[asyncio.Event, asyncio.Event, Any]:
     """A responder that holds its `call`-th answer until released (the run is then mid-turn)."""
     reached, release = asyncio.Event(), asyncio.Event()

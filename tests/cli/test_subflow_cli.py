@@ -17,6 +17,8 @@ from tests.support.scripts import EXAMPLES, FEATURE_ANSWER, PLAN_FEATURE_ARTIFAC
 from tests.support.cli_driver import cli
 from tests.support.cli_driver import process_env, start_crewagent
 
+pytestmark = pytest.mark.slow  # kill -9 around sub-workflows, then resume
+
 PACKAGE = EXAMPLES / "hello-subflow"
 PARENT_NODES = ["step-01-brief", "sub-02-party-mode", "step-03-plan", "end-99"]
 CHILD_NODES = ["party-01-voices", "party-02-choose", "party-99-wrap"]

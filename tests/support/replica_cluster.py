@@ -15,11 +15,12 @@ import aiohttp
 import psycopg
 
 from tests.support.paths import EXAMPLES, REPO
-from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
+from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, Reply, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 from tests.support.fakes.slack_api import STREAMED
 from tests.support.processes import free_port, kill_group, wait_healthy
 from tests.support.bot_harness import SECRET, Mode, message_text
+from tests.support.scripts import hello_branch_responder
 
 LEASE_SECONDS = 1.5
 WAIT = 60.0  # generous upper bound for anything a busy 2-core machine does across processes
@@ -55,6 +56,7 @@ class Cluster:
     replicas: list[Replica] = field(default_factory=list)
     lease_seconds: float | None = LEASE_SECONDS  # None: the default
     extra_config: str = ""  # more crewagent.yml, appended
+    replica_env: dict[int, dict[str, str]] = field(default_factory=dict)  # more environment, by replica index
 
     async def start(self, count: int) -> None:
         config = self.workdir / "crewagent.yml"
@@ -76,6 +78,7 @@ class Cluster:
                 "OPENAI_API_KEY": "test",
                 "CREWAGENT_HOME": str(home),
                 "CREWAGENT_DATABASE_URL": self.database_url,
+                **self.replica_env.get(index, {}),
             }
             env["SLACK_APP_TOKEN" if self.mode == "socket" else "SLACK_SIGNING_SECRET"] = (
                 APP_TOKEN if self.mode == "socket" else SECRET
@@ -146,16 +149,37 @@ class Cluster:
         return row[0] if row else None
 
 
+def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
+    """A competent hello-branch model whose second call waits: set when it is reached, and the release."""
+    held, release = asyncio.Event(), asyncio.Event()
+    competent = hello_branch_responder(preset_branch="greenfield")
+    calls = 0
+
+    async def respond(body: dict[str, Any]) -> Reply:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            held.set()
+            await release.wait()
+        return competent(body)
+
+    llm.responder = respond
+    return held, release
+
+
 @asynccontextmanager
 async def cluster(
     database_url: str, project: Path, tmp_path: Path, *, mode: Mode, count: int = 2, package: str = "hello-branch",
     lease_seconds: float | None = LEASE_SECONDS,
     extra_config: str = "",
+    replica_env: dict[int, dict[str, str]] | None = None,
 ) -> AsyncIterator[Cluster]:
-    """`count` replicas of `crewagent serve` on one Postgres behind a fresh FakeSlack and scripted model; all stopped on exit."""
+    """`count` replicas of `crewagent serve` on one Postgres behind a fresh FakeSlack and scripted model; all stopped on exit.
+
+    `replica_env` gives some replicas more environment (their own database URL or bot token)."""
     async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
         c = Cluster(slack, llm, http, database_url, project, tmp_path, mode, (package,), lease_seconds=lease_seconds,
-                    extra_config=extra_config)
+                    extra_config=extra_config, replica_env=replica_env or {})
         try:
             await c.start(count)
             yield c

@@ -57,7 +57,7 @@ CREATE_STORY_ARTIFACTS = [
     "artifacts/create-story/sprint-status-update.md",
     "artifacts/create-story/summary.md",
 ]
-"""The six artifacts of a completed create-story-micro run, in the order they are written (D§10.1)."""
+"""The six artifacts of a completed create-story-micro run, in the order they are written."""
 
 HELLO_LINEAR_ANSWER = "I want a team weekly-report template, bullet format"
 """What the user answers to hello-linear's two questions (topic + format)."""

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from bot.outbox.entry import marked_entry
 from tests.support.fakes import FakeSlack, ScriptedLLM
@@ -14,6 +15,8 @@ from tests.support.fakes.slack_events import app_mention_event, deliver_event, n
 from tests.support.processes import Spawner, kill_group, wait_healthy
 from tests.support.scripts import hello_linear_responder
 from tests.support.serve_process import SECRET, start_serve
+
+pytestmark = pytest.mark.slow  # kill -9 of serve during a Slack outage
 
 WAIT = 60.0
 QUESTION = "What is the topic?"

@@ -24,6 +24,8 @@ from tests.support.scripts import HELLO_LINEAR_ANSWER, current_node, hello_linea
 from tests.support.outage_bot import text_of
 from tests.support.serve_process import SECRET, start_serve
 
+pytestmark = pytest.mark.slow  # waits out real database outages (10 s, 60 s) under two replicas
+
 WAIT = 90.0
 QUESTION = "What is the topic?"
 DONE = "completed."
@@ -75,7 +77,8 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while not condition():
             remaining = deadline - time.monotonic()
-            assert remaining > 0, "condition never held"
+            assert remaining > 0, "condition never held; the replicas' logs end with:\n" + "\n---\n".join(
+                self.log(index)[-6000:] for index in range(len(self.logs)))
             try:
                 await self.slack.wait_for(
                     ("chat.postMessage", "chat.update", "chat.stopStream"), since=len(self.slack.calls), timeout=remaining

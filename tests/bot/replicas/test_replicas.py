@@ -16,28 +16,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support.fakes import Reply, ScriptedLLM
+from tests.support.fakes import Reply
 from tests.support.processes import group_alive, kill_group
 from tests.support.scripts import hello_branch_responder, user_inputs
-from tests.support.replica_cluster import LEASE_SECONDS, WAIT, cluster
+from tests.support.replica_cluster import LEASE_SECONDS, WAIT, cluster, hold_second_call
 from tests.support.bot_harness import Mode, artifact_paths, message_text
 
-def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
-    """A competent hello-branch model whose second call waits: set when it is reached, and the release."""
-    held, release = asyncio.Event(), asyncio.Event()
-    competent = hello_branch_responder(preset_branch="greenfield")
-    calls = 0
-
-    async def respond(body: dict[str, Any]) -> Reply:
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            held.set()
-            await release.wait()
-        return competent(body)
-
-    llm.responder = respond
-    return held, release
+pytestmark = pytest.mark.slow  # several serve processes on a real Postgres, killed mid-run
 
 
 def echo(body: dict[str, Any]) -> Reply:

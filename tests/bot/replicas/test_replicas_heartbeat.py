@@ -9,10 +9,13 @@ import time
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
+import pytest
 
 from bot.replicas.heartbeat import HeartbeatThread
 from bot.replicas.membership import Replicas
 from bot.base.thread import ThreadKey
+
+pytestmark = pytest.mark.slow  # a real Postgres and a blocked event loop
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 LEASE = 2.0  # beats every 0.5 s; the busy spell below is two and a half leases long

@@ -16,6 +16,8 @@ from tests.support.scripts import hello_branch_responder
 from tests.support.bot_harness import SECRET, Mode, element_text, elements, message_text
 from tests.support.replica_cluster import WAIT, Cluster, cluster
 
+pytestmark = pytest.mark.slow  # two serve processes on a real Postgres
+
 ALICE, BOB = "UALICE", "UBOB"
 
 

@@ -11,12 +11,15 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.support.fakes.slack_events import block_actions_payload, deliver_interaction
 from tests.support.mcp.tracker import ASK, CREATED, TRACKER_SERVER, TrackerModel, mcp_package
 from tests.support.processes import kill_group
 from tests.support.bot_harness import SECRET, element_text, elements, message_text
 from tests.support.replica_cluster import WAIT, cluster
+
+pytestmark = pytest.mark.slow  # two serve processes on a real Postgres, one killed
 
 
 def _servers(tickets: Path) -> str:

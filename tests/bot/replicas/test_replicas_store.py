@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from bot.outbox.entry import OutboxEntry
 from bot.replicas.slots import GlobalSlots
 from bot.replicas.membership import Replicas
 from bot.base.thread import ThreadKey, ThreadRecord
@@ -26,6 +29,8 @@ from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES
+
+pytestmark = pytest.mark.slow  # a real Postgres
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
@@ -61,6 +66,41 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
     finally:
         here.close()
         elsewhere.close()
+
+
+def test_held_writes_go_on_after_release_except_those_of_runs_someone_else_moved_on(
+    sync_pool: ConnectionPool, tmp_path: Path, project: Path
+) -> None:
+    here = PostgresRuntimeStore(sync_pool, tmp_path / "replica-a")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=here.packages_dir)
+        kept, lost = (RunManager(here).create(package, None, None, project) for _ in range(2))
+        assert here.flush()
+        here.hold_writes()
+        append_line(here.conversation_log(kept), b'{"id":"k1"}\n')
+        append_line(here.conversation_log(lost), b'{"id":"l1"}\n')
+        assert not here.flush(timeout=0.5), "held writes are not copied"
+        assert _lines(sync_pool, kept.run_id) == _lines(sync_pool, lost.run_id) == []
+
+        here.release_writes([lost.run_id])
+        append_line(here.conversation_log(lost), b'{"id":"l2"}\n')  # later writes of a dropped run: dropped too
+        assert here.flush(timeout=30)
+        assert _lines(sync_pool, kept.run_id) == [b'{"id":"k1"}\n'] and _lines(sync_pool, lost.run_id) == []
+
+        here.keep_writes([lost.run_id])  # taken back: written through again
+        append_line(here.conversation_log(lost), b'{"id":"l3"}\n')
+        assert here.flush(timeout=30)
+        assert _lines(sync_pool, lost.run_id) == [b'{"id":"l3"}\n']
+    finally:
+        here.close()
+
+
+def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]
 
 
 def _rels(pool: ConnectionPool) -> list[str]:
@@ -257,3 +297,36 @@ async def test_signals_arrive_again_after_the_listening_connection_drops(
                     continue
     finally:
         await a.stop()
+
+
+def test_runs_show_reads_the_shared_database_and_lists_what_the_replicas_gave_up(
+    sync_pool: ConnectionPool, database_url: str, tmp_path: Path, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replica = PostgresRuntimeStore(sync_pool, tmp_path / "replica")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=replica.packages_dir)
+        record = RunManager(replica).create(package, None, None, project)
+        assert replica.flush()
+    finally:
+        replica.close()
+    other = ThreadKey("T1", "C1", "1700000000.000900")
+    with sync_pool.connection() as conn:
+        conn.execute("INSERT INTO crew_threads (key, run_id, data) VALUES (%s, %s, %s)",
+                     (str(KEY), record.run_id, Jsonb({"session": {"run_id": record.run_id}})))
+        for key, text in ((KEY, "What is the topic?"), (other, "a message of another run")):
+            entry = OutboxEntry(kind="post", channel=key.channel, thread_ts=key.thread_ts, payload={"text": text},
+                                state="given_up", error="is_archived")
+            conn.execute("INSERT INTO crew_outbox (id, state, entry, done_at) VALUES (%s, 'given_up', %s, %s)",
+                         (entry.id, Jsonb(entry.model_dump(mode="json")), time.time()))
+
+    assert cli_main(["runs", "list", "--database-url", database_url]) == 0
+    assert record.run_id in capsys.readouterr().out
+    assert cli_main(["runs", "show", record.run_id[:12], "--database-url", database_url]) == 0
+    shown = capsys.readouterr().out
+    assert f"Run:       {record.run_id}" in shown and "Progress:  " in shown  # its state was read
+    assert "Not shown in Slack (is_archived): What is the topic?" in shown
+    assert "another run" not in shown
+    assert not RuntimeStore().read_index()  # read in a scratch folder, not in this machine's home
+
+    assert cli_main(["runs", "list", "--database-url", "mysql://nobody@127.0.0.1/none"]) == 2
+    assert "must start with postgresql://" in capsys.readouterr().err

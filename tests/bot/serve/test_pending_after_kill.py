@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.support.bot_harness import message_text
 from tests.support.fakes import FakeSlack, ScriptedLLM
@@ -17,6 +18,8 @@ from tests.support.fakes.slack_events import app_mention_event, deliver_event, m
 from tests.support.processes import Spawner, kill_group, wait_healthy
 from tests.support.scripts import HELLO_LINEAR_ANSWER, Body, hello_linear_responder, user_inputs
 from tests.support.serve_process import SECRET, start_serve
+
+pytestmark = pytest.mark.slow  # kill -9 of serve
 
 WAIT = 60.0
 CLOSING = "Result: artifacts/hello-linear/result.md"

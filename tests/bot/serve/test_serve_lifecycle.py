@@ -26,6 +26,8 @@ from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event
 from tests.support.processes import Spawner, free_port, wait_healthy
 
+pytestmark = pytest.mark.slow  # serve processes started, stopped and cut off from Slack
+
 WAIT = 30.0  # bound on any one wait; only reached when a test fails
 STOP_LIMIT = 5.0  # seconds a requested stop may take, in any state
 

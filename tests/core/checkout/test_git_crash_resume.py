@@ -8,6 +8,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import ScriptedLLM
@@ -15,6 +17,8 @@ from tests.support.gitrepos import TeamRepo, git
 from tests.support.processes import Spawner
 from tests.support.scripts import CREATE_STORY_ARTIFACTS, EXAMPLES, STORY_KEY, create_story_responder
 from tests.support.cli_driver import process_env, start_crewagent
+
+pytestmark = pytest.mark.slow  # kill -9 mid-run in a git worktree, then resume and push
 
 
 async def test_kill_9_then_resume_continues_in_the_same_worktree_and_deliver_pushes(

@@ -28,6 +28,8 @@ from tests.support.scripts import (
     current_node,
 )
 
+pytestmark = pytest.mark.slow  # kill -9 of a run at every step, then resume
+
 ORDER = [
     "step-01-select-story",
     "step-02-discover-inputs",

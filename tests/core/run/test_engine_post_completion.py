@@ -1,4 +1,4 @@
-"""After completion: the conversation goes on, and state changes need a one-shot user Confirm (D§7)."""
+"""After completion: the conversation goes on, and state changes need a one-shot user Confirm."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CommandRouter: the resolution table of D§6.4 and the item → command mapping of D§6.5."""
+"""CommandRouter: how a typed word resolves to a command, and how a menu item maps to one."""
 
 from __future__ import annotations
 

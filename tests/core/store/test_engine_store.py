@@ -1,4 +1,4 @@
-"""RuntimeStore layout, the run index and RunManager.create's checks (D§2.1–2.2)."""
+"""RuntimeStore layout, the run index and RunManager.create's checks."""
 
 from __future__ import annotations
 

@@ -18,6 +18,8 @@ from core.tools.registry import ToolHost
 from tests.support.mcp.tracker import CREATE, CREATED, LOOKED_UP, LOOKUP, NOT_CREATED, TrackerModel, mcp_package, tracker_config
 from tests.support.scripts import current_node, engine_harness, system_text
 
+pytestmark = pytest.mark.slow  # real MCP server processes
+
 
 def _approval(widget: dict, approved: bool, by: str = "U_OWNER") -> str:
     decision = "approve" if approved else "deny"

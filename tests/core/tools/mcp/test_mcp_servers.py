@@ -23,6 +23,8 @@ from tests.support.mcp.tracker import TRACKER_SERVER, tracker_config
 from tests.support.processes import free_port, group_alive
 from tests.support.paths import REPO
 
+pytestmark = pytest.mark.slow  # real MCP server processes, crashed and timed out
+
 
 def _alive(pid: int) -> bool:
     try:
