@@ -24,7 +24,7 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
-from .journal import EventJournal
+from ..event_journal import EventJournal
 
 if TYPE_CHECKING:
     from core.api.stores import PostgresRuntimeStore

@@ -25,7 +25,7 @@ from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
 from .handover import NOT_HELD, Handover
-from .journal import EventJournal
+from ..event_journal import EventJournal
 from .membership import Replicas
 from .outbox_table import PostgresLedger
 from .slots import GlobalSlots

@@ -39,6 +39,7 @@ from core.api.tools import ToolHost
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
+from ..event_journal import EventJournal
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
@@ -139,6 +140,8 @@ class CrewBot:
             self.resumed = await self.dispatcher.handover.start()
         else:
             self.resumed = await self.dispatcher.resume_interrupted()
+            if replayed := await self.dispatcher.replay_pending():  # behind the resumed runs, before new events
+                log.info("handling thread events a previous process took but did not finish", extra={"count": replayed})
         self._prepared = True
         packages = (p for b in self.dispatcher.bindings.values() for p in b.packages)
         await self.engine.tools.warm_up(self.engine.settings.system_policy.commands, packages)
@@ -246,6 +249,7 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
+        await self.dispatcher.pending.close()  # what a cancelled job did not finish stays kept
         await self.engine.tools.close()
         if self.home is not None:
             await self.home.close()
@@ -460,6 +464,7 @@ def _build(
     dispatcher = build_thread_work(
         config=config, io=io, store=thread_store, lanes=lanes, board=board, access=access, bindings=bindings,
         engine=engine, runs=runs, deduper=deduper, handover=handover, slots=slots, surface=surface,
+        pending=EventJournal(store.home / "slack" / "pending.sqlite") if shared is None else None,  # embedded
     )
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,

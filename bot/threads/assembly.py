@@ -12,6 +12,7 @@ from ..completion.push import Deliveries
 from ..completion.feedback import FeedbackRecorder
 from ..completion.uploads import Uploads
 from ..config import BotConfig
+from ..event_journal import EventJournal
 from ..native.surface import AgentSurface
 from ..slack_io import SlackIO
 from ..status import StatusBoard
@@ -22,6 +23,7 @@ from .dedupe import Deduper
 from .form_events import FormEvents
 from .intake import ThreadIntake
 from .lanes import ThreadLanes
+from .pending_events import PendingEvents
 from .store import ThreadStore
 from .text_events import TextEvents
 from .thread_notes import ThreadNotes
@@ -49,7 +51,9 @@ def build_thread_work(
     handover: Handover | None = None,
     slots: Slots | None = None,
     surface: AgentSurface | None = None,
+    pending: EventJournal | None = None,
 ) -> ThreadIntake:
+    """`pending`: where embedded mode keeps events queued on lanes until they are run (none: memory only)."""
     state = ThreadState(store=store, lanes=lanes, bindings=bindings, engine=engine, runs=runs, handover=handover)
     notes = ThreadNotes(io, access)
     deliveries = Deliveries(io, runs, config.git)
@@ -74,6 +78,7 @@ def build_thread_work(
         config=config,
         state=state,
         lanes=lanes,
+        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, journal=pending),
         access=access,
         notes=notes,
         pipeline=pipeline,

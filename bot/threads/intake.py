@@ -1,6 +1,8 @@
 """Where Slack work enters the thread work: a reply, a click or a form answer becomes a `ThreadEvent`
 (typed text is parsed for its `*command` there, once) and is queued on the thread's lane, or, with
-replicas, in Postgres for whichever replica drives the thread, before Slack gets its ack.
+replicas, in Postgres for whichever replica drives the thread, before Slack gets its ack. Without a
+database, what goes on a lane is first kept in a local file until the lane has run it
+(bot.threads.pending_events), so a restart, even after kill -9, still handles it.
 
 `*pause` / `*stop` of a pumping run skip the lane so they reach the run at once. What happens once
 the lane runs an event: bot.threads.thread_pipeline.
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from functools import partial
 from typing import Any
 
 from ..access import AccessPolicy
@@ -29,6 +30,7 @@ from .click_events import ClickEvents
 from .form_events import FormEvents
 from .lanes import ThreadLanes
 from .output_sink import PhaseWatcher
+from .pending_events import PendingEvents
 from .session_calls import URGENT_COMMANDS
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
@@ -48,6 +50,7 @@ class ThreadIntake:
         config: BotConfig,
         state: ThreadState,
         lanes: ThreadLanes,
+        pending: PendingEvents,
         access: AccessPolicy,
         notes: ThreadNotes,
         pipeline: ThreadPipeline,
@@ -60,6 +63,7 @@ class ThreadIntake:
         self.config = config
         self.state = state
         self.lanes = lanes
+        self.pending = pending  # the lane queue (kept on disk until run when embedded)
         self.access = access
         self.notes = notes
         self.pipeline = pipeline
@@ -112,7 +116,7 @@ class ThreadIntake:
             if command is None and self.access.may_act(user, live.session).allowed:
                 # Queued behind the pump; the user is told why nothing happens yet.
                 self.lanes.spawn(self.notes.refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
-        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+        await self.pending.queue(key, event)
 
     async def on_click(
         self,
@@ -138,10 +142,14 @@ class ThreadIntake:
             return
         if not self.clicks.handles(kind):
             return
-        event = ThreadEvent(kind="click", thread=str(key), user=user, click=kind, value=value, clicked=clicked)
+        # Claimed when decided: the urgent path and the queued one share it, and a replay after a restart
+        # finds it taken.
+        event = ThreadEvent(
+            kind="click", thread=str(key), user=user, click=kind, value=value, clicked=clicked,
+            dedupe=[f"click:{uuid.uuid4().hex}"],
+        )
         urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
         if self.handover is not None:
-            event.dedupe = [f"click:{uuid.uuid4().hex}"]  # the urgent path and the queued one share it
             # The signal leaves the clicked message out: a NOTIFY payload is limited to 8000 bytes.
             await self.handover.push(event, event.model_copy(update={"clicked": None}) if urgent else None)
             return
@@ -149,7 +157,7 @@ class ThreadIntake:
         if live is not None:
             self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{key}")
             return
-        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+        await self.pending.queue(key, event)
 
     async def form_check(
         self, context: FormContext, user: str
@@ -161,11 +169,14 @@ class ThreadIntake:
         key = ThreadKey.parse(context.s)
         if key is None:
             return
-        event = ThreadEvent(kind="form", thread=str(key), user=user, form=context, answer=answer)
+        # Claimed when decided: a replay after a restart finds it taken.
+        event = ThreadEvent(
+            kind="form", thread=str(key), user=user, form=context, answer=answer, dedupe=[f"form:{uuid.uuid4().hex}"]
+        )
         if self.handover is not None:
             await self.handover.push(event)
             return
-        self.lanes.submit(key, partial(self.pipeline.run_event, event))
+        await self.pending.queue(key, event)
 
     def control_signal(self, event: ThreadEvent) -> None:
         """A pause/stop sent to any replica: acted on here if this replica pumps the thread's run."""
@@ -189,6 +200,11 @@ class ThreadIntake:
     async def resume_interrupted(self) -> int:
         """Runs left `running` by a previous process: resume them (or offer Resume). Returns how many."""
         return await self.pipeline.upkeep.resume_interrupted(self.pipeline.resume)
+
+    async def replay_pending(self) -> int:
+        """Events a previous process acknowledged but did not finish (embedded): queued again, oldest
+        first, behind the resumed runs. Returns how many."""
+        return await self.pending.replay()
 
     def _pumping(self, key: ThreadKey) -> ThreadRecord | None:
         """The thread's live record, if its run is pumping here."""

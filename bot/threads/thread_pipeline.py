@@ -55,10 +55,11 @@ class ThreadPipeline:
     async def _decide(self, event: ThreadEvent) -> ThreadCall | None:
         if event.kind == "text":
             return await self.text.decide(event)
+        if event.dedupe and not await self.deduper.claim_persisted(event.dedupe):
+            # Already decided: as an urgent control by the replica pumping the run, or before a restart.
+            return None
         if event.kind == "form":
             return await self.forms.decide(event)
-        if event.dedupe and not await self.deduper.claim_persisted(event.dedupe):
-            return None  # already handled as an urgent control by the replica pumping the run
         return await self.clicks.decide(event)
 
     async def _run(self, call: ThreadCall | None) -> None:

@@ -1,0 +1,92 @@
+"""Embedded mode (no database): a thread event queued on its lane is kept in a local file
+(`<home>/slack/pending.sqlite`) from before Slack gets its ack until the lane has run it, so a
+kill -9 while it waits behind a pumping run loses nothing. At start-up, after interrupted runs are
+resumed, what is still kept goes to its thread's lane again, oldest first.
+
+A replay may meet an event that a previous process had already decided (it died between the
+decision and forgetting the event). Every event that goes through here carries dedupe keys,
+claimed durably when it is decided (bot.threads.dedupe), so that event is skipped, not handled twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+from ..base.event import ThreadEvent
+from ..base.thread import ThreadKey
+from ..event_journal import EventJournal
+from .lanes import ThreadLanes
+
+log = logging.getLogger(__name__)
+
+RunEvent = Callable[[ThreadEvent], Awaitable[None]]
+
+
+class PendingEvents:
+    """Queues thread events on their lanes, kept in `journal` until run (in memory only without one)."""
+
+    def __init__(self, *, lanes: ThreadLanes, run: RunEvent, journal: EventJournal | None) -> None:
+        self.lanes = lanes
+        self.run = run
+        self.journal = journal
+
+    async def queue(self, key: ThreadKey, event: ThreadEvent) -> None:
+        """Keep `event`, then queue it behind the thread's earlier work. Raises when it cannot be kept:
+        then Slack gets no ack and delivers it again."""
+        if self.journal is None:
+            self.lanes.submit(key, partial(self.run, event))
+            return
+        # The lane place is taken now, in arrival order (a later event's write may finish first); the job
+        # waits until the event is kept. Not accepted while shutting down: kept, the next start runs it.
+        kept: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        self.lanes.submit(key, partial(self._run_when_kept, kept, event))
+        try:
+            seq = await self.journal.add(event)
+        except BaseException:
+            kept.set_result(None)  # not kept, so not acknowledged: Slack delivers it again
+            raise
+        kept.set_result(seq)
+
+    async def replay(self) -> int:
+        """Queue what a previous process kept but did not finish, oldest first. Returns how many."""
+        if self.journal is None:
+            return 0
+        kept = await self.journal.waiting()
+        for seq, event, _ in kept:
+            self.lanes.submit(event.key, partial(self._run_kept, seq, event))
+        return len(kept)
+
+    async def close(self) -> None:
+        """At shutdown, once the lanes are closed: what is still kept waits for the next start."""
+        if self.journal is not None:
+            await self.journal.close()
+
+    async def _run_when_kept(self, kept: asyncio.Future[int | None], event: ThreadEvent) -> None:
+        seq = await kept
+        if seq is not None:
+            await self._run_kept(seq, event)
+
+    async def _run_kept(self, seq: int, event: ThreadEvent) -> None:
+        """Run the event, then forget it, also when it failed (the lane logs that): a failing event
+        replayed at every start would fail again. A cancelled one (shutdown) stays for the next start."""
+        try:
+            await self.run(event)
+        except Exception:
+            await self._forget(seq)
+            raise
+        await self._forget(seq)
+
+    async def _forget(self, seq: int) -> None:
+        assert self.journal is not None
+        try:
+            await self.journal.done(seq)
+        except (OSError, sqlite3.Error, TimeoutError) as exc:
+            # Harmless: the next start replays it, and its claimed dedupe keys make that replay a no-op.
+            log.warning(
+                "a handled thread event is still kept as pending",
+                extra={"path": str(self.journal.path), "error": str(exc)},
+            )
