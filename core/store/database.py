@@ -83,6 +83,9 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0, schema: str
         kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
         open=False,
         name="crewagent",
+        # After the server restarted, the connections the pool kept are dead: each is checked as it is
+        # handed out, and a dead one replaced, so the first query after an outage does not fail.
+        check=ConnectionPool.check_connection,
     )
     try:
         pool.open(wait=True, timeout=timeout)

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from bot.outbox.entry import OutboxEntry
 from bot.replicas.slots import GlobalSlots
+from bot.replicas.tables import REPLICA_SCHEMA
 from bot.replicas.membership import Replicas
 from bot.base.thread import ThreadKey, ThreadRecord
 from bot.threads.store import ThreadStore
@@ -29,6 +30,7 @@ from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES
+from tests.support.postgres import PostgresServer, find_bindir
 
 pytestmark = pytest.mark.slow  # a real Postgres
 
@@ -330,3 +332,27 @@ def test_runs_show_reads_the_shared_database_and_lists_what_the_replicas_gave_up
 
     assert cli_main(["runs", "list", "--database-url", "mysql://nobody@127.0.0.1/none"]) == 2
     assert "must start with postgresql://" in capsys.readouterr().err
+
+
+def test_the_run_store_answers_at_once_after_the_database_restarted(tmp_path: Path, project: Path) -> None:
+    """The pool's connections die with the server; the first read after a restart still gets its answer."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
+    server = PostgresServer.start(bindir)
+    try:
+        store = PostgresRuntimeStore.open(server.url(server.create_database()), tmp_path / "home", schema=REPLICA_SCHEMA)
+        try:
+            package = load_package(EXAMPLES / "hello-branch", cache_dir=store.packages_dir)
+            record = RunManager(store).create(package, None, None, project)
+            assert store.flush()
+            with store.pool.connection() as conn:  # a connection the pool keeps for later
+                conn.execute("SELECT 1")
+            server.halt()
+            server.resume()
+            assert store.read_record(record.run_id) == record
+        finally:
+            store.close()
+            store.pool.close()
+    finally:
+        server.stop()
