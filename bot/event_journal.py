@@ -25,6 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TypeVar
 
@@ -128,12 +129,14 @@ class EventJournal:
 
     def _flush(self) -> None:
         """On the worker thread: commit what is queued, one transaction a round, until nothing is."""
-        try:
+        with ExitStack() as on_failure:  # a flush that dies lets the next add start another
+            on_failure.callback(self._stop_flushing)
             while True:
                 with self._lock:
                     batch, self._queued = self._queued, []
                     if not batch:
                         self._flushing = False
+                        on_failure.pop_all()
                         return
                 changes = [change for change, _ in batch]
                 outcome: list[int] | OSError | sqlite3.Error
@@ -145,10 +148,10 @@ class EventJournal:
                     batch[0][1].get_loop().call_soon_threadsafe(_settle, batch, outcome)
                 except RuntimeError:  # the event loop is closed: nobody waits any more
                     pass
-        except BaseException:
-            with self._lock:
-                self._flushing = False
-            raise
+
+    def _stop_flushing(self) -> None:
+        with self._lock:
+            self._flushing = False
 
     async def _call(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> T:
         """`work` on the worker thread with the open connection (in one transaction), within CALL_TIMEOUT."""

@@ -44,12 +44,11 @@ class PendingEvents:
         # waits until the event is kept. Not accepted while shutting down: kept, the next start runs it.
         kept: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
         self.lanes.submit(key, partial(self._run_when_kept, kept, event))
+        seq: int | None = None
         try:
             seq = await self.journal.add(event)
-        except BaseException:
-            kept.set_result(None)  # not kept, so not acknowledged: Slack delivers it again
-            raise
-        kept.set_result(seq)
+        finally:
+            kept.set_result(seq)  # None: not kept, so not acknowledged (the error goes on): Slack delivers it again
 
     async def replay(self) -> int:
         """Queue what a previous process kept but did not finish, oldest first. Returns how many."""
@@ -75,10 +74,10 @@ class PendingEvents:
         replayed at every start would fail again. A cancelled one (shutdown) stays for the next start."""
         try:
             await self.run(event)
-        except Exception:
-            await self._forget(seq)
-            raise
-        await self._forget(seq)
+        finally:
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():
+                await self._forget(seq)
 
     async def _forget(self, seq: int) -> None:
         assert self.journal is not None
