@@ -80,6 +80,7 @@ def test_every_subcommand_has_a_description_and_every_argument_has_help(
 # ---- where a run writes ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the command line as a process, end to end
 async def test_run_without_project_says_it_writes_in_the_current_directory(project: Path, tmp_path: Path) -> None:
     async with ScriptedLLM(responder=hello_branch_responder(preset_branch="greenfield")) as llm:
         env = model_env(llm, tmp_path / "home")
@@ -116,6 +117,7 @@ def _source_tree(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow  # the command line as a process, end to end
 @pytest.mark.parametrize("kind", ["source tree", "installed _bmad", "project holding _bmad"])
 def test_a_bmad_tree_gets_the_import_command_not_add_bmad_json(kind: str, tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
@@ -225,6 +227,7 @@ async def test_a_refused_credential_names_the_setting_in_the_terminal_and_not_in
     assert refused.value.message == "The model service refused this bot's credentials. Tell whoever runs the bot."
 
 
+@pytest.mark.slow  # the command line as a process, end to end
 async def test_an_unreachable_model_is_said_once_per_attempt_without_repeating_itself(
         project: Path, tmp_path: Path) -> None:
     with socket.socket() as probe:  # a port nobody listens on: the connection is refused at once

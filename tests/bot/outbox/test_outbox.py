@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from slack_sdk.errors import SlackApiError
 
 from bot.native.fallbacks import STATUS, Fallbacks
@@ -78,6 +79,7 @@ async def test_an_entry_that_reached_slack_before_a_crash_is_not_posted_again(tm
             assert sender.waiting() == 0  # done for good
 
 
+@pytest.mark.slow  # waits out Slack's failures and Retry-After
 async def test_a_refused_post_is_given_up_at_once_and_an_unsent_one_after_its_time(tmp_path: Path) -> None:
     path = tmp_path / "outbox.sqlite"
     async with FakeSlack() as slack, courier(slack, path, give_up_after=1.0) as sender:
@@ -94,6 +96,7 @@ async def test_a_refused_post_is_given_up_at_once_and_an_unsent_one_after_its_ti
     assert [e.payload["text"] for e in read_given_up(path)] == ["lost", "late"]
 
 
+@pytest.mark.slow  # waits out Slack's failures and Retry-After
 async def test_a_429_is_not_asked_again_before_its_retry_after(tmp_path: Path) -> None:
     async with FakeSlack() as slack, courier(slack, tmp_path / "outbox.sqlite") as sender:
         outage = slack.fail_everything("ratelimited", seconds=3.0, retry_after=2)
@@ -107,6 +110,7 @@ async def test_a_429_is_not_asked_again_before_its_retry_after(tmp_path: Path) -
             assert not later or later[0] - refused >= 2.0
 
 
+@pytest.mark.slow  # waits out Slack's failures and Retry-After
 async def test_a_transient_failure_keeps_a_feature_on_and_a_refusal_turns_it_off() -> None:
     async with FakeSlack() as slack:
         client = PacedWebClient(token=BOT_TOKEN, base_url=slack.api_url)

@@ -21,6 +21,8 @@ from tests.support.shared_files import require
 from tests.support.bot_harness import bot_harness, element_text, elements, is_status, message_text
 from tests.support.cli_driver import cli
 
+pytestmark = pytest.mark.slow  # real BMAD workflows end to end in the terminal and a Slack thread
+
 
 def _imported(tmp_path_factory: pytest.TempPathFactory, tree: Path, name: str) -> Path:
     require(tree)
