@@ -1,4 +1,5 @@
-"""Connection pools on a real Postgres (a fresh database per test) for the replica tests."""
+"""Connection pools on a real Postgres (a fresh database per test) for the replica tests, and a Postgres of a
+test's own to stop and start again."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from bot.replicas.tables import REPLICA_SCHEMA
 from core.store.database import open_pool
+from tests.support.postgres import PostgresServer, find_bindir
 
 
 @pytest.fixture
@@ -30,3 +32,16 @@ async def async_pool(database_url: str, sync_pool: ConnectionPool) -> AsyncItera
         yield pool
     finally:
         await pool.close()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A Postgres of this test's own, to stop and start again without touching the other tests' server."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
+    server = PostgresServer.start(bindir)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -18,7 +18,7 @@ import pytest
 from bot.outbox.entry import marked_entry
 from tests.support.fakes import FakeSlack, Reply, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
-from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.postgres import PostgresServer
 from tests.support.processes import Spawner, kill_group, wait_healthy
 from tests.support.scripts import HELLO_LINEAR_ANSWER, current_node, hello_linear_responder, user_inputs
 from tests.support.outage_bot import text_of
@@ -30,19 +30,6 @@ WAIT = 90.0
 QUESTION = "What is the topic?"
 DONE = "completed."
 WAIT_NOTE = "can't reach my database"
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[PostgresServer]:
-    """A Postgres of this test's own, to stop and start again without touching the other tests' server."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
-    server = PostgresServer.start(bindir)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass

@@ -30,7 +30,7 @@ from core.store.run_manager import RunManager
 from core.store.files import RuntimeStore
 from core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES
-from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.slow  # a real Postgres
 
@@ -334,25 +334,22 @@ def test_runs_show_reads_the_shared_database_and_lists_what_the_replicas_gave_up
     assert "must start with postgresql://" in capsys.readouterr().err
 
 
-def test_the_run_store_answers_at_once_after_the_database_restarted(tmp_path: Path, project: Path) -> None:
+def test_the_run_store_answers_at_once_after_the_database_restarted(
+    own_postgres: PostgresServer, tmp_path: Path, project: Path
+) -> None:
     """The pool's connections die with the server; the first read after a restart still gets its answer."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
-    server = PostgresServer.start(bindir)
+    store = PostgresRuntimeStore.open(
+        own_postgres.url(own_postgres.create_database()), tmp_path / "home", schema=REPLICA_SCHEMA
+    )
     try:
-        store = PostgresRuntimeStore.open(server.url(server.create_database()), tmp_path / "home", schema=REPLICA_SCHEMA)
-        try:
-            package = load_package(EXAMPLES / "hello-branch", cache_dir=store.packages_dir)
-            record = RunManager(store).create(package, None, None, project)
-            assert store.flush()
-            with store.pool.connection() as conn:  # a connection the pool keeps for later
-                conn.execute("SELECT 1")
-            server.halt()
-            server.resume()
-            assert store.read_record(record.run_id) == record
-        finally:
-            store.close()
-            store.pool.close()
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=store.packages_dir)
+        record = RunManager(store).create(package, None, None, project)
+        assert store.flush()
+        with store.pool.connection() as conn:  # a connection the pool keeps for later
+            conn.execute("SELECT 1")
+        own_postgres.halt()
+        own_postgres.resume()
+        assert store.read_record(record.run_id) == record
     finally:
-        server.stop()
+        store.close()
+        store.pool.close()
