@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.postgres import PostgresServer, running_server
 from tests.support.paths import EXAMPLES
 from tests.support.processes import Spawner
 
@@ -57,14 +57,7 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One Postgres for the session (started on first use, stopped with its process group at the end)."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
-    server = PostgresServer.start(bindir)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_server()
 
 
 @pytest.fixture

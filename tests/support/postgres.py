@@ -15,10 +15,12 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.support.processes import free_port, kill_group
 
@@ -132,3 +134,16 @@ class PostgresServer:
             except subprocess.TimeoutExpired:
                 pass
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def running_server() -> Iterator[PostgresServer]:
+    """A fixture's body: a server of its own, or the test skipped when no binaries are installed; the
+    server ends with its process group, pass or fail."""
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
+    server = PostgresServer.start(bindir)
+    try:
+        yield server
+    finally:
+        server.stop()

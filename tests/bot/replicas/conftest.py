@@ -10,7 +10,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from bot.replicas.tables import REPLICA_SCHEMA
 from core.store.database import open_pool
-from tests.support.postgres import PostgresServer, find_bindir
+from tests.support.postgres import PostgresServer, running_server
 
 
 @pytest.fixture
@@ -37,11 +37,4 @@ async def async_pool(database_url: str, sync_pool: ConnectionPool) -> AsyncItera
 @pytest.fixture
 def own_postgres() -> Iterator[PostgresServer]:
     """A Postgres of this test's own, to stop and start again without touching the other tests' server."""
-    bindir = find_bindir()
-    if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, postgres) are not installed; `.ci/run` installs them")
-    server = PostgresServer.start(bindir)
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from running_server()
