@@ -76,7 +76,7 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
             args += ["--ro-bind", "/dev/null", secret]
     tmp_bytes = str(limits.file_size_mb * 1024 * 1024)  # /tmp is memory: bounded like one file
     # bwrap makes these as whoever it runs as: root when the command then switches to the sandbox user
-    args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--size", tmp_bytes, "--perms", "1777",
+    args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--chmod", "1777", "/dev/shm", "--size", tmp_bytes, "--perms", "1777",
              "--tmpfs", "/tmp", "--perms", "0777", "--dir", HOME]
     args += _walkable_parents(layout)
     for folder in layout.toolchain:
