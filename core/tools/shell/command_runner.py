@@ -66,20 +66,23 @@ async def run(
     executable: str | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> Finished:
-    """Run argv to its end or its timeout. Raises OSError when it cannot start; cancellation kills it."""
+    """Run argv to its end or its timeout. Raises OSError when it cannot start; cancellation kills it.
+    Takes over `pass_fds`: they are closed once the process has started (or failed to)."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-        executable=executable,
-    )
-    close_fds(pass_fds)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            executable=executable,
+        )
+    finally:  # the child has its copies; closed here once (a later close could hit a reused number)
+        close_fds(pass_fds)
     readers = [
         asyncio.create_task(_read(proc.stdout, "stdout", capture)),
         asyncio.create_task(_read(proc.stderr, "stderr", capture)),

@@ -25,7 +25,7 @@ from .output_capture import OutputCapture
 from .pids_cgroup import PidsCgroup, remove_stale
 from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
 from .sandbox_user import SandboxUser, UnknownSandboxUser, bot_is_root, hand_over, sandbox_user, setpriv, switch_prefix
-from .special_bits import clear_special_bits
+from .special_bits import swept, sweep_after
 from .syscall_filter import filter_program
 
 log = logging.getLogger(__name__)
@@ -215,25 +215,19 @@ def _bwrap_command(state: SandboxState, config: CommandsConfig, layout: Layout, 
 
 async def execute(state: SandboxState, prepared: Prepared, timeout: float, capture: OutputCapture,
                   stop: Callable[[], bool] | None = None) -> Finished:
+    if prepared.sweep is not None:
+        await swept(prepared.sweep)
     try:
         return await run(prepared.argv, env=prepared.env, cwd=prepared.cwd, timeout=timeout, capture=capture,
                          pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, executable=prepared.executable,
                          stop=stop)
     finally:
-        close_fds(prepared.pass_fds)
         if prepared.cgroup is not None:
             await asyncio.to_thread(prepared.cgroup.remove)
         if prepared.own_home is not None:
             await asyncio.to_thread(shutil.rmtree, prepared.own_home, True)
         if prepared.sweep is not None:
-            await asyncio.to_thread(_sweep, prepared.sweep)
-
-
-def _sweep(project: Path) -> None:
-    try:
-        clear_special_bits(project)
-    except OSError as exc:
-        log.error("the project could not be cleared of setuid/setgid bits: %s", exc)
+            sweep_after(prepared.sweep)
 
 
 async def shell_accepts(line: str) -> bool:
@@ -306,6 +300,7 @@ async def _probe(state: SandboxState, config: CommandsConfig, layout: Layout) ->
     prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}), layout,
                                        _PROBE, "", 10)
     finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
+    await swept(layout.project)  # before the scratch folder goes
     stdout, stderr, _ = capture.render()
     if finished.exit_code != 0 or _PROBE_TEXT not in stdout:
         detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"

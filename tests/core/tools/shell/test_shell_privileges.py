@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from core.tools.shell.command_config import CommandsConfig
 from core.tools.shell.command_sandbox import protections, sandbox_state, start_up_line
+from core.tools.shell.special_bits import swept
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the bot runs as root only here (CI runs as root)")
@@ -80,6 +81,7 @@ async def test_no_setuid_or_setgid_file_stays_in_the_project(bench: ShellBench) 
         "python3 -c \"import os; os.mknod('/@project/f', 0o104755)\"; ls -l @project",
         approved="the owner")
     assert result["ok"] is True, result
+    await swept(bench.project)  # the sweep after a command runs in the background
     assert _special_files(bench.project) == []
     assert stat.S_IMODE(planted.stat().st_mode) == 0o755
 
