@@ -1,0 +1,87 @@
+"""Whether a command's words start with a rule's prefix, comparing what the words name.
+
+Paths are compared normalised, as the sandbox resolves them: `@pkg/../@project/x.py` and
+`/@project/x.py` are `@project/x.py`, so they are not under `@pkg/`; `./a/../b` is `b`. A program
+named by its path counts as its name (`/usr/bin/git` is `git`), except that a program the command
+could have written itself (under the project, `/tmp`, or a relative path) never gets an `allow` rule
+of that name. A word holding text the checker cannot know (see command_words.py) may match: such a
+match is MAYBE, and a word after it may stand for several words.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Sequence
+from enum import Enum
+
+from .command_words import UNKNOWN
+
+_ALIAS = re.compile(r"/?@(project|pkg)(?=/|$)")
+_WRITABLE = ("@project", "/tmp", "/var/tmp", "/dev/shm")
+
+
+class Match(Enum):
+    NO = 0
+    MAYBE = 1
+    YES = 2
+
+
+def prefix_words(prefix: str) -> list[str]:
+    try:
+        words = shlex.split(prefix)
+    except ValueError:
+        words = prefix.split()
+    return [_rule_word(w) for w in words]
+
+
+def matches(words: Sequence[str], wanted: Sequence[str], *, allows: bool = False) -> Match:
+    """Whole words; a last wanted word ending in '/' matches any path below it (`uv run @pkg/`)."""
+    if not wanted or not words:
+        return Match.NO
+    first = normalised(words[0])
+    if "/" not in wanted[0] and "/" in first and not (allows and _writable(first)):
+        first = first.rstrip("/").rsplit("/", 1)[-1]
+    shown = [first, *(normalised(w) for w in words[1:])]
+    for index, want in enumerate(wanted):
+        if index >= len(shown):
+            return Match.NO
+        word, below = shown[index], index == len(wanted) - 1 and want.endswith("/")
+        if UNKNOWN in word:  # may be this word, and may split into the words after it
+            return Match.MAYBE if _could_be(word, want, below) else Match.NO
+        if not (word == want or (below and word.startswith(want))):
+            return Match.NO
+    return Match.YES
+
+
+def normalised(word: str) -> str:
+    """What a path word names, as the rules spell it: aliases without their sandbox slash, no `.`, `..` or `//`."""
+    if "/" not in word or word.startswith("-"):
+        return word
+    if word.startswith("/") or _ALIAS.match(word):
+        path = posixpath.normpath("/" + word.lstrip("/"))  # `//x` is `/x` too
+        return path[1:] if _ALIAS.match(path) else path
+    path = posixpath.normpath(word)
+    return "./" + path if path.startswith("@") else path  # `./@pkg/x` is a file in the project
+
+
+def _rule_word(word: str) -> str:
+    below = word.endswith("/")
+    shown = normalised(word)
+    return shown + "/" if below and not shown.endswith("/") else shown
+
+
+def _writable(path: str) -> bool:
+    if not path.startswith("/") and not path.startswith("@pkg"):
+        return True  # relative: the project's own files
+    return any(path == root or path.startswith(root + "/") for root in _WRITABLE)
+
+
+def _could_be(word: str, want: str, below: bool) -> bool:
+    """Whether some value of the unknown text makes `word` equal `want` (or a path below it)."""
+    if below:
+        known_start = word.split(UNKNOWN, 1)[0]
+        return known_start.startswith(want) or want.startswith(known_start)
+    pattern = ".*".join(re.escape(piece) for piece in word.split(UNKNOWN))
+    return re.fullmatch(pattern, want, re.DOTALL) is not None
