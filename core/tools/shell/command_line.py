@@ -16,10 +16,11 @@ from typing import Any
 import bashlex  # type: ignore[import-untyped]
 import bashlex.errors  # type: ignore[import-untyped]
 
-from .command_words import UNKNOWN, Form, Known, TooManyForms, combine, has_unknown, line_forms, word_forms
+from .command_words import UNKNOWN, Form, Known, TooManyForms, combine, has_unknown, word_forms
 from .command_wrappers import SHELLS, Unwrapped, program, unwrap
 
 FORMS_PER_COMMAND = 256
+FORMS_PER_LINE = 2048  # simple commands read in all their forms, text given to shells included
 MAX_TEXT_DEPTH = 3  # `sh -c "bash -c '…'"`: levels of commands given as text that are read
 # Commands that run code the checker cannot read (a file, a string evaluated later, another root).
 INDIRECT = frozenset({
@@ -57,7 +58,15 @@ class Analysis:
         self.opaque += other.opaque
 
 
-def analyse(line: str, *, depth: int = 0, given: Known | None = None) -> Analysis:
+@dataclass
+class _Budget:
+    """How many more command forms one line may make the checker read (shared with the text it runs)."""
+
+    left: int = FORMS_PER_LINE
+    texts: set[str] = field(default_factory=set)  # command lines given as text, read once each
+
+
+def analyse(line: str, *, depth: int = 0, given: Known | None = None, budget: _Budget | None = None) -> Analysis:
     """Every command of `line` (in pipelines, lists, subshells, loops, substitutions, text run by a shell)."""
     if not line.strip():
         raise CommandLineInvalid("the command is empty")
@@ -74,8 +83,9 @@ def analyse(line: str, *, depth: int = 0, given: Known | None = None) -> Analysi
     for tree in trees:
         _collect_values(tree, known)
     found = Analysis()
+    walker = _Walker(found, known, depth, budget or _Budget())
     for tree in trees:
-        _Walker(found, known, depth).walk(tree)
+        walker.walk(tree)
     if not found.opaque and _SUBSTITUTION.search(line):  # e.g. inside ${x:-…} or a here-document
         found.opaque.append("a command substitution")
     if not found.parts and not found.written and not found.opaque:
@@ -93,6 +103,7 @@ class _Walker:
     found: Analysis
     known: Known
     depth: int
+    budget: _Budget
 
     def walk(self, node: Any) -> None:
         kind = getattr(node, "kind", "")
@@ -120,6 +131,9 @@ class _Walker:
         try:
             readings = combine([word_forms(w, self.known) for w in words], FORMS_PER_COMMAND)
         except TooManyForms:
+            readings = []
+        self.budget.left -= len(readings)
+        if not readings or self.budget.left < 0:
             self.found.opaque.append("words that expand to more forms than the checker reads")
             readings = [tuple(w.word for w in words)]
         stdin = _stdin_texts(node, self.known)
@@ -154,8 +168,12 @@ class _Walker:
         if has_unknown(text) or self.depth + 1 >= MAX_TEXT_DEPTH:
             self.found.opaque.append("a command given as text the checker cannot read whole")
             return
+        key = repr((text, sorted(given.items())))
+        if key in self.budget.texts:
+            return
+        self.budget.texts.add(key)
         try:
-            self.found.add(analyse(text, depth=self.depth + 1, given={**self.known, **given}))
+            self.found.add(analyse(text, depth=self.depth + 1, given={**self.known, **given}, budget=self.budget))
         except CommandLineInvalid:
             self.found.opaque.append("a command given as text that does not parse")
 

@@ -4,7 +4,8 @@ Paths are compared normalised, as the sandbox resolves them: `@pkg/../@project/x
 `/@project/x.py` are `@project/x.py`, so they are not under `@pkg/`; `./a/../b` is `b`. A program
 named by its path counts as its name (`/usr/bin/git` is `git`), except that a program the command
 could have written itself (under the project, `/tmp`, or a relative path) never gets an `allow` rule
-of that name. A word holding text the checker cannot know (see command_words.py) may match: such a
+of that name, and a path through `..` never gets an `allow` from a folder rule (`uv run @pkg/`),
+since a folder on the way may be a link. A word holding text the checker cannot know (see command_words.py) may match: such a
 match is MAYBE, and a word after it may stand for several words.
 """
 
@@ -50,7 +51,7 @@ def matches(words: Sequence[str], wanted: Sequence[str], *, allows: bool = False
         word, below = shown[index], index == len(wanted) - 1 and want.endswith("/")
         if UNKNOWN in word:  # may be this word, and may split into the words after it
             return Match.MAYBE if _could_be(word, want, below) else Match.NO
-        if not (word == want or (below and word.startswith(want))):
+        if not (word == want or (below and word.startswith(want) and not (allows and _climbs(words[index])))):
             return Match.NO
     return Match.YES
 
@@ -63,13 +64,20 @@ def normalised(word: str) -> str:
         path = posixpath.normpath("/" + word.lstrip("/"))  # `//x` is `/x` too
         return path[1:] if _ALIAS.match(path) else path
     path = posixpath.normpath(word)
-    return "./" + path if path.startswith("@") else path  # `./@pkg/x` is a file in the project
+    if path == ".":
+        return path
+    return path if "/" in path and not path.startswith("@") else "./" + path  # `./@pkg/x`, `./pytest`: project files
 
 
 def _rule_word(word: str) -> str:
     below = word.endswith("/")
     shown = normalised(word)
     return shown + "/" if below and not shown.endswith("/") else shown
+
+
+def _climbs(word: str) -> bool:
+    """A path through `..` never earns an allow from a folder rule: a folder on the way may be a link elsewhere."""
+    return ".." in word.split("/")
 
 
 def _writable(path: str) -> bool:

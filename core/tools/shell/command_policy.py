@@ -116,6 +116,8 @@ def _forbidden_anywhere(line: str, rules: Sequence[CommandRule]) -> str | None:
             continue
         wanted = prefix_words(rule.prefix)
         for i in range(len(tokens) - len(wanted) + 1):
+            if not any(program(form) == program(wanted[0]) for form in tokens[i]):
+                continue
             readings = itertools.islice(itertools.product(*tokens[i:i + len(wanted)]), FORMS_PER_COMMAND)
             if any(matches(reading, wanted) is Match.YES for reading in readings):
                 return rule.prefix

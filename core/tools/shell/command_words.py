@@ -32,22 +32,20 @@ class TooManyForms(ValueError):
     """A word (or a command) can take more forms than the checker reads one by one."""
 
 
+class _Unreadable(ValueError):
+    """bashlex did not model this expansion (e.g. `${X:-${Y}}`): the whole word is unknown."""
+
+
 def word_forms(node: Any, known: Known, depth: int = 0) -> list[Form]:
     """Every form of a bashlex word node; raises TooManyForms past FORMS_PER_WORD."""
     text: str = node.word
     parts = list(getattr(node, "parts", None) or [])
     if any(getattr(p, "kind", "") in ("commandsubstitution", "processsubstitution") for p in parts):
         return [(UNKNOWN,)]  # `$(…)`: the line is asked about anyway; its output could be anything
-    values: list[list[Form]] = []
-    for part in parts:
-        if getattr(part, "kind", "") != "parameter":
-            continue
-        value = getattr(part, "value", None)
-        spelled = _find(text, value)
-        if spelled is None:  # $'…' and $"…", which bashlex reads as a nameless parameter
-            return [(UNKNOWN,)]
-        text = text.replace(spelled, chr(_PLACEHOLDER + len(values)), 1)
-        values.append(_parameter_forms(value, known, depth))
+    try:
+        text, values = _parameters(text, parts, known, depth)
+    except _Unreadable:
+        return [(UNKNOWN,)]
     forms: list[Form] = []
     for braced in brace_forms(text):
         for choice in itertools.product(*values):
@@ -57,19 +55,34 @@ def word_forms(node: Any, known: Known, depth: int = 0) -> list[Form]:
     return list(dict.fromkeys(forms))
 
 
-def line_forms(text: str, known: Known, depth: int = 0) -> list[Form]:
-    """The words `text` splits into, read as unquoted shell words (a default like `${X:-a b}`)."""
-    if not text:
+def _parameters(text: str, parts: Sequence[Any], known: Known, depth: int) -> tuple[str, list[list[Form]]]:
+    """The word with each `$X` / `${…}` replaced by a placeholder, and the forms each one can take."""
+    values: list[list[Form]] = []
+    for part in parts:
+        if getattr(part, "kind", "") != "parameter":
+            continue
+        value = getattr(part, "value", None)
+        spelled = _find(text, value)
+        if spelled is None or "${" in value:  # $'…', $"…" and nested ${…}, which bashlex does not model
+            raise _Unreadable(text)
+        text = text.replace(spelled, chr(_PLACEHOLDER + len(values)), 1)
+        values.append(_parameter_forms(value, known, depth))
+    return text, values
+
+
+def _default_forms(text: str, known: Known, depth: int) -> list[Form]:
+    """The words a default like `${X:-a b}` gives, read as unquoted shell words."""
+    if not text.strip():
         return [()]
-    if depth >= _MAX_DEPTH or not text.strip():
-        return [(UNKNOWN,)] if text.strip() else [()]
+    if depth >= _MAX_DEPTH:
+        raise _Unreadable(text)
     try:
         [tree] = bashlex.parse("true " + text)
     except (bashlex.errors.ParsingError, NotImplementedError, ValueError, AttributeError, IndexError, TypeError):
-        return [(UNKNOWN,)]
+        raise _Unreadable(text) from None
     words = [p for p in getattr(tree, "parts", [])[1:] if getattr(p, "kind", "") == "word"]
     if getattr(tree, "kind", "") != "command" or len(words) != len(tree.parts) - 1:
-        return [(UNKNOWN,)]
+        raise _Unreadable(text)
     return combine([word_forms(w, known, depth + 1) for w in words], FORMS_PER_WORD)
 
 
@@ -105,7 +118,7 @@ def _parameter_forms(value: str, known: Known, depth: int) -> list[Form]:
     held = [*known.get(name, ()), (UNKNOWN,)]
     if operator is None or operator.endswith("?"):
         return _unique(held)
-    alternative = line_forms(argument, known, depth + 1)
+    alternative = _default_forms(argument, known, depth + 1)
     if operator.endswith("+"):
         return _unique([(), *alternative])
     return _unique([*held, *alternative])
