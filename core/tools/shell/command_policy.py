@@ -95,7 +95,7 @@ def _match(words: Sequence[str], prefixes: Collection[str]) -> str | None:
 def _forbidden_written(written: Sequence[Sequence[str]], rules: Sequence[CommandRule]) -> str | None:
     """A forbidden command anywhere in a command as written, its wrappers set aside (`chroot / git -C . push`)."""
     forbidding = [(rule.prefix, prefix_words(rule.prefix)) for rule in rules if rule.decision == "forbid"]
-    starts = {program(wanted[0]) for _, wanted in forbidding if wanted} | {"git"}
+    starts = {program(wanted[0]) for _, wanted in forbidding if wanted}
     for words in written:
         for i, word in enumerate(words):
             if program(normalised(word)) not in starts and not is_wrapper(word):
