@@ -5,12 +5,14 @@ Paths are compared normalised, as the sandbox resolves them: `@pkg/../@project/x
 named by its path counts as its name (`/usr/bin/git` is `git`), except that a program the command
 could have written itself (under the project, `/tmp`, or a relative path) never gets an `allow` rule
 of that name, and a path through `..` never gets an `allow` from a folder rule (`uv run @pkg/`),
-since a folder on the way may be a link. A word holding text the checker cannot know (see command_words.py) may match: such a
-match is MAYBE, and a word after it may stand for several words.
+since a folder on the way may be a link. A word holding text the checker cannot know (see
+command_words.py) or a glob (`pu*`, which a file the command made may match) may match: such a
+match is MAYBE, and the words after it may be anything.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -20,6 +22,7 @@ from enum import Enum
 from .command_words import UNKNOWN
 
 _ALIAS = re.compile(r"/?@(project|pkg)(?=/|$)")
+_GLOB = "*?["
 _WRITABLE = ("@project", "/tmp", "/var/tmp", "/dev/shm")
 
 
@@ -49,16 +52,18 @@ def matches(words: Sequence[str], wanted: Sequence[str], *, allows: bool = False
         if index >= len(shown):
             return Match.NO
         word, below = shown[index], index == len(wanted) - 1 and want.endswith("/")
-        if UNKNOWN in word:  # may be this word, and may split into the words after it
+        surely_below = below and word.startswith(want) and not (allows and _climbs(words[index]))
+        if UNKNOWN not in word and (word == want or surely_below):
+            continue
+        if _uncertain(word):  # may be this word, and may become several words: the rest is unknown too
             return Match.MAYBE if _could_be(word, want, below) else Match.NO
-        if not (word == want or (below and word.startswith(want) and not (allows and _climbs(words[index])))):
-            return Match.NO
+        return Match.NO
     return Match.YES
 
 
 def normalised(word: str) -> str:
     """What a path word names, as the rules spell it: aliases without their sandbox slash, no `.`, `..` or `//`."""
-    if "/" not in word or word.startswith("-"):
+    if "/" not in word or word.startswith("-") or UNKNOWN in word:
         return word
     if word.startswith("/") or _ALIAS.match(word):
         path = posixpath.normpath("/" + word.lstrip("/"))  # `//x` is `/x` too
@@ -86,10 +91,16 @@ def _writable(path: str) -> bool:
     return any(path == root or path.startswith(root + "/") for root in _WRITABLE)
 
 
+def _uncertain(word: str) -> bool:
+    return UNKNOWN in word or any(c in word for c in _GLOB)
+
+
 def _could_be(word: str, want: str, below: bool) -> bool:
-    """Whether some value of the unknown text makes `word` equal `want` (or a path below it)."""
-    if below:
-        known_start = word.split(UNKNOWN, 1)[0]
-        return known_start.startswith(want) or want.startswith(known_start)
-    pattern = ".*".join(re.escape(piece) for piece in word.split(UNKNOWN))
-    return re.fullmatch(pattern, want, re.DOTALL) is not None
+    """Whether the word could become `want` (or a path below it): unknown text may be anything, spaces
+    included; `*`, `?` and `[…]` may match a file of that name, which the command can create."""
+    known_start = re.split(r"[\x00*?\[]", word, maxsplit=1)[0]
+    if want.startswith(known_start) and UNKNOWN in word:
+        return True
+    if below and (want.startswith(known_start) or known_start.startswith(want)):
+        return True
+    return UNKNOWN not in word and fnmatch.fnmatchcase(want, word)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_match import normalised
 from core.tools.shell.command_policy import decide
 from tests.support.shell_sandbox import commands, make_bench
 
@@ -61,6 +60,11 @@ FORBIDDEN = [
     "bash <<< \"git pus{h,}\"",
     "eval git -C . push",
     "find . -name x -exec git -C . push \\;",
+    "bash -c 'git \"$@\"' _ push",
+    "bash <<EOF\ngit -C . push\nEOF\n",
+    "uv run git -C . push",  # a command that runs another, unknown to the checker
+    "chroot / git -C . push",
+    "sudo -u x git pus{h,}",
 ]
 
 
@@ -109,6 +113,10 @@ def test_ordinary_commands_keep_their_decision(line: str) -> None:
     "git ${X:-${Y:-push}}",  # nested expansions bashlex does not model
     'git ${X:-"}"}',
     "X=status; git $X",
+    "git pu*",  # a file named push in the folder makes it push
+    "git [p]ush",
+    "/usr/bin/gi? push",
+    "timeout 5 git${IFS}push",  # $IFS splits one word into two
 ])
 def test_an_unknown_word_where_a_forbidden_rule_goes_asks_every_time(line: str) -> None:
     verdict = decide(line, POLICY, {"git"})
@@ -162,4 +170,6 @@ async def test_a_forbidden_form_is_refused_by_the_tool_without_a_question(tmp_pa
     ("-C", "-C"),
 ])
 def test_paths_are_compared_as_the_sandbox_resolves_them(word: str, names: str) -> None:
+    from core.tools.shell.command_match import normalised
+
     assert normalised(word) == names
