@@ -52,15 +52,17 @@ _WRAPPERS: dict[str, _Wrapper] = {
     "doas": _Wrapper(_options("-u", "-C"), asks="'doas' runs a command as another user"),
     "busybox": _Wrapper(),
 }
-# Global options git takes before its subcommand. Those after `_GIT_ASKS` change which code git runs
-# (an alias, a pager, a hook path, another repository).
+# Global options git takes before its subcommand. `--exec-path`, `--config-env` and most `-c` settings
+# change which program git runs (an alias renames a subcommand; a pager, an editor, an ssh command or a
+# filter is a program): they ask. A few `-c` settings only change what git writes or shows.
 _GIT_VALUE = _options("-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--super-prefix",
                       "--config-env", "--attr-source", "--list-cmds")
 _GIT_FLAG = _options("-p", "-P", "--paginate", "--no-pager", "--no-optional-locks", "--literal-pathspecs",
                      "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-replace-objects",
                      "--no-lazy-fetch", "--no-advice", "--bare")
-_GIT_ASKS = _options("-c", "--git-dir", "--work-tree", "--namespace", "--exec-path", "--super-prefix",
-                     "--config-env", "--bare")
+_GIT_ASKS = _options("--exec-path", "--config-env")
+_GIT_PLAIN_SETTINGS = ("user.", "color.", "advice.", "core.quotepath=", "init.defaultbranch=", "commit.gpgsign=",
+                       "tag.gpgsign=", "safe.directory=")
 _SHELL_VALUE = _options("-o", "+o", "-O", "+O", "--rcfile", "--init-file")
 
 
@@ -149,21 +151,22 @@ def _strip_git_options(found: Unwrapped) -> None:
     words = found.command
     i = 1
     while i < len(words) and words[i].startswith("-"):
-        option = words[i].split("=", 1)[0]
-        if option in _GIT_FLAG:
-            step = 1
-        elif option in _GIT_VALUE:
-            step = 1 if "=" in words[i] or (option == "-c" and len(words[i]) > 2) else 2
-        elif words[i].startswith("-C") and len(words[i]) > 2:
-            step = 1
-        else:  # --version, --help or an option the checker does not know: leave the words as they are
-            if i + 1 < len(words) and not words[i + 1].startswith("-"):
+        option, joined, value = words[i].partition("=")
+        step = 1
+        if option in _GIT_VALUE and not joined:
+            value, step = (words[i + 1] if i + 1 < len(words) else ""), 2
+        elif option not in _GIT_FLAG and option not in _GIT_VALUE and not option.startswith("-C"):
+            if i + 1 < len(words) and not words[i + 1].startswith("-"):  # not --version or --help
                 found.asks.append(f"git option '{words[i]}' before its subcommand")
             return
-        if option in _GIT_ASKS:
-            found.asks.append(f"git's '{option}' option changes what git runs")
+        if option in _GIT_ASKS or (option == "-c" and not _plain_setting(value)):
+            found.asks.append(f"git's '{option}' option may change which program git runs")
         i += step
     found.command = [words[0], *words[i:]]
+
+
+def _plain_setting(setting: str) -> bool:
+    return setting.lower().startswith(_GIT_PLAIN_SETTINGS)
 
 
 def _shell(found: Unwrapped) -> None:
