@@ -95,16 +95,11 @@ def unwrap(words: Sequence[str]) -> Unwrapped:
         name = program(found.command[0])
         if name == "command" and found.command[1:2] and found.command[1] in ("-v", "-V"):
             return found  # `command -v git` looks git up
-        if name in _WRAPPERS:
-            if not _strip_wrapper(found, _WRAPPERS[name]):
-                return found
-        elif name == "git":
+        if name == "git":
             _strip_git_options(found)
-            return found
         elif name in SHELLS:
             _shell(found)
-            return found
-        else:
+        if name not in _WRAPPERS or not _strip_wrapper(found, _WRAPPERS[name]):
             return found
     found.asks.append("wrappers nested too deep to check")
     return found
@@ -112,30 +107,26 @@ def unwrap(words: Sequence[str]) -> Unwrapped:
 
 def _strip_wrapper(found: Unwrapped, wrapper: _Wrapper) -> bool:
     """Whether a command follows the wrapper's words (`env` alone prints the environment; `env -S TEXT`
-    leaves only TEXT, and an empty command)."""
+    leaves only TEXT to read)."""
     rest = found.command[1:]
-    i = 0
+    i, text = 0, None
     while i < len(rest):
         word = rest[i]
         if word == "--":
             i += 1
             break
-        if wrapper.assignments and "=" in word and not word.startswith("-"):
-            i += 1
+        if wrapper.assignments and (word == "-" or ("=" in word and not word.startswith("-"))):
+            i += 1  # `env NAME=value …`, and `env -` (`env -i`)
             continue
         if not word.startswith("-") or word == "-":
-            if word == "-" and wrapper.assignments:  # `env -` is `env -i`
-                i += 1
-                continue
             break
-        option = word.split("=", 1)[0]
-        takes_value = option in wrapper.with_value and "=" not in word and len(word) == len(option)
+        takes_value = word in wrapper.with_value
         text_option = next((t for t in wrapper.text_options if word.startswith(t)), None)
         if text_option is not None:
-            found.text.append(rest[i + 1] if takes_value and i + 1 < len(rest) else word[len(text_option):].lstrip("="))
+            text = rest[i + 1] if takes_value and i + 1 < len(rest) else word[len(text_option):].lstrip("=")
         i += 2 if takes_value else 1
-    if found.text:  # `env -S 'git pu' sh`: the text's words come first, then the rest
-        found.text[-1] = " ".join([found.text[-1], *map(shlex.quote, rest[i:])])
+    if text is not None:  # `env -S 'git pu' sh`: the text's words come first, then the rest
+        found.text.append(" ".join([text, *map(shlex.quote, rest[i:])]))
         found.command = []
         return False
     i += wrapper.positional

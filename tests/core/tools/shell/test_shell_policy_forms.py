@@ -157,6 +157,9 @@ async def test_a_forbidden_form_is_refused_by_the_tool_without_a_question(tmp_pa
     assert audited["refused"] == "COMMAND_FORBIDDEN" and audited["rule"] == "git push"
     asked = await bench.call("uv run @pkg/../@project/evil.py")
     assert asked.approval is not None and asked.result == {}
+    maybe = await bench.call("git $X", allowed_for_run=frozenset({"git"}))
+    assert maybe.approval is not None and maybe.approval.allow_for_run is None
+    assert "it could be 'git push', which is forbidden" in maybe.approval.message
 
 
 @pytest.mark.parametrize(("word", "names"), [
