@@ -13,9 +13,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .command_config import STRICTNESS, CommandRule, CommandsConfig, Decision
-from .command_line import FORMS_PER_COMMAND, Analysis, analyse, words_anywhere
+from .command_line import Analysis, analyse, words_anywhere
 from .command_match import Match, matches, normalised, prefix_words
-from .command_words import UNKNOWN, brace_forms
+from .command_words import UNKNOWN, brace_words
 from .command_wrappers import is_wrapper, program, unwrap
 
 ALLOW_FOR_RUN_WORDS = 2
@@ -109,17 +109,14 @@ def _forbidden_written(written: Sequence[Sequence[str]], rules: Sequence[Command
 
 def _forbidden_anywhere(line: str, rules: Sequence[CommandRule]) -> str | None:
     """A forbidden prefix found as consecutive words anywhere (inside quotes and substitutions too),
-    each word in any of its brace forms."""
-    tokens = [brace_forms(token) for token in words_anywhere(line)]
+    braces expanded."""
+    tokens = [word for token in words_anywhere(line) for word in brace_words(token)]
     for rule in rules:
         if rule.decision != "forbid":
             continue
         wanted = prefix_words(rule.prefix)
         for i in range(len(tokens) - len(wanted) + 1):
-            if not any(program(form) == program(wanted[0]) for form in tokens[i]):
-                continue
-            readings = itertools.islice(itertools.product(*tokens[i:i + len(wanted)]), FORMS_PER_COMMAND)
-            if any(matches(reading, wanted) is Match.YES for reading in readings):
+            if matches(tokens[i:i + len(wanted)], wanted) is Match.YES:
                 return rule.prefix
     return None
 

@@ -1,10 +1,11 @@
 """What one word of a command line can become once the shell expands it.
 
-The policy judges every form a word can take, so `git pus{h,}` is judged as `git push` and as
-`git pus`, and `git ${X:-push}` as `git push` and as git followed by whatever `$X` holds. Text the
-checker cannot know (a variable's value, a command's output) is the character UNKNOWN inside a
-form. Quotes and backslashes are already undone by bashlex; braces are expanded whether or not
-they were quoted (the stricter reading), never inside `${…}`.
+A word's form is the words the shell makes of it. Braces make several words, as bash expands them
+(`git pus{h,}` runs `git push pus`, `{git,push}` runs `git push`); a parameter may take several
+values, so a word may have several forms (`git ${X:-push}` is `git push`, or git followed by
+whatever `$X` holds). Text the checker cannot know (a variable's value, a command's output) is the
+character UNKNOWN inside a form. Quotes and backslashes are already undone by bashlex; braces are
+expanded whether or not they were quoted (the stricter reading), never inside `${…}`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from braceexpand import UnbalancedBracesError, braceexpand  # type: ignore[impor
 
 UNKNOWN = "\x00"  # text the checker cannot know; a checked line never holds a NUL byte
 FORMS_PER_WORD = 64
+WORDS_PER_BRACE = 1024  # `{1..1000}` is a thousand words; more than this many and the line is asked about
 Form = tuple[str, ...]  # the words one shell word becomes (none, one, or several after word splitting)
 Known = Mapping[str, Sequence[Form]]  # values the line itself gives a variable (`X=push`, `for X in …`)
 
@@ -46,12 +48,14 @@ def word_forms(node: Any, known: Known, depth: int = 0) -> list[Form]:
         text, values = _parameters(text, parts, known, depth)
     except _Unreadable:
         return [(UNKNOWN,)]
+    braced = brace_words(text)
+    if len(braced) > WORDS_PER_BRACE:
+        raise TooManyForms(node.word)
     forms: list[Form] = []
-    for braced in brace_forms(text):
-        for choice in itertools.product(*values):
-            forms.append(_fill(braced, choice))
-            if len(forms) > FORMS_PER_WORD:
-                raise TooManyForms(node.word)
+    for choice in itertools.product(*values):
+        forms.append(tuple(w for one in braced for w in _fill(one, choice)))
+        if len(forms) > FORMS_PER_WORD:
+            raise TooManyForms(node.word)
     return list(dict.fromkeys(forms))
 
 
@@ -124,12 +128,12 @@ def _parameter_forms(value: str, known: Known, depth: int) -> list[Form]:
     return _unique([*held, *alternative])
 
 
-def brace_forms(text: str) -> list[str]:
-    """`pus{h,}` is push and pus; `{` alone stays as it is."""
+def brace_words(text: str) -> list[str]:
+    """`pus{h,}` is the two words push and pus; `{` alone stays as it is."""
     if "{" not in text:
         return [text]
     try:
-        return list(itertools.islice(braceexpand(text, escape=False), FORMS_PER_WORD + 1))
+        return list(itertools.islice(braceexpand(text, escape=False), WORDS_PER_BRACE + 1))
     except UnbalancedBracesError:  # `{` alone: the shell keeps it as it is
         return [text]
 

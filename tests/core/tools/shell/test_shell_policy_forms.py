@@ -25,7 +25,8 @@ POLICY = CommandsConfig.model_validate({
 
 # Each line got a question or ran on the previous policy; a `git push` rule now forbids it outright.
 FORBIDDEN = [
-    "git pus{h,}",
+    "git pus{h,}",  # bash runs `git push pus`
+    "{git,push} origin",
     "git {push,status}",
     "git ${X:-push}",
     "git ${X:+push}",
@@ -94,6 +95,7 @@ def test_a_path_that_leaves_the_package_is_not_allowed_by_a_package_rule(line: s
     "python -m pytest -k \"a or b\"",
     "echo ${HOME}",
     "ls {a,b}.txt",
+    "ls {a..z}{a..z}",
     "ls @project/{src,tests}",
     "git status",
     "git -C @project/app status",
@@ -129,8 +131,9 @@ def test_an_unknown_word_where_a_forbidden_rule_goes_asks_every_time(line: str) 
     ("git -c core.pager=sh status", "-c"),  # -c changes which code git runs
     ("sh -c 'git status'", "text"),  # a command given as text is read, and asked about
     ("bash", "input"),  # a shell reading its commands from stdin
-    ("touch {1..100}.txt", "forms"),  # more forms than the checker reads one by one
-    ("echo {a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}", "forms"),
+    ("echo {1..2000}", "forms"),  # more words than the checker reads
+    ("echo ${A:-a}${B:-b}${C:-c}${D:-d}${E:-e}${F:-f}${G:-g}", "forms"),  # 128 forms of one word
+    ("echo ${A:-a}${B:-b}${C:-c}${D:-d}${E:-e} ${F:-f}${G:-g}${H:-h}${I:-i}", "forms"),  # 512 of one command
     ("sh -c \"$CMD\"", "text"),
 ])
 def test_what_adds_or_hides_words_asks(line: str, why: str) -> None:
