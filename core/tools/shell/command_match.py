@@ -13,6 +13,7 @@ match is MAYBE, and the words after it may be anything.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 import re
 import shlex
@@ -32,12 +33,14 @@ class Match(Enum):
     YES = 2
 
 
-def prefix_words(prefix: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def prefix_words(prefix: str) -> tuple[str, ...]:
+    """A rule's words as they are compared (its paths normalised)."""
     try:
         words = shlex.split(prefix)
     except ValueError:
         words = prefix.split()
-    return [_rule_word(w) for w in words]
+    return tuple(_rule_word(w) for w in words)
 
 
 def matches(words: Sequence[str], wanted: Sequence[str], *, allows: bool = False) -> Match:
