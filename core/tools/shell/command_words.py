@@ -114,18 +114,21 @@ def _find(text: str, value: str | None) -> str | None:
 
 
 def _parameter_forms(value: str, known: Known, depth: int) -> list[Form]:
-    """`${X:-push}` may be push or X's value; `${X:+push}` push or nothing; anything else X's value."""
+    """`${X:-push}` may be push or X's value; `${X:+push}` push or nothing; `$X` X's value or nothing
+    (a variable nobody set is empty, and `git $X push` runs `git push`)."""
     match = _PARAMETER.fullmatch(value)
     if match is None:  # ${#X}, ${X#pat}, ${X/a/b}, ${!X}: computed from a value the checker does not know
         return [(UNKNOWN,)]
     name, operator, argument = match.group(1), match.group(2), match.group(3) or ""
     held = [*known.get(name, ()), (UNKNOWN,)]
-    if operator is None or operator.endswith("?"):
+    if operator is None or operator == "?":
+        return _unique([*held, ()])
+    if operator == ":?":
         return _unique(held)
     alternative = _default_forms(argument, known, depth + 1)
     if operator.endswith("+"):
         return _unique([(), *alternative])
-    return _unique([*held, *alternative])
+    return _unique([*held, *alternative] if operator.startswith(":") else [*held, (), *alternative])
 
 
 def brace_words(text: str) -> list[str]:

@@ -34,6 +34,8 @@ FORBIDDEN = [
     "git ${X=push}",
     'git "${X:-pu}sh"',
     "X=push; git $X",
+    "git $X push",  # an unset variable vanishes
+    "git ${X}push",
     "for c in status push; do git $c; done",
     "g\\it -C . pu\"sh\"",
     "git -C . push",
