@@ -108,17 +108,10 @@ def _forbidden_written(written: Sequence[Sequence[str]], rules: Sequence[Command
 
 
 def _forbidden_anywhere(line: str, rules: Sequence[CommandRule]) -> str | None:
-    """A forbidden prefix found as consecutive words anywhere (inside quotes and substitutions too),
-    braces expanded."""
+    """A forbidden command in the line's words read without its structure (inside quotes, substitutions,
+    constructs the parser does not model), braces expanded."""
     tokens = [word for token in words_anywhere(line) for word in brace_words(token)]
-    for rule in rules:
-        if rule.decision != "forbid":
-            continue
-        wanted = prefix_words(rule.prefix)
-        for i in range(len(tokens) - len(wanted) + 1):
-            if matches(tokens[i:i + len(wanted)], wanted) is Match.YES:
-                return rule.prefix
-    return None
+    return _forbidden_written([tokens], rules)
 
 
 def _allow_for_run(analysis: Analysis, config: CommandsConfig) -> str | None:

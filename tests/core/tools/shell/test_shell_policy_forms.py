@@ -52,7 +52,10 @@ FORBIDDEN = [
     "nohup git ${X:-push}",
     "timeout -s KILL 5 git -C . push",
     "stdbuf -oL git -C . push",
-    "time git pus{h,}",
+    "time git pus{h,}",  # constructs bashlex does not model are still read for forbidden words
+    "time git -C . push",
+    "select x in a; do git -C . push; done",
+    "case x in x) git pus{h,};; esac",
     "xargs git -C . push",
     "sh -c 'git -C . push'",
     'bash -c "git pus{h,}"',
