@@ -1,8 +1,11 @@
 """Which decision a command line gets: allow, ask or forbid, and why.
 
-Every part of a compound command is matched against the rules (the longest matching prefix
-decides for that part, else `default`); the strictest part decides for the line. A line the
-checker cannot see through is `ask` at least, and a forbidden prefix anywhere in it forbids it.
+Every part of a compound command, in every form its words can take and with its wrappers set
+aside (command_line.py), is matched against the rules (the longest prefix that surely matches
+decides for that part, else `default`); the strictest part decides for the line. A form that is
+forbidden forbids the line without a question; a part that only may be a forbidden command (a word
+the checker cannot know stands where the rule's words go) asks every time. A line the checker cannot
+see through is `ask` at least, and a forbidden prefix anywhere in it forbids it.
 """
 
 from __future__ import annotations
