@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from core.api.checkout import CheckoutSpec, GitSettings, scrub
+from core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
 from core.api.errors import CrewError
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
 
@@ -189,6 +189,8 @@ class FileConfig(_Strict):
     """Per-channel bindings, keyed by channel id: each its own project (or repo) and packages."""
     git: GitOptions = Field(default_factory=GitOptions)
     """Git projects: time limits, worktree clean-up and the commit author."""
+    forge: ForgeSettings | None = None
+    """Git projects: open a pull request after each Commit & push (GitHub's REST API; the token from `${VAR}`)."""
     model: str | None = None
     """The model name the endpoint serves (default: CREWAGENT_MODEL)."""
     llm: ModelCalls = Field(default_factory=ModelCalls)
@@ -229,6 +231,7 @@ class BotConfig(BaseModel):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     git: GitOptions = Field(default_factory=GitOptions)
+    forge: ForgeSettings | None = None  # None: Commit & push stops at the pushed branch
     resume_on_start: bool = True
     log_level: str = "INFO"
     database_url: str | None = None  # None: the embedded store under `home`, one process
@@ -317,6 +320,7 @@ def load_config(
     database_url, database_problems = _database_url(source, file_cfg, env)
     problems += database_problems
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
+    problems += [f"{source}: forge.{problem}" for problem in (file_cfg.forge.problems(env) if file_cfg.forge else [])]
     if problems:
         raise ConfigError(problems)
 
@@ -335,6 +339,7 @@ def load_config(
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
         git=file_cfg.git,
+        forge=file_cfg.forge,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
         database_url=database_url,
