@@ -318,9 +318,8 @@ def load_config(
     default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
-    problems += database_problems
+    problems += database_problems + forge_problems(source, file_cfg, env)
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
-    problems += [f"{source}: forge.{problem}" for problem in (file_cfg.forge.problems(env) if file_cfg.forge else [])]
     if problems:
         raise ConfigError(problems)
 
@@ -338,8 +337,7 @@ def load_config(
         access=file_cfg.access,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
-        git=file_cfg.git,
-        forge=file_cfg.forge,
+        git=file_cfg.git, forge=file_cfg.forge,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
         database_url=database_url,
@@ -420,6 +418,11 @@ def _database_url(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> 
 def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
     """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
     return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in McpServerConfig.problems_of(servers, env)]
+
+
+def forge_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:
+    """`forge.token`'s `${VAR}` when the environment does not set it (its value is never shown)."""
+    return [f"{source}: forge.{problem}" for problem in (file_cfg.forge.problems(env) if file_cfg.forge else [])]
 
 
 def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:

@@ -85,19 +85,27 @@ class Deliveries:
         except CrewError as exc:
             outcome = blocks.error(exc.message)
         else:
-            refusal = None
-            if result.pushed and self.forge is not None:
-                result, refusal = await self._with_pull_request(checkout, run, package, result, requested_by)
-            if result.pushed:
-                await asyncio.to_thread(self.runs.update, run)
-            text, result_blocks = delivery_message(result, pull_request_refusal=refusal)
-            outcome = SlackMessage(text=text, blocks=result_blocks)
-            log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
-            if result.pushed and completion_ts and package is not None:
-                snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
-                await self.io.update(channel, completion_ts, blocks.completion(snapshot, key=str(key)))
+            outcome = await self._delivered(key, checkout, run, package, result, requested_by, completion_ts)
         if note_ts is None or not await self.io.update(channel, note_ts, outcome):
             await self.io.post(channel, thread_ts, outcome)
+
+    async def _delivered(
+        self, key: ThreadKey, checkout: Checkout, run: RunRecord, package: Package | None, result: Delivery,
+        requested_by: str, completion_ts: str | None,
+    ) -> SlackMessage:
+        """What the thread is told about a delivery (with `forge:`, its pull request); a pushed run's
+        completion message is redrawn to show the branch as pushed."""
+        refusal = None
+        if result.pushed and self.forge is not None:
+            result, refusal = await self._with_pull_request(checkout, run, package, result, requested_by)
+        if result.pushed:
+            await asyncio.to_thread(self.runs.update, run)
+        text, result_blocks = delivery_message(result, pull_request_refusal=refusal)
+        log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
+        if result.pushed and completion_ts and package is not None:
+            snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
+            await self.io.update(key.channel, completion_ts, blocks.completion(snapshot, key=str(key)))
+        return SlackMessage(text=text, blocks=result_blocks)
 
     async def _with_pull_request(
         self, checkout: Checkout, run: RunRecord, package: Package | None, result: Delivery, requested_by: str
