@@ -9,6 +9,8 @@ run's workflow starts; anything else (an old button, a forged click) is refused 
 
 from __future__ import annotations
 
+import asyncio
+
 from ..base.errors import CrewError
 from ..base.events import RunPhase
 from ..package.models import Package
@@ -24,7 +26,7 @@ async def start_next(
     deps: Deps, session: Session, previous_run_id: str, workflow_id: str, out: OutputStream
 ) -> None:
     """Start `workflow_id` as the step after `previous_run_id`, or raise a CrewError saying why not."""
-    previous = _previous(deps, session, previous_run_id)
+    previous = await _previous(deps, session, previous_run_id)
     package = deps.catalog.package(previous.package_id)
     if package is None:
         raise CrewError("PACKAGE_NOT_FOUND", "The package of the previous run is no longer loaded here.")
@@ -42,17 +44,17 @@ async def start_next(
     session.package_id, session.agent_id, session.mode = package.id, agent.id, "agent"
     await runmode.start_run(
         deps, session, package, agent, workflow_id, out,
-        data_message=_handover_note(deps, previous, package),
+        data_message=await asyncio.to_thread(_handover_note, deps, previous, package),
         continues=previous,
     )
 
 
-def _previous(deps: Deps, session: Session, run_id: str) -> RunRecord:
+async def _previous(deps: Deps, session: Session, run_id: str) -> RunRecord:
     if run_id not in (session.run_id, session.last_run_id):
         raise CrewError("RUN_NOT_IN_THREAD", "That run is not the latest run of this conversation any more.")
     if session.run_id and deps.engine.is_pumping(session.run_id):
         raise CrewError("RUN_BUSY", "A run is working in this conversation; wait for it or type *stop first.")
-    previous = deps.runs.get(run_id)
+    previous = await asyncio.to_thread(deps.runs.get, run_id)
     if previous.phase is not RunPhase.COMPLETED:
         raise CrewError("RUN_NOT_COMPLETE", "The previous run has not completed, so its next step cannot start yet.")
     return previous
