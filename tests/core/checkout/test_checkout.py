@@ -58,8 +58,9 @@ async def test_two_runs_get_two_branches_and_never_see_each_others_files(team_re
     assert (pa / "artifacts/story.md").read_text() == "from A"
     assert not (team_repo.clone / "artifacts/story.md").exists(), "the shared checkout is untouched"
     assert (pa / "artifacts/PRD.md").read_text() == (team_repo.clone / "artifacts/PRD.md").read_text()
-    branches = git(team_repo.clone, "branch", "--list", "crewagent/*")
-    assert "create-story-aaaaaaaa" in branches and "create-story-bbbbbbbb" in branches
+    assert git(pa, "branch", "--list").split() == ["*", "crewagent/create-story-aaaaaaaa"]
+    assert git(pb, "branch", "--list").split() == ["*", "crewagent/create-story-bbbbbbbb"]
+    assert "crewagent/" not in git(team_repo.clone, "branch", "--list"), "runs' branches live in their own repositories"
 
 
 async def test_a_run_starts_from_the_freshest_base(team_repo: TeamRepo, tmp_path: Path) -> None:
