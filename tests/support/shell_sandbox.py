@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
+from core.tools.base import EffectivePolicy, GitView, Mounts, ToolContext, ToolOutcome
 from tests.support.fakes.llm_server import Reply
 from tests.support.linear_package import node_id
 from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
@@ -33,10 +33,11 @@ class ShellBench:
     config: CommandsConfig
     audit: list[dict[str, Any]] = field(default_factory=list)
     host: ToolHost = field(default_factory=ToolHost)
+    git: GitView | None = None  # a git project's run: its own repository, as the run's record names it
 
     def context(self, *, approved: str | None = None, allowed_for_run: frozenset[str] = frozenset()) -> ToolContext:
         return ToolContext(
-            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state),
+            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state, git=self.git),
             policy=EffectivePolicy(shell=self.config), mode="run", agent_id="dev", run_id="run-1",
             audit=self.audit.append, approved=approved, allowed_for_run=allowed_for_run,
         )
