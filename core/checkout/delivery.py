@@ -22,7 +22,7 @@ from typing import Literal
 from ..base.errors import CrewError
 from ..store.runs_model import RunWorktree
 from .git import GitError, git_ok, run_git
-from .git_env import DELIVERY_REMOTE, GitPlace, empty_folders, host_identity_env
+from .git_env import DELIVERY_REMOTE, GitPlace, empty_folders, host_settings_env
 from .nested import nested_repositories
 from .repo import GitRepo
 from .urls import remote_repo
@@ -139,7 +139,7 @@ async def _host_identity(timeout: float) -> dict[str, str]:
     for key, names in (("user.name", ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
                        ("user.email", ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"))):
         value = await run_git(["config", "--get", key], cwd=empty_folders().home, timeout=timeout,
-                              env=host_identity_env())
+                              env=host_settings_env())
         if value.ok and value.stdout.strip():
             found.update({name: value.stdout.strip() for name in names})
     return found

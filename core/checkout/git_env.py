@@ -114,8 +114,8 @@ def hardened_env(place: GitPlace | None, *, identity: Mapping[str, str] | None =
     return env
 
 
-def host_identity_env() -> dict[str, str]:
-    """Just enough of the host's environment to read the operator's own `user.name` / `user.email`.
+def host_settings_env() -> dict[str, str]:
+    """Just enough of the host's environment to read the operator's own settings (identity, safe.directory).
 
     Reading config values never runs a program; this lookup runs outside any repository.
     """

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .git import GitError, GitResult, git_ok, run_git
-from .git_env import GitPlace, empty_folders, host_identity_env
+from .git_env import GitPlace, empty_folders, host_settings_env
 from .urls import for_log
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
         if "dubious ownership" in probe.stderr:
             log.warning(
                 "git refuses the project folder because another user owns it; it is used as a plain folder. "
-                "Add it to git's safe.directory in the global config of the bot's user to get a worktree per run."
+                "Add it to git's safe.directory (system or global config of the bot's user) to get a worktree per run."
             )
         return None
     lines = probe.stdout.splitlines()
@@ -103,7 +103,7 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
     repo = GitRepo(toplevel=toplevel, common_dir=common, git_dir=git_dir, prefix=prefix, remote=None,
                    remote_url=None, base_branch=branch, settings=settings)
     # git would not have answered the probe for a folder another user owns unless the operator said it is safe
-    # (in their own global config, which no command reads any more): the bot's later commands trust it too.
+    # (in the host's system or global config, which no other command reads): the bot's later commands trust it too.
     repo.remote = await _remote(repo)
     if repo.remote:
         repo.remote_url = (await repo.git("remote", "get-url", repo.remote)).strip() or None
@@ -113,9 +113,9 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
 
 
 async def host_safe_directories(timeout: float) -> tuple[str, ...]:
-    """The `safe.directory` entries of the host's global git config (read as values; nothing runs)."""
-    found = await run_git(["config", "--global", "--get-all", "safe.directory"], cwd=empty_folders().home,
-                          timeout=timeout, env=host_identity_env())
+    """The `safe.directory` entries of the host's system and global git config (read as values; nothing runs)."""
+    found = await run_git(["config", "--get-all", "safe.directory"], cwd=empty_folders().home,
+                          timeout=timeout, env=host_settings_env())
     return tuple(line for line in found.stdout.splitlines() if line.strip()) if found.ok else ()
 
 
