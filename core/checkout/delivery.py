@@ -85,7 +85,7 @@ async def deliver(repo: GitRepo, worktree: RunWorktree, message: str, author: Au
     """Commit what the run changed (if anything) and push the run's branch to the project's remote."""
     branch, timeout = worktree.branch, repo.settings.timeout
     place = await run_place(repo, worktree)
-    await _refuse_nested(worktree)
+    await _refuse_nested(place, worktree, timeout)
     await git_ok(["add", "-A"], place=place, timeout=timeout)
     staged = await run_git(["diff", "--cached", "--quiet", "--ignore-submodules=all", "--no-ext-diff"], place=place,
                            timeout=timeout)
@@ -112,9 +112,14 @@ async def deliver(repo: GitRepo, worktree: RunWorktree, message: str, author: Au
     return _refused(branch, head, result.stdout + "\n" + result.stderr)
 
 
-async def _refuse_nested(worktree: RunWorktree) -> None:
-    """A repository the run made inside its worktree stops the delivery: git would have to enter it."""
+async def _refuse_nested(place: GitPlace, worktree: RunWorktree, timeout: float) -> None:
+    """A repository the run made inside its worktree stops the delivery (git would have to enter it),
+    unless it lies in an ignored folder (a dependency cache), which `git add` never looks into."""
     nested = await asyncio.to_thread(nested_repositories, Path(worktree.root))
+    if nested:
+        ignored = await run_git(["check-ignore", "--stdin", "-z"], place=place, timeout=timeout,
+                                stdin="\0".join(nested) + "\0")
+        nested = [folder for folder in nested if folder not in set(ignored.stdout.split("\0"))]
     if not nested:
         return
     shown = ", ".join(f"`{_alias(worktree, folder)}`" for folder in nested[:5])

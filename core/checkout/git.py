@@ -57,6 +57,7 @@ async def run_git(
     config: Mapping[str, str] | None = None,
     trusted: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
 ) -> GitResult:
     """Run `git ARGS` on `place` (or, only to find or clone a repository, in `cwd`).
 
@@ -75,7 +76,7 @@ async def run_git(
             *args,
             cwd=os.fspath(cwd),
             env=full_env,
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -89,7 +90,7 @@ async def run_git(
             "GIT_FAILED", "git could not be started on the server.", detail=exc.strerror or "", command=command
         ) from None
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         _kill_group(proc)
         await proc.wait()

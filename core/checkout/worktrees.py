@@ -120,9 +120,15 @@ async def ensure_worktree(repo: GitRepo, worktree: RunWorktree) -> None:
     if not git_dir.is_dir():
         raise GitError("GIT_NO_WORKTREE", "This run's branch is gone from the server, so its files cannot be "
                        "restored.", command="git reset")
-    root.mkdir(parents=True, exist_ok=True)
-    await asyncio.to_thread(atomic_write_text, root / ".git", f"gitdir: {git_dir}\n")
-    await git_ok(["reset", "--quiet", "--hard"], place=GitPlace(git_dir, root), timeout=repo.settings.timeout)
+    async with repo.lock:  # one restore at a time: two resumes of the same run may ask together
+        if root.is_dir():
+            return
+        partial = root.with_name(f".{root.name}.restoring")
+        await asyncio.to_thread(_fresh_folders, partial, partial)
+        partial.mkdir()
+        await asyncio.to_thread(atomic_write_text, partial / ".git", f"gitdir: {git_dir}\n")
+        await git_ok(["reset", "--quiet", "--hard"], place=GitPlace(git_dir, partial), timeout=repo.settings.timeout)
+        os.replace(partial, root)
     Path(worktree.path).mkdir(parents=True, exist_ok=True)
     log.info("run worktree restored", extra={"branch": worktree.branch})
 

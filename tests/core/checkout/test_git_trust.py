@@ -230,3 +230,21 @@ async def test_a_run_recorded_as_a_linked_worktree_still_delivers_is_pruned_and_
     assert not root.exists()
     await co.ensure(record(RUN_A, team_repo.clone, old))
     assert (root / "artifacts" / "left.md").read_text() == "unsaved\n"
+
+
+async def test_a_repository_inside_an_ignored_folder_does_not_stop_delivery(team_repo: TeamRepo, tmp_path: Path) -> None:
+    """A dependency cache that holds clones (`node_modules`, say) is ignored, so git never looks into it."""
+    co, worktree = await new_run(team_repo, tmp_path / "home")
+    root = Path(worktree.root)
+    fired = tmp_path / "fired.log"
+    (root / ".gitignore").write_text("deps/\n")
+    nested = root / "deps" / "pkg"
+    nested.mkdir(parents=True)
+    git(nested, "init", "--quiet")
+    tripwire(nested, "hook.sh", fired)
+    git(nested, "config", "core.fsmonitor", "./hook.sh")
+    (root / "artifacts" / "story.md").write_text("# Story\n")
+    result = await co.deliver(record(RUN_A, team_repo.clone, worktree), workflow_name="x", author=AUTHOR,
+                              requested_by=None)
+    assert result.pushed and not fired.exists()
+    assert not [f for f in team_repo.files(worktree.branch) if f.startswith("deps")]
