@@ -132,7 +132,7 @@ async def clone_repo(url: str, dest: Path, *, branch: str | None, settings: GitS
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.parent / f".{dest.name}.cloning"
     shutil.rmtree(partial, ignore_errors=True)
-    args = ["clone", "--quiet", "--origin", "origin"]
+    args = ["clone", "--quiet", "--single-branch", "--origin", "origin"]  # the base only: no other runs' pushed branches
     if branch:
         args += ["--branch", branch]
     result = await run_git([*args, "--", url, os.fspath(partial)], cwd=dest.parent, timeout=settings.timeout)
