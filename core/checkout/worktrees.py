@@ -33,10 +33,14 @@ from .git import GitError, git_ok, run_git
 from .git_env import GitPlace
 from .nested import excluded, nested_repositories
 from .repo import GitRepo
+from ..tools.shell.sandbox_layout import GIT as SANDBOX_GIT_DIR
 
 log = logging.getLogger(__name__)
 
 BRANCH_PREFIX = "crewagent/"
+# The worktree's own `.git` says what the sandbox shows there (its view of the run's repository), so no
+# host path is written into the worktree; the bot never reads it.
+DOT_GIT_TEXT = f"gitdir: {SANDBOX_GIT_DIR}\n"
 BASE_REFS = "refs/crewagent/bases/"  # in the shared repository: keeps each run's borrowed history alive
 KEEP_MESSAGE = "Work left uncommitted when the run's worktree was cleaned up"
 BOT_IDENTITY = {
@@ -85,6 +89,7 @@ async def create_worktree(repo: GitRepo, worktrees_dir: Path, git_dirs: Path, ru
     await git_ok(["init", "--quiet", "--template=", f"--initial-branch={branch}",
                   f"--separate-git-dir={os.fspath(git_dir)}", os.fspath(root)], cwd=root.parent, timeout=timeout)
     await asyncio.to_thread(atomic_write_text, git_dir / "objects" / "info" / "alternates", f"{borrowed}\n")
+    await asyncio.to_thread(atomic_write_text, root / ".git", DOT_GIT_TEXT)
     await git_ok(["reset", "--quiet", "--hard", base_commit], place=GitPlace(git_dir, root), timeout=timeout)
     project = root / repo.prefix if repo.prefix else root
     project.mkdir(parents=True, exist_ok=True)
@@ -126,7 +131,7 @@ async def ensure_worktree(repo: GitRepo, worktree: RunWorktree) -> None:
         partial = root.with_name(f".{root.name}.restoring")
         await asyncio.to_thread(_fresh_folders, partial, partial)
         partial.mkdir()
-        await asyncio.to_thread(atomic_write_text, partial / ".git", f"gitdir: {git_dir}\n")
+        await asyncio.to_thread(atomic_write_text, partial / ".git", DOT_GIT_TEXT)
         await git_ok(["reset", "--quiet", "--hard"], place=GitPlace(git_dir, partial), timeout=repo.settings.timeout)
         os.replace(partial, root)
     Path(worktree.path).mkdir(parents=True, exist_ok=True)

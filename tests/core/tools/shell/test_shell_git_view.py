@@ -81,6 +81,7 @@ async def test_no_host_path_in_anything_under_the_git_view(two_runs: tuple[Shell
     lines = result["stdout"].split("\n")
     assert lines[0].strip() == "0", result
     assert str(tmp_path) not in result["stdout"]
+    assert str(tmp_path) not in (bench.project / ".git").read_text(), "nor in the worktree on the host"
 
 
 async def test_the_runs_repository_is_read_only_inside(two_runs: tuple[ShellBench, str]) -> None:
@@ -95,4 +96,4 @@ async def test_the_runs_repository_is_read_only_inside(two_runs: tuple[ShellBenc
     assert sorted(p.name for p in bench.git.git_dir.rglob("*")) == before
     assert "fsmonitor" not in (bench.git.git_dir / "config").read_text()
     assert (bench.project / ".git").read_text().startswith("gitdir: ")
-    assert "sneaky" not in git(bench.project, "log", "--oneline")
+    assert "sneaky" not in git(bench.git.git_dir, "log", "--oneline")
