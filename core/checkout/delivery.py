@@ -128,7 +128,7 @@ async def _refuse_nested(place: GitPlace, worktree: RunWorktree, timeout: float)
         "NESTED_REPOSITORY",
         f"Nothing was committed: {shown}{more} is a git repository of its own inside the run's folder (it has a "
         "`.git`), and I never commit or enter another repository. Delete its `.git` to commit its files as "
-        "ordinary files, or move it out of the project, then try Commit & push again.",
+        "ordinary files, or move it out of the project, then try again.",
     )
 
 

@@ -5,9 +5,8 @@ bot's own clone of a `repo:` URL under the runtime home. Finding the repository 
 git looks for a `.git` in a folder (the operator's project folder, never a run's worktree); from
 then on every command names the repository found then (`GitRepo.place`). The remote's URL is kept
 as found at start-up: deliveries push to it, whatever the repository's config says later.
-Commands that change the shared
-repository (fetch, adding and removing worktrees) take the repository's lock, so two runs
-starting together never race on git's ref locks.
+Commands that change the shared repository (fetch, the runs' base refs, older runs' worktrees)
+take the repository's lock, so two runs starting together never race on git's ref locks.
 """
 
 from __future__ import annotations
