@@ -59,11 +59,9 @@ async def run_git(
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
 ) -> GitResult:
-    """Run `git ARGS` on `place` (or, only to find or clone a repository, in `cwd`).
+    """`git ARGS` on `place` (in `cwd` only to find or clone one); `env` only to read the host's settings.
 
-    A non-zero exit is a result; a timeout or a missing git is a GitError. `env` replaces the
-    hardened environment for the rare call that must read the host's own settings.
-    """
+    A non-zero exit is a result; a timeout or a missing git is a GitError."""
     command = _label(args)
     if cwd is None:
         assert place is not None, "a git command needs a repository from the records or a folder"

@@ -129,8 +129,8 @@ async def ensure_worktree(repo: GitRepo, worktree: RunWorktree) -> None:
         if root.is_dir():
             return
         partial = root.with_name(f".{root.name}.restoring")
-        await asyncio.to_thread(_fresh_folders, partial, partial)
-        partial.mkdir()
+        await asyncio.to_thread(shutil.rmtree, partial, True)
+        partial.mkdir(parents=True)
         await asyncio.to_thread(atomic_write_text, partial / ".git", DOT_GIT_TEXT)
         await git_ok(["reset", "--quiet", "--hard"], place=GitPlace(git_dir, partial), timeout=repo.settings.timeout)
         os.replace(partial, root)
@@ -182,7 +182,7 @@ def _fresh_folders(root: Path, git_dir: Path) -> None:
 def _linked_git_dir(common_dir: Path, root: Path) -> Path | None:
     """A linked worktree's git directory, as the shared repository lists it (its own `gitdir` files)."""
     listed = common_dir / "worktrees"
-    wanted = os.path.realpath(root / ".git") if root.exists() else os.fspath(root / ".git")
+    wanted = {os.fspath(root / ".git"), os.path.join(os.path.realpath(root), ".git")}  # never follows `.git` itself
     try:
         candidates = list(listed.iterdir())
     except OSError:
@@ -192,7 +192,7 @@ def _linked_git_dir(common_dir: Path, root: Path) -> Path | None:
             pointer = (candidate / "gitdir").read_text(encoding="utf-8").strip()
         except OSError:
             continue
-        if pointer in (wanted, os.fspath(root / ".git")):
+        if pointer in wanted:
             return candidate
     return None
 
@@ -200,7 +200,7 @@ def _linked_git_dir(common_dir: Path, root: Path) -> Path | None:
 async def _ensure_linked(repo: GitRepo, worktree: RunWorktree) -> None:
     """A run from before runs had their own repository: its linked worktree, added again from its branch."""
     root = Path(worktree.root)
-    if root.is_dir() and await asyncio.to_thread(_linked_git_dir, repo.common_dir, root) is not None:
+    if root.is_dir():  # unknown to the shared repository now? Its files stay; run_place says so instead
         return
     async with repo.lock:
         await repo.run("worktree", "prune")
