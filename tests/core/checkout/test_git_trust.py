@@ -248,3 +248,21 @@ async def test_a_repository_inside_an_ignored_folder_does_not_stop_delivery(team
                               requested_by=None)
     assert result.pushed and not fired.exists()
     assert not [f for f in team_repo.files(worktree.branch) if f.startswith("deps")]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: hands the worktree to another uid, as a command's files are")
+async def test_delivery_and_cleanup_work_when_another_uid_owns_the_worktree(team_repo: TeamRepo, tmp_path: Path) -> None:
+    """Commands may run as an unprivileged uid and own what they write: git must still take the files."""
+    co, worktree = await new_run(team_repo, tmp_path / "home")
+    root = Path(worktree.root)
+    (root / "artifacts" / "story.md").write_text("# Story\n")
+    for folder, _, files in os.walk(root):
+        for name in [folder, *(os.path.join(folder, f) for f in files)]:
+            os.lchown(name, 65534, 65534)
+    result = await co.deliver(record(RUN_A, team_repo.clone, worktree), workflow_name="x", author=AUTHOR,
+                              requested_by=None)
+    assert result.pushed, result.message
+    (root / "artifacts" / "left.md").write_text("unsaved\n")
+    os.lchown(root / "artifacts" / "left.md", 65534, 65534)
+    assert await co.prune([record(RUN_A, team_repo.clone, worktree, completed_long_ago=True)]) == 1
+    assert git(Path(worktree.git_dir or ""), "show", f"{worktree.branch}:artifacts/left.md") == "unsaved\n"
