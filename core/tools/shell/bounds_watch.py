@@ -1,8 +1,8 @@
 """Watches one running command against the bounds the kernel cannot hold alone: what it adds to disk
 (the worktree plus its in-memory /tmp and /dev), and whether its memory cgroup had to kill a process.
 
-The worktree is the real folder, so its growth is sampled: a walk in a thread, the first one as the
-command starts (the baseline), then again after max(MIN_INTERVAL, WALK_SHARE × the last walk's time),
+The worktree is the real folder, so its growth is sampled: the baseline is walked before the command
+starts, then a walk in a thread again and again, after max(MIN_INTERVAL, WALK_SHARE × the last walk's time),
 so a large worktree costs at most about a tenth of a core. A command can overshoot by what it writes
 between two samples; one more walk after it ends catches what was left. RLIMIT_FSIZE still bounds any
 one file, and /tmp (a tmpfs) is sized to the whole budget.
@@ -36,10 +36,10 @@ class BoundsWatch:
 
     project: Path
     disk_mb: int
+    baseline: int  # what the worktree held when the command started (disk_usage.folder_usage)
     cgroup: CommandCgroup | None = None
     sandboxed: bool = True
     added_bytes: int = 0  # the largest addition seen so far
-    _baseline: int | None = None
     _launcher: int | None = None
     _inside: int | None = None  # a process inside the sandbox's mount namespace
     _tmpfs_bytes: int = 0
@@ -73,11 +73,9 @@ class BoundsWatch:
         started = time.monotonic()
         used = folder_usage(self.project).bytes_used
         self._walk_seconds = time.monotonic() - started
-        if self._baseline is None:
-            self._baseline = used
         if self.sandboxed and not final:
             self._tmpfs_bytes = self._sandbox_tmpfs_bytes()
-        self.added_bytes = max(self.added_bytes, used - self._baseline + self._tmpfs_bytes)
+        self.added_bytes = max(self.added_bytes, used - self.baseline + self._tmpfs_bytes)
         return "disk" if self.added_bytes > self.disk_mb * _MB else None
 
     def _sandbox_tmpfs_bytes(self) -> int:

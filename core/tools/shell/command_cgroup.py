@@ -67,6 +67,9 @@ class CommandCgroup:
     paths: tuple[Path, ...]
     memory: Path | None  # the group holding the memory controller
     memory_version: int = 0
+    hierarchies: tuple[Hierarchy, ...] = ()  # one per path, with the bounds set, to make a lost group again
+    processes: int = 0
+    memory_mb: int | None = None
 
     @classmethod
     def create(cls, host: CgroupHost, *, processes: int, memory_mb: int | None) -> CommandCgroup | None:
@@ -86,12 +89,23 @@ class CommandCgroup:
         except OSError:
             cls(tuple(made), None).remove()
             return None
-        return cls(tuple(made), memory, memory_version) if made else None
+        return cls(tuple(made), memory, memory_version, host.hierarchies, processes, memory_mb) if made else None
 
     def add(self, pid: int) -> None:
-        """Blocking: move a process (and what it will start) into the group. Raises OSError."""
-        for path in self.paths:
-            (path / "cgroup.procs").write_text(str(pid))
+        """Blocking: move a process (and what it will start) into the group. Raises OSError.
+        A group removed meanwhile (an older bot's clean-up takes every empty one) is made again."""
+        for path, hierarchy in zip(self.paths, self.hierarchies, strict=True):
+            for attempt in range(3):
+                try:
+                    if attempt:
+                        with contextlib.suppress(FileExistsError):
+                            path.mkdir()
+                        _configure(path, hierarchy, processes=self.processes, memory_mb=self.memory_mb)
+                    (path / "cgroup.procs").write_text(str(pid))
+                    break
+                except FileNotFoundError:
+                    if attempt == 2:
+                        raise
 
     def pids(self) -> list[int]:
         found: set[int] = set()

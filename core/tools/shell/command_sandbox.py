@@ -22,6 +22,7 @@ from .bounds_watch import BoundsWatch
 from .command_cgroup import GATE, CgroupHost, CommandCgroup, detect, remove_stale
 from .command_config import CommandLimits, CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
+from .disk_usage import folder_usage
 from .output_capture import OutputCapture
 from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
 from .socket_masks import socket_mask_args
@@ -120,9 +121,11 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
+        baseline = folder_usage(layout.project).bytes_used
         return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"],
-                        watch=BoundsWatch(layout.project, config.limits.disk_mb, sandboxed=False))
+                        watch=BoundsWatch(layout.project, config.limits.disk_mb, baseline, sandboxed=False))
     assert state.program is not None
+    worktree = folder_usage(layout.project)  # the disk budget's baseline, and the sockets to cover
     cgroup = (CommandCgroup.create(state.cgroups, processes=config.limits.processes,
                                    memory_mb=config.limits.memory_mb) if state.cgroup else None)
     limits = prlimit_prefix(config.limits, timeout + 5, processes=True,
@@ -131,7 +134,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     try:
         fds = open_data_pipes([git_file_text(layout)] if layout.git is not None else [])
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fd=fds[0] if fds else None) + socket_mask_args(layout) + ["--setenv", "PATH", env["PATH"]]
+                             git_fd=fds[0] if fds else None) + socket_mask_args(layout, worktree.sockets) + ["--setenv", "PATH", env["PATH"]]
         packed = ("\0".join(options) + "\0").encode()
         if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
             raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
@@ -147,7 +150,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         argv = [*GATE, *argv]
         executable = None
         env = {**env, "PATH": f"{os.path.dirname(state.program)}:{env['PATH']}"}
-    watch = BoundsWatch(layout.project, config.limits.disk_mb, cgroup)
+    watch = BoundsWatch(layout.project, config.limits.disk_mb, worktree.bytes_used, cgroup)
     return Prepared(argv, env, "/", [*fds, args_fd], cgroup, executable, watch=watch)
 
 

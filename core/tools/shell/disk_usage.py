@@ -58,7 +58,7 @@ def folder_usage(root: Path, *, skip_top: tuple[str, ...] = (".git",)) -> Folder
     return FolderUsage(total, tuple(sockets))
 
 
-def find_sockets(root: Path, *, skip_top: tuple[str, ...] = ()) -> tuple[str, ...]:
+def find_sockets(root: Path) -> tuple[str, ...]:
     """Blocking: socket files under `root` (relative paths), across mounts, without following symlinks.
     Cheaper than `folder_usage`: only entries that are neither file, folder nor symlink are looked at."""
     found: list[str] = []
@@ -72,8 +72,6 @@ def find_sockets(root: Path, *, skip_top: tuple[str, ...] = ()) -> tuple[str, ..
             continue
         with entries:
             for entry in entries:
-                if folder == str(root) and entry.name in skip_top:
-                    continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
