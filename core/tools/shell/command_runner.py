@@ -26,6 +26,7 @@ READ_CHUNK = 65_536
 DRAIN_SECONDS = 5.0  # after the process ended, how long its pipes may stay open (a daemon in sandbox: none)
 REAP_SECONDS = 10.0
 STOP_CHECK_SECONDS = 0.25  # how soon a stopped run's command is killed
+FINAL_CHECK_SECONDS = 30.0  # the walk of the worktree after a command ended
 
 
 @dataclass
@@ -109,9 +110,18 @@ async def run(
     await _end(proc, cgroup, readers)  # whatever it left behind (a daemon holding the pipes) ends too
     exit_code = None if killed else proc.returncode
     if watch is not None and killed is None:
-        killed = await watch.check(final=True)  # what it left on disk, or a process the kernel killed
+        killed = await _final_check(watch)
     return Finished(exit_code=exit_code, duration_ms=duration_ms, killed=killed,
                     disk_added_mb=watch.added_mb if watch is not None else None)
+
+
+async def _final_check(watch: BoundsWatch) -> str | None:
+    """What the command left on disk, or a process the kernel killed for memory (None if unknown)."""
+    try:
+        return await asyncio.wait_for(watch.check(final=True), FINAL_CHECK_SECONDS)
+    except TimeoutError:
+        log.warning("the command's disk use could not be measured within %s s", FINAL_CHECK_SECONDS)
+        return None
 
 
 async def _let_in(proc: asyncio.subprocess.Process, cgroup: CommandCgroup) -> None:

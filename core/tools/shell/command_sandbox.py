@@ -79,14 +79,12 @@ async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
 def bounds_summary(state: SandboxState, limits: CommandLimits) -> tuple[str, list[str]]:
     """What bounds one command (for the start-up line), and a warning for each bound weaker than asked."""
     warnings: list[str] = []
-    if state.cgroup:
-        held = ["processes", *(["memory"] if state.memory_cgroup else [])]
-        cgroups = f"a cgroup {state.cgroups.versions} per command ({', '.join(held)})"
-    else:
-        cgroups = "no cgroup"
-        if os.geteuid() == 0:
-            warnings.append("the process count is NOT bounded (root without a writable pids cgroup: "
-                            f"{state.cgroups.missing.get('pids', 'none found')})")
+    held = [name for controller, name in (("pids", "processes"), ("memory", "memory"))
+            if state.cgroup and state.cgroups.has(controller)]
+    cgroups = f"a cgroup {state.cgroups.versions} per command ({', '.join(held)})" if held else "no cgroup"
+    if os.geteuid() == 0 and "processes" not in held:
+        warnings.append("the process count is NOT bounded (root without a writable pids cgroup: "
+                        f"{state.cgroups.missing.get('pids', 'none found')})")
     if state.memory_cgroup:
         memory = f"memory {limits.memory_mb} MB for all of a command's processes together"
     else:
