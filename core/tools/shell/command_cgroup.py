@@ -205,6 +205,11 @@ def detect(wanted: tuple[str, ...] = ("pids", "memory")) -> CgroupHost:
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError as exc:
         return CgroupHost((), {c: f"cannot read this process's cgroups ({exc.strerror})" for c in wanted})
+    return host_from(membership, mounts, wanted)
+
+
+def host_from(membership: list[str], mounts: list[str], wanted: tuple[str, ...]) -> CgroupHost:
+    """`detect` from the lines of /proc/self/cgroup and /proc/self/mountinfo (blocking: reads the groups)."""
     v1_rel: dict[str, str] = {}
     v2_rel: str | None = None
     for line in membership:
