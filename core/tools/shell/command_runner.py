@@ -128,10 +128,10 @@ async def _let_in(proc: asyncio.subprocess.Process, cgroup: CommandCgroup) -> No
     """Move the waiting launcher into the command's group, then open its gate (one line on stdin)."""
     try:
         await asyncio.to_thread(cgroup.add, proc.pid)
-    except OSError:
+    except (OSError, asyncio.CancelledError):
         _kill_group(proc.pid, cgroup)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), REAP_SECONDS)
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.shield(asyncio.wait_for(proc.wait(), REAP_SECONDS))
         raise
     assert proc.stdin is not None
     with contextlib.suppress(ConnectionError):

@@ -10,9 +10,9 @@ import asyncio
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +132,8 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     try:
         fds = open_data_pipes([git_file_text(layout)] if layout.git is not None else [])
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fd=fds[0] if fds else None) + socket_mask_args(layout, worktree.sockets) + ["--setenv", "PATH", env["PATH"]]
+                             git_fd=fds[0] if fds else None)
+        options += [*socket_mask_args(layout, worktree.sockets), "--setenv", "PATH", env["PATH"]]
         packed = ("\0".join(options) + "\0").encode()
         if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
             raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
