@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from core.tools.shell.command_config import SandboxExtras
 from core.tools.shell.command_sandbox import sandbox_state, start_up_line
 from tests.support.shell_sandbox import TOOLCHAIN, ShellBench, commands, make_bench
 
@@ -111,20 +112,22 @@ def listening(path: Path) -> Iterator[list[int]]:
         thread.join(5)
 
 
-@pytest.mark.parametrize("where", ["toolchain", "project"])
+@pytest.mark.parametrize("where", ["toolchain", "extra", "project"])
 async def test_a_host_unix_socket_in_a_visible_folder_cannot_be_reached(tmp_path: Path, where: str) -> None:
     made = await _bench(tmp_path / "b")
-    tools = tmp_path / "tools"
+    tools, extra = tmp_path / "tools", tmp_path / "extra"
     tools.mkdir()
-    made.config = made.config.model_copy(update={"toolchain": (*TOOLCHAIN, str(tools))})
-    path = (tools if where == "toolchain" else made.project) / "d.sock"
-    shown = str(path) if where == "toolchain" else "@project/d.sock"
-    with listening(path) as accepted:
+    extra.mkdir()
+    made.config = made.config.model_copy(update={
+        "toolchain": (*TOOLCHAIN, str(tools)), "extras": SandboxExtras(read_only=((str(extra), "/opt/crewagent/x"),))})
+    folder, shown = {"toolchain": (tools, str(tools)), "extra": (extra, "/opt/crewagent/x"),
+                     "project": (made.project, "@project")}[where]
+    with listening(folder / "d.sock") as accepted:
         result = await made.run(f"python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); "
-                                f"s.connect('{shown}'); print('CONNECTED')\"")
+                                f"s.connect('{shown}/d.sock'); print('CONNECTED')\"")
         assert result["ok"] is True and result["exitCode"] != 0 and "CONNECTED" not in result["stdout"], result
         with socket.socket(socket.AF_UNIX) as probe:  # the same connect from the host works: the server is there
-            probe.connect(str(path))
+            probe.connect(str(folder / "d.sock"))
         await asyncio.wait_for(_until(lambda: len(accepted) == 1), 5)
 
 
