@@ -46,8 +46,7 @@ class CommandLimits(BaseModel):
     processes: int = Field(default=256, ge=8)
     """Processes and threads one command may have at once."""
     memory_mb: int = Field(default=4096, ge=64)
-    """Memory of all of one command's processes together, in MB (a memory cgroup); where the host gives
-    no memory cgroup, the address space of each process (the start-up line says which)."""
+    """Memory of all of one command's processes together, in MB (each process alone without a memory cgroup)."""
     file_size_mb: int = Field(default=1024, ge=1)
     """Largest file a command may write, in MB."""
     disk_mb: int = Field(default=2048, ge=16)
