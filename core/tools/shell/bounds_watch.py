@@ -53,11 +53,11 @@ class BoundsWatch:
     async def watch(self, launcher_pid: int) -> Breach:
         """Samples until a bound is passed (the caller cancels it when the command ends first)."""
         self._launcher = launcher_pid
-        while True:
+        while True:  # the baseline was just walked: the first sample waits like the others
+            await asyncio.sleep(min(MAX_INTERVAL, max(MIN_INTERVAL, WALK_SHARE * self._walk_seconds)))
             breach = await self.check()
             if breach is not None:
                 return breach
-            await asyncio.sleep(min(MAX_INTERVAL, max(MIN_INTERVAL, WALK_SHARE * self._walk_seconds)))
 
     async def check(self, *, final: bool = False) -> Breach | None:
         """One sample (a thread does the walk). `final`: the command has ended, its sandbox is gone."""
