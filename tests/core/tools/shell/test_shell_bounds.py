@@ -147,3 +147,19 @@ async def test_the_start_up_line_says_how_memory_and_disk_are_bounded() -> None:
         assert level == logging.INFO and "memory 512 MB for all of a command's processes together" in line
     else:
         assert level == logging.WARNING and "memory_mb bounds each process alone" in line
+
+
+def test_without_a_memory_cgroup_memory_is_bounded_per_process_and_the_start_up_line_says_why() -> None:
+    from core.tools.shell.bwrap import prlimit_prefix
+    from core.tools.shell.command_cgroup import CgroupHost
+    from core.tools.shell.command_config import CommandLimits
+    from core.tools.shell.command_sandbox import SandboxState, bounds_summary
+
+    limits = CommandLimits(memory_mb=300)
+    why = "cgroup v1 memory: no write access to this process's group"
+    state = SandboxState("bwrap", "bwrap", None, cgroup=False, cgroups=CgroupHost((), {"memory": why}))
+    in_force, warnings = bounds_summary(state, limits)
+    assert "memory 300 MB per process" in in_force
+    assert any("memory_mb bounds each process alone" in w and why in w for w in warnings)
+    assert f"--as={300 * MB}" in prlimit_prefix(limits, 60, processes=True, per_process_memory=True)
+    assert not any(a.startswith("--as=") for a in prlimit_prefix(limits, 60, processes=True, per_process_memory=False))
