@@ -189,7 +189,7 @@ def _audit(ctx: ToolContext, command: str, cwd: str, verdict: Verdict | None, sa
         event["deniedBy"] = denied_by
     if finished is not None:
         event.update(exitCode=finished.exit_code, durationMs=finished.duration_ms, outputBytes=output_bytes,
-                     killed=finished.killed, log=log_alias)
+                     killed=finished.killed, diskAddedMb=finished.disk_added_mb, log=log_alias)
     try:
         ctx.audit(event)
     except OSError:  # a full or unwritable disk must not turn a finished command into a failed call
