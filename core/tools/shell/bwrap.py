@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .command_config import CommandLimits
 from .sandbox_user import SWITCH_CAPABILITIES
-from .sandbox_layout import GIT, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN, Layout
+from .sandbox_layout import (GIT, GIT_OBJECTS, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN,
+                             Layout)
 
 DOCKER_FIX = (
     "user namespaces are blocked here; in Docker run the container with "
@@ -51,7 +52,7 @@ def find_uv() -> Path | None:
 
 
 def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, network: bool,
-               git_fd: int | None = None, switch_user: bool = False, seccomp_fd: int | None = None) -> list[str]:
+               git_fds: list[int] | None = None, switch_user: bool = False, seccomp_fd: int | None = None) -> list[str]:
     """Options for `bwrap --args FD` (the command itself follows `--` on the real command line).
     `switch_user`: the command starts with the switch to the sandbox user; `seccomp_fd`: the filter program."""
     if switch_user:
@@ -74,10 +75,10 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
     for secret in SECRET_FILES:
         if os.path.exists(secret):
             args += ["--ro-bind", "/dev/null", secret]
-    tmp_bytes = str(limits.file_size_mb * 1024 * 1024)  # /tmp is memory: bounded like one file
+    tmp_bytes = str(limits.disk_mb * 1024 * 1024)  # /tmp is memory, and counts toward the disk budget too
     # bwrap makes these as whoever it runs as: root when the command then switches to the sandbox user
-    args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--chmod", "1777", "/dev/shm", "--size", tmp_bytes, "--perms", "1777",
-             "--tmpfs", "/tmp", "--perms", "0777", "--dir", HOME]
+    args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--chmod", "1777", "/dev/shm",
+             "--size", tmp_bytes, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", HOME]
     args += _walkable_parents(layout)
     for folder in layout.toolchain:
         args += ["--ro-bind", str(folder), str(folder)]
@@ -86,11 +87,7 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
     if layout.uv is not None:
         args += ["--ro-bind", str(layout.uv), f"{TOOLS_BIN}/uv"]
     args += ["--bind", str(layout.project), PROJECT, "--ro-bind", str(layout.pkg), PKG]
-    if layout.git is not None and git_fd is not None:
-        args += ["--ro-bind", str(layout.git.common_dir), GIT, "--perms", "0444", "--ro-bind-data", str(git_fd),
-                 f"{PROJECT}/.git"]
-    elif (layout.project / ".git").is_dir():
-        args += ["--ro-bind", str(layout.project / ".git"), f"{PROJECT}/.git"]
+    args += _git_view(layout, git_fds or [])
     args += _masks(layout)
     args += ["--remount-ro", "/", "--chdir", cwd_inside]
     return args
@@ -117,16 +114,41 @@ def _read_only_proc() -> list[str]:
             for arg in ("--ro-bind", target, target)]
 
 
-def git_file_text(layout: Layout) -> bytes:
-    assert layout.git is not None
-    return f"gitdir: {GIT}/worktrees/{layout.git.worktree_name}\n".encode()
+def git_view_files(layout: Layout) -> list[bytes]:
+    """What the sandbox reads instead of files holding host paths: its `.git` file, then the alternates."""
+    if layout.git is None:
+        return []
+    files = [f"gitdir: {GIT}\n".encode()]
+    if layout.git.borrowed_objects is not None:
+        files.append(f"{GIT_OBJECTS}\n".encode())
+    return files
 
 
-def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool) -> list[str]:
-    """Limits set inside the sandbox, after its user namespace exists (so the process count is its own)."""
+def _git_view(layout: Layout, fds: list[int]) -> list[str]:
+    """The run's own repository, read-only; without one, whatever `.git` the folder has stays out of reach."""
+    dot_git = layout.project / ".git"
+    if layout.git is None or not fds:
+        if dot_git.is_dir():  # a plain-folder project that is a repository of the operator's
+            return ["--ro-bind", str(dot_git), f"{PROJECT}/.git"]
+        if os.path.lexists(dot_git):  # an older run's linked worktree: its `.git` names a host path
+            return ["--ro-bind", "/dev/null", f"{PROJECT}/.git"]
+        return []
+    # --perms: bwrap makes these files as whoever it runs as, 0600 by default (root, for a switched command)
+    args = ["--ro-bind", str(layout.git.git_dir), GIT, "--perms", "0444", "--ro-bind-data", str(fds[0]),
+            f"{PROJECT}/.git"]
+    if layout.git.borrowed_objects is not None and len(fds) > 1:
+        args += ["--ro-bind", str(layout.git.borrowed_objects), GIT_OBJECTS,
+                 "--perms", "0444", "--ro-bind-data", str(fds[1]), f"{GIT}/objects/info/alternates"]
+    return args
+
+
+def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool,
+                   per_process_memory: bool = True) -> list[str]:
+    """Limits set inside the sandbox, after its user namespace exists (so the process count is its own).
+    The address space of each process is bounded only where no memory cgroup bounds the whole command."""
     mb = 1024 * 1024
-    out = ["prlimit", f"--as={limits.memory_mb * mb}", f"--fsize={limits.file_size_mb * mb}",
-           f"--cpu={limits.cpu_seconds or cpu_seconds}", "--core=0"]
+    out = ["prlimit", *([f"--as={limits.memory_mb * mb}"] if per_process_memory else []),
+           f"--fsize={limits.file_size_mb * mb}", f"--cpu={limits.cpu_seconds or cpu_seconds}", "--core=0"]
     if processes:
         out.append(f"--nproc={limits.processes}")
     return [*out, "--"]
@@ -141,8 +163,13 @@ def _masks(layout: Layout) -> list[str]:
         for root, inside in visible:
             if hidden == root or root in hidden.parents:
                 target = inside + str(hidden)[len(str(root)):]
-                out += ["--tmpfs", target] if hidden.is_dir() else ["--ro-bind", "/dev/null", target]
+                out += _empty_folder(target) if hidden.is_dir() else ["--ro-bind", "/dev/null", target]
     for secret in SECRET_DIRS:
         if os.path.isdir(secret):
-            out += ["--tmpfs", secret]
+            out += _empty_folder(secret)
     return out
+
+
+def _empty_folder(target: str) -> list[str]:
+    """A read-only empty folder over a hidden one (a writable tmpfs there would be unbounded memory)."""
+    return ["--tmpfs", target, "--remount-ro", target]

@@ -11,21 +11,25 @@ import dataclasses
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_file_text, prlimit_prefix
-from .command_config import CommandsConfig
+from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_view_files, prlimit_prefix
+from .bounds_watch import BoundsWatch
+from .command_cgroup import GATE, CgroupHost, CommandCgroup, detect, remove_stale
+from .command_config import CommandLimits, CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
+from .disk_usage import folder_usage
 from .landlock_launcher import landlock_abi, launcher_prefix, launcher_python
 from .output_capture import OutputCapture
-from .pids_cgroup import PidsCgroup, remove_stale
-from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
-from .sandbox_user import SandboxUser, UnknownSandboxUser, bot_is_root, hand_over, sandbox_user, setpriv, switch_prefix
-from .special_bits import swept, sweep_after
+from .sandbox_layout import HOME, PROJECT, SHELL, Layout, git_trust, layout_for, path_inside, translate
+from .sandbox_user import SandboxUser, UnknownSandboxUser, hand_over, sandbox_user, setpriv, switch_prefix
+from .socket_masks import socket_mask_args
+from .special_bits import sweep_after, swept
 from .syscall_filter import filter_program
 
 log = logging.getLogger(__name__)
@@ -41,7 +45,9 @@ class SandboxState:
     backend: str  # "bwrap" or "none"
     program: str | None  # the bwrap binary
     problem: str | None = None  # why commands cannot run here (for the log; the model gets the code only)
-    cgroup: bool = False  # process count bounded by a pids cgroup too
+    cgroup: bool = False  # a cgroup per command: its process count, and its memory where memory_cgroup
+    memory_cgroup: bool = False  # memory_mb bounds all of a command's processes together (else each alone)
+    cgroups: CgroupHost = field(default_factory=CgroupHost)  # where the groups are made; what is missing, why
     user: SandboxUser | None = None  # who the self-test ran as (a command's own may differ: run_as's default)
     seccomp: bytes | None = None  # the filter program; None: commands run without one (the start-up line says why)
     seccomp_problem: str | None = None
@@ -72,8 +78,8 @@ async def sandbox_state(config: CommandsConfig) -> SandboxState:
 
 
 async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
-    """(log level, one line) for `serve` and the terminal at start-up: the protections in force, and a
-    warning for each one missing, with why."""
+    """(log level, one line) for `serve` and the terminal at start-up: the protections and bounds in force,
+    and a warning for each one missing, with why."""
     state = await sandbox_state(config)
     if state.backend == "none":
         return logging.WARNING, ("commands: sandbox is OFF (`commands.sandbox: none`): shell_run commands run "
@@ -81,10 +87,10 @@ async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
     if not state.usable:
         return logging.ERROR, f"commands: the sandbox does not work here, shell_run answers SANDBOX_UNAVAILABLE: {state.problem}"
     in_force, missing = protections(state, config)
-    line = "commands: sandbox bubblewrap ready; in force: " + ", ".join(in_force)
-    if missing:
-        return logging.WARNING, line + "; WARNING: " + "; ".join(missing)
-    return logging.INFO, line
+    bounds, warnings = bounds_summary(state, config.limits)
+    line = f"commands: sandbox bubblewrap ready; in force: {', '.join(in_force)}; {bounds}"
+    warnings = [*missing, *warnings]
+    return (logging.WARNING, f"{line}; WARNING: {'; '.join(warnings)}") if warnings else (logging.INFO, line)
 
 
 def protections(state: SandboxState, config: CommandsConfig) -> tuple[list[str], list[str]]:
@@ -111,16 +117,26 @@ def protections(state: SandboxState, config: CommandsConfig) -> tuple[list[str],
         in_force.append("Landlock off (`commands.landlock: off`)")
     else:
         missing.append(f"no Landlock: {state.landlock_problem}")
-    in_force.append(_process_bound(state, user))
     return in_force, missing
 
 
-def _process_bound(state: SandboxState, user: SandboxUser | None) -> str:
-    if state.cgroup:
-        return "processes bounded by a pids cgroup and rlimits"
-    if user is not None and user.switched:
-        return "processes bounded by rlimits (the count shared by every command of the sandbox user)"
-    return "processes bounded by rlimits"
+def bounds_summary(state: SandboxState, limits: CommandLimits) -> tuple[str, list[str]]:
+    """What bounds one command (for the start-up line), and a warning for each bound weaker than asked."""
+    warnings: list[str] = []
+    held = [name for controller, name in (("pids", "processes"), ("memory", "memory"))
+            if state.cgroup and state.cgroups.has(controller)]
+    cgroups = f"a cgroup {state.cgroups.versions} per command ({', '.join(held)})" if held else "no cgroup"
+    if os.geteuid() == 0 and "processes" not in held:
+        warnings.append("the process count is bounded only for all commands of the sandbox user together "
+                        f"(root without a writable pids cgroup: {state.cgroups.missing.get('pids', 'none found')})")
+    if state.memory_cgroup:
+        memory = f"memory {limits.memory_mb} MB for all of a command's processes together"
+    else:
+        memory = f"memory {limits.memory_mb} MB per process"
+        warnings.append(f"memory_mb bounds each process alone (RLIMIT_AS), not the command: "
+                        f"{state.cgroups.missing.get('memory', 'no memory cgroup')}")
+    disk = f"disk {limits.disk_mb} MB added to the worktree and /tmp (sampled)"
+    return f"{cgroups}; {memory}; {disk}", warnings
 
 
 @dataclass
@@ -129,57 +145,69 @@ class Prepared:
     env: dict[str, str]
     cwd: str  # on the host
     pass_fds: list[int]
-    cgroup: PidsCgroup | None
+    cgroup: CommandCgroup | None
     executable: str | None
     own_home: str | None = None  # sandbox: none: a temporary $HOME, removed afterwards
+    watch: BoundsWatch | None = None  # the disk budget and the memory cgroup's kills
     sweep: Path | None = None  # the project, cleared of setuid/setgid bits after the command
 
 
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
             timeout: int) -> Prepared:
-    """Blocking (a cgroup, pipes, maybe handing the worktree over): call it from a thread. The caller owns the
-    returned fds until run(). Raises OSError when the command cannot be prepared."""
+    """Blocking (a cgroup and pipes): call it from a thread. The caller owns the returned fds until run()."""
     # No .pyc files in the worktree: an edit that keeps a file's size within the same second would
     # otherwise run the old bytecode, and the agent would see its fix "fail".
     env = {"PATH": path_inside(layout, config.extras.path_prefix), "HOME": HOME, "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", **dict(config.extras.env), **config.resolved_env()}
+           "PYTHONDONTWRITEBYTECODE": "1", **git_trust(layout), **dict(config.extras.env), **config.resolved_env()}
     if state.backend == "none":
         limits = prlimit_prefix(config.limits, timeout + 5, processes=False)
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
-        return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
+        baseline = folder_usage(layout.project).bytes_used
+        return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"],
+                        watch=BoundsWatch(layout.project, config.limits.disk_mb, baseline, sandboxed=False))
     assert state.program is not None
     try:
         user = sandbox_user(config.run_as, layout.project)
     except (UnknownSandboxUser, KeyError) as exc:
         raise OSError(str(exc)) from None
     hand_over(layout.project, user)
-    # RLIMIT_NPROC counts the sandbox's own processes in its user namespace; a switched user has none, so
-    # there it would count every command of that user on the host: the pids cgroup bounds each one instead.
-    limits = prlimit_prefix(config.limits, timeout + 5, processes=not (user.switched and state.cgroup))
-    inner = [*limits, SHELL, "-c", translate(command)]
-    if _landlock_for(state, config):
-        assert state.launcher is not None
-        inner = [*launcher_prefix(state.launcher), *inner]
-    if user.switched:
-        assert state.setpriv is not None
-        inner = [*switch_prefix(state.setpriv, user), *inner]
-    if layout.git is not None or (layout.project / ".git").is_dir():  # the gitdir's owner differs from the user
-        env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*", **env}
-    cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
+    worktree = folder_usage(layout.project)  # the disk budget's baseline, and the sockets to cover
+    cgroup = (CommandCgroup.create(state.cgroups, processes=config.limits.processes,
+                                   memory_mb=config.limits.memory_mb) if state.cgroup else None)
+    # RLIMIT_NPROC counts a sandbox's own processes in its user namespace; a switched user has none, so there
+    # it would count every command of that user on the host: a pids cgroup bounds each one instead.
+    per_command_pids = cgroup is not None and state.cgroups.has("pids")
+    limits = prlimit_prefix(config.limits, timeout + 5, processes=not (user.switched and per_command_pids),
+                            per_process_memory=cgroup is None or cgroup.memory is None)
+    inner = _inner_command(state, config, user, [*limits, SHELL, "-c", translate(command)])
+    if layout.git is None and (layout.project / ".git").is_dir():  # the operator's repository, maybe root's
+        env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": PROJECT, **env}
     try:
-        argv, fds = _bwrap_command(state, config, layout, cwd_rel, env, user, inner)
+        argv, fds = _bwrap_command(state, config, layout, cwd_rel, env, user, inner, worktree.sockets)
     except OSError:
         if cgroup is not None:
             cgroup.remove()
         raise
     executable = state.program
-    if cgroup is not None:  # the launcher finds `bwrap` on PATH, so the sandbox's /proc shows no host path
-        argv = [*cgroup.join_then(), *argv]
+    if cgroup is not None:  # the gate finds `bwrap` on PATH, so the sandbox's /proc shows no host path
+        argv = [*GATE, *argv]
         executable = None
         env = {**env, "PATH": f"{os.path.dirname(state.program)}:{env['PATH']}"}
-    return Prepared(argv, env, "/", fds, cgroup, executable, sweep=layout.project)
+    watch = BoundsWatch(layout.project, config.limits.disk_mb, worktree.bytes_used, cgroup)
+    return Prepared(argv, env, "/", fds, cgroup, executable, watch=watch, sweep=layout.project)
+
+
+def _inner_command(state: SandboxState, config: CommandsConfig, user: SandboxUser, command: list[str]) -> list[str]:
+    """What bwrap starts: the switch to the sandbox user, then Landlock, then the limits and the shell."""
+    if _landlock_for(state, config):
+        assert state.launcher is not None
+        command = [*launcher_prefix(state.launcher), *command]
+    if user.switched:
+        assert state.setpriv is not None
+        command = [*switch_prefix(state.setpriv, user), *command]
+    return command
 
 
 def _landlock_for(state: SandboxState, config: CommandsConfig) -> bool:
@@ -189,20 +217,19 @@ def _landlock_for(state: SandboxState, config: CommandsConfig) -> bool:
 
 
 def _bwrap_command(state: SandboxState, config: CommandsConfig, layout: Layout, cwd_rel: str, env: dict[str, str],
-                   user: SandboxUser, inner: list[str]) -> tuple[list[str], list[int]]:
-    """bwrap's command line and the descriptors it reads (its options, the git link, the filter, the folders)."""
+                   user: SandboxUser, inner: list[str], sockets: tuple[str, ...]) -> tuple[list[str], list[int]]:
+    """bwrap's command line and the descriptors it reads (the git view, the filter, its options)."""
     fds: list[int] = []
     try:
-        blobs = [git_file_text(layout)] if layout.git is not None else []
+        git_fds = open_data_pipes(git_view_files(layout))
+        fds += git_fds
+        seccomp_fd = None
         if state.seccomp is not None:
-            blobs.append(state.seccomp)
-        data = open_data_pipes(blobs)
-        fds += data
-        git_fd = data[0] if layout.git is not None else None
-        seccomp_fd = data[-1] if state.seccomp is not None else None
+            seccomp_fd = open_data_pipes([state.seccomp])[0]
+            fds.append(seccomp_fd)
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fd=git_fd, switch_user=user.switched, seccomp_fd=seccomp_fd)
-        options += ["--setenv", "PATH", env["PATH"]]
+                             git_fds=git_fds, switch_user=user.switched, seccomp_fd=seccomp_fd)
+        options += [*socket_mask_args(layout, sockets), "--setenv", "PATH", env["PATH"]]
         packed = ("\0".join(options) + "\0").encode()
         if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
             raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
@@ -220,7 +247,7 @@ async def execute(state: SandboxState, prepared: Prepared, timeout: float, captu
     try:
         return await run(prepared.argv, env=prepared.env, cwd=prepared.cwd, timeout=timeout, capture=capture,
                          pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, executable=prepared.executable,
-                         stop=stop)
+                         stop=stop, watch=prepared.watch)
     finally:
         if prepared.cgroup is not None:
             await asyncio.to_thread(prepared.cgroup.remove)
@@ -285,10 +312,11 @@ async def _candidate(config: CommandsConfig, project: Path) -> SandboxState:
     abi, launcher = landlock_abi(), launcher_python()
     why_not = ("the kernel has no Landlock (Linux 5.13 or later, with `landlock` in the lsm= boot list)" if not abi
                else "no python3 under /usr to apply it" if launcher is None else None)
-    # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the
-    # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
-    cgroup_ok = bot_is_root() and await asyncio.to_thread(_cgroup_works)
-    return SandboxState("bwrap", program, None, cgroup_ok, user=user, seccomp=program_filter.program,
+    # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the kernel
+    # exempts; RLIMIT_AS bounds each process alone. A cgroup per command holds both for the whole command.
+    cgroups = await asyncio.to_thread(_working_cgroups)
+    return SandboxState("bwrap", program, None, bool(cgroups.hierarchies), cgroups.has("memory"), cgroups,
+                        user=user, seccomp=program_filter.program,
                         seccomp_problem=program_filter.problem, seccomp_calls=program_filter.refused,
                         landlock=abi if why_not is None else 0, landlock_problem=why_not, launcher=launcher,
                         setpriv=setpriv())
@@ -323,10 +351,37 @@ def _scratch() -> str:
     return folder
 
 
-def _cgroup_works() -> bool:
-    remove_stale()
-    group = PidsCgroup.create(64)
+def _working_cgroups() -> CgroupHost:
+    """The hierarchies where a group can be made and a process moved into it (each tried alone)."""
+    host = detect()
+    remove_stale(host)
+    for hierarchy in host.hierarchies:
+        alone = CgroupHost((hierarchy,))
+        why = _join_fails(alone)
+        for controller in hierarchy.controllers if why else ():
+            host = host.without(controller, why)
+    return host
+
+
+def _join_fails(host: CgroupHost) -> str | None:
+    group = CommandCgroup.create(host, processes=64, memory_mb=256)
     if group is None:
-        return False
-    group.remove()
-    return True
+        return "a group cannot be made or configured here"
+    try:
+        probe = subprocess.Popen([*GATE, "true"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        group.remove()
+        return f"cannot start a probe ({exc.strerror})"
+    try:
+        group.add(probe.pid)
+        return None
+    except OSError as exc:
+        return f"a process cannot be moved into a new group ({exc.strerror})"
+    finally:
+        try:
+            probe.communicate(b"\n", timeout=SELF_TEST_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            probe.kill()
+            probe.wait()
+        group.remove()
