@@ -112,7 +112,7 @@ class Deps:
     checkout: Checkout | None = None  # None: runs work in project_root itself
 
     def mounts(self, package: Package) -> Mounts:
-        return Mounts(project=self.project_root, pkg=package.root, state=None)
+        return Mounts(project=self.project_root, pkg=package.root, state=None, off_limits=self.engine.off_limits)
 
     # ---- what to do next, in the surface's words (a terminal has no mentions or buttons) ----
 
