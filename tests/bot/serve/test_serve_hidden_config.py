@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.support.bot_harness import bot_harness
-from tests.support.fakes import ScriptedLLM
+from tests.support.bot_harness import bot_harness, file_option, file_select, message_text
+from tests.support.fakes import Reply, ScriptedLLM
 from tests.support.hidden_config import assert_hidden, config_prober, plain_project_with_config
-from tests.support.linear_package import make_linear_package
+from tests.support.linear_package import make_linear_package, node_id
+from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion
 
 
 async def test_a_runs_file_tools_cannot_read_or_rewrite_the_config_file(tmp_path: Path) -> None:
@@ -21,3 +22,29 @@ async def test_a_runs_file_tools_cannot_read_or_rewrite_the_config_file(tmp_path
         top = await h.mention("handbook")
         await h.wait_status(top, "Waiting for your reply")
     assert_hidden(seen, config)
+
+
+def records_the_config_as_an_artifact(body: Body) -> Reply:
+    """Finishes the two-node run, listing crewagent.yml among the run's artifacts (a file button for it)."""
+    if is_post_completion(body):
+        return Reply(content="Done.")
+    first, last = node_id(1, 2), node_id(2, 2)
+    if current_node(body) == first:
+        return calls(complete_node(first, to=last, artifacts=["crewagent.yml"]))
+    return calls(complete_node(last, to=None, variables={"workflowStatus": "complete"}))
+
+
+async def test_the_config_file_is_not_uploaded_as_an_artifact(tmp_path: Path) -> None:
+    config = plain_project_with_config(tmp_path)
+    package = make_linear_package(tmp_path / "pkg", nodes=2)
+    llm = ScriptedLLM(responder=records_the_config_as_an_artifact)
+    async with llm, bot_harness(config.parent, packages=[str(package)], llm=llm, config_file=config) as h:
+        top = await h.mention("handbook")
+        await h.posted_text("completed.")
+        await h.settle()
+        completion = next(m for m in h.thread(top) if "completed." in message_text(m))
+        mark = h.mark()
+        await h.click(file_select(completion), completion, selected=file_option(completion, "crewagent.yml"))
+        await h.ephemeral("I can't share `crewagent.yml`", since=mark, user="U1")
+        await h.settle()
+        assert not [f for f in h.slack.files.values() if f.completed]
