@@ -129,10 +129,12 @@ class Checkout:
         repo = self._repo
         if repo is None:
             return 0
+        records = list(records)
         removed = 0
         for record in records:
             if (
                 record.worktree is None
+                or _shared_with_a_live_run(record, records, keep, self.settings.retention_hours)
                 or record.parent_run_id is not None  # a sub-workflow's run works in its caller's worktree
                 or Path(record.worktree.root).parent != self.worktrees_dir  # another project's run
                 or record.run_id in keep
@@ -168,6 +170,19 @@ async def _guarded(work: Awaitable[T], what: str) -> T:
                 "look at the bot's log.",
             ) from None
         raise CrewError(exc.code, exc.message) from None
+
+
+def _shared_with_a_live_run(
+    record: RunRecord, records: list[RunRecord], keep: frozenset[str], retention_hours: float
+) -> bool:
+    """A later step of a cycle works in the same worktree: it stays while any run in it is still in use."""
+    assert record.worktree is not None
+    return any(
+        other.worktree is not None and other.worktree.root == record.worktree.root and other is not record
+        and (other.run_id in keep or other.phase is not RunPhase.COMPLETED
+             or not expired(_epoch(other.updated_at), retention_hours))
+        for other in records
+    )
 
 
 def _epoch(stamp: str) -> float:

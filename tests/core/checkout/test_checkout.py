@@ -166,6 +166,24 @@ async def test_pruning_keeps_work_on_the_branch_and_a_resume_brings_the_worktree
     assert (Path(new.worktree.path) / "artifacts/left.md").read_text() == "unsaved\n"
 
 
+async def test_a_worktree_a_later_step_continues_is_kept_while_that_step_is_in_use(
+    team_repo: TeamRepo, tmp_path: Path
+) -> None:
+    """The next step of a cycle works in the previous run's worktree: the completed earlier run's
+    retention must not remove it from under the later one."""
+    co = Checkout(CheckoutSpec(project=team_repo.clone), tmp_path / "home", GitSettings(retention_hours=0))
+    new = await co.new_worktree(RUN_A, "create-story")
+    assert new is not None
+    story = record(RUN_A, team_repo.clone, new)
+    story.phase = RunPhase.COMPLETED
+    dev = record(RUN_B, team_repo.clone, new)  # the next step, on the same worktree, waiting for its user
+    assert await co.prune([story, dev]) == 0
+    assert Path(new.worktree.root, ".git").exists()
+    dev.phase = RunPhase.COMPLETED  # once every run in it is done and old, it goes (the branch stays)
+    assert await co.prune([story, dev]) == 1
+    assert not Path(new.worktree.root).exists()
+
+
 async def test_a_repo_url_is_cloned_into_the_runtime_home(team_repo: TeamRepo, tmp_path: Path) -> None:
     home = tmp_path / "home"
     co = Checkout(CheckoutSpec(repo=team_repo.url, branch="main"), home)
