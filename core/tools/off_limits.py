@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 GIT_DIR = ".git"
@@ -28,6 +29,7 @@ SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")  # host keys: r
 _SECRETS = tuple(Path(p) for p in (*SECRET_FILES, *SECRET_DIRS))
 GIT_DATA = "git metadata"
 HIDDEN = "hidden path"
+_REMEMBERED_ROOTS = 256  # a long-lived engine sees a new run's state root with every run
 
 
 @dataclass(frozen=True)
@@ -42,26 +44,39 @@ class OffLimits:
         real = (Path(os.path.realpath(os.path.expanduser(p))) for p in paths if os.fspath(p))
         return cls(tuple(dict.fromkeys(real)))
 
-    def everything(self) -> tuple[Path, ...]:
-        return (*_SECRETS, *self.hidden)
+    @cached_property
+    def _texts(self) -> tuple[str, ...]:  # every file tool call compares against these: strings are fast
+        return tuple(map(str, (*_SECRETS, *self.hidden)))
 
     def within(self, root: Path) -> tuple[Path, ...]:
         """The hidden paths at or below `root` (a real folder): what a view of it must not show."""
-        return tuple(h for h in self.everything() if h == root or root in h.parents)
+        return tuple(map(Path, self._below(str(root))))
 
     def skipped_in(self, root: Path) -> frozenset[str]:
         """`within(root)` as strings, for walks that compare each entry's real path."""
-        return frozenset(map(str, self.within(root)))
+        return frozenset(self._below(str(root)))
 
     def refusal(self, root: str, real: str) -> str | None:
         """Why `real` (a real path at or below the real mount root `root`) is off limits, or None."""
         if names_git_data(real[len(root):]):
             return GIT_DATA
-        for hidden in self.within(Path(root)):
-            text = str(hidden)
-            if real == text or real.startswith(text + os.sep):
+        below = self._by_root.get(root)
+        if below is None:  # mount roots are few (a project, a package, a run's state): each worked out once
+            if len(self._by_root) >= _REMEMBERED_ROOTS:
+                self._by_root.clear()
+            below = self._by_root[root] = self._below(root)
+        for hidden in below:
+            if real == hidden or real.startswith(hidden + os.sep):
                 return HIDDEN
         return None
+
+    def _below(self, root: str) -> tuple[str, ...]:
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        return tuple(h for h in self._texts if h == root or h.startswith(prefix))
+
+    @cached_property
+    def _by_root(self) -> dict[str, tuple[str, ...]]:
+        return {}
 
 
 def names_git_data(path: str) -> bool:
