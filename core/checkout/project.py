@@ -65,6 +65,11 @@ class Checkout:
         return self.home / "worktrees" / project_id_for(self.root)
 
     @property
+    def git_dirs(self) -> Path:
+        """Where each run's own repository lives: under the runtime home, never inside a worktree."""
+        return self.home / "run-repositories" / project_id_for(self.root)
+
+    @property
     def auto_push(self) -> bool:
         return self.spec.auto_push
 
@@ -81,6 +86,8 @@ class Checkout:
                     self._plain = True
                 else:
                     found.owned = self.spec.repo is not None
+                    if found.owned and found.remote:
+                        found.remote_url = self.spec.repo  # the configured URL itself, whatever the clone says
                     self._repo = found
                     log.info(
                         "project is a git repository; runs get their own worktrees",
@@ -93,7 +100,7 @@ class Checkout:
         repo = await self._open_for_run()
         if repo is None:
             return None
-        return await _guarded(create_worktree(repo, self.worktrees_dir, run_id, workflow_id), "start the run's branch")
+        return await _guarded(create_worktree(repo, self.worktrees_dir, self.git_dirs, run_id, workflow_id), "start the run's branch")
 
     async def ensure(self, record: RunRecord) -> None:
         """The run's worktree exists again (after it was pruned); nothing to do for plain runs."""
@@ -140,7 +147,7 @@ class Checkout:
                 or record.run_id in keep
                 or record.phase is not RunPhase.COMPLETED
                 or not expired(_epoch(record.updated_at), self.settings.retention_hours)
-                or not Path(record.worktree.root, ".git").exists()
+                or not Path(record.worktree.root).is_dir()
             ):
                 continue
             try:

@@ -76,6 +76,10 @@ class RunWorktree(BaseModel):
     branch: str  # crewagent/<workflow>-<short run id>
     base_branch: str | None = None
     base_commit: str
+    # The run's own repository (branch, commits) and the shared object store it borrows the project's
+    # history from. None in records written before runs had their own: those are linked worktrees.
+    git_dir: str | None = None
+    borrowed_objects: str | None = None
 
 
 class RunDelivery(BaseModel):

@@ -58,8 +58,10 @@ async def test_two_runs_get_two_branches_and_never_see_each_others_files(team_re
     assert (pa / "artifacts/story.md").read_text() == "from A"
     assert not (team_repo.clone / "artifacts/story.md").exists(), "the shared checkout is untouched"
     assert (pa / "artifacts/PRD.md").read_text() == (team_repo.clone / "artifacts/PRD.md").read_text()
-    branches = git(team_repo.clone, "branch", "--list", "crewagent/*")
-    assert "create-story-aaaaaaaa" in branches and "create-story-bbbbbbbb" in branches
+    ga, gb = Path(a.worktree.git_dir or ""), Path(b.worktree.git_dir or "")
+    assert git(ga, "branch", "--list").split() == ["*", "crewagent/create-story-aaaaaaaa"]
+    assert git(gb, "branch", "--list").split() == ["*", "crewagent/create-story-bbbbbbbb"]
+    assert "crewagent/" not in git(team_repo.clone, "branch", "--list"), "runs' branches live in their own repositories"
 
 
 async def test_a_run_starts_from_the_freshest_base(team_repo: TeamRepo, tmp_path: Path) -> None:
@@ -125,7 +127,7 @@ async def test_remote_branch_moved_says_so_and_keeps_everything(team_repo: TeamR
     assert "moved" in result.message and "Nothing was lost" in result.message
     assert str(tmp_path) not in result.message
     assert (path / "artifacts/a.md").read_text() == "second\n"
-    assert git(path, "show", "HEAD:artifacts/a.md") == "second\n"  # committed locally
+    assert git(Path(new.worktree.git_dir or ""), "show", "HEAD:artifacts/a.md") == "second\n"  # committed locally
     assert team_repo.show(new.worktree.branch, "artifacts/a.md") == "first\n"
 
 
