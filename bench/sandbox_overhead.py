@@ -11,8 +11,10 @@
 
     python bench/sandbox_overhead.py [--runs 40] [--suite-runs 5] [--no-cgroup]
 
-Run as root, each command also joins a pids cgroup (the kernel exempts root from RLIMIT_NPROC);
---no-cgroup measures the path a bot running as a normal user takes (the Docker image's `crew`).
+Where the host gives one, each command also joins a cgroup (its process count and its memory together;
+the kernel exempts root from RLIMIT_NPROC); --no-cgroup measures the rlimits-only path. Every command
+also pays for its disk budget (a walk of the worktree as it starts and as it ends) and for covering the
+socket files of the folders it sees (the worktree searched each time, the others cached).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from core.tools.registry import ToolHost  # noqa: E402
 from core.tools.shell.bwrap import find_uv  # noqa: E402
 from core.tools.shell.command_config import CommandsConfig  # noqa: E402
 from core.tools.shell.command_runner import run  # noqa: E402
-from core.tools.shell.command_sandbox import execute, prepare, sandbox_state  # noqa: E402
+from core.tools.shell.command_sandbox import bounds_summary, execute, prepare, sandbox_state  # noqa: E402
 from core.tools.shell.output_capture import OutputCapture  # noqa: E402
 from core.tools.shell.sandbox_layout import layout_for  # noqa: E402
 
@@ -65,7 +67,7 @@ CGROUP = True  # --no-cgroup: measure what a bot running as a normal user gets (
 async def sandboxed(config: CommandsConfig, project: Path, pkg: Path, command: str, timeout: int = 600) -> tuple[float, int | None]:
     state = await sandbox_state(config)
     if not CGROUP:
-        state = dataclasses.replace(state, cgroup=False)
+        state = dataclasses.replace(state, cgroup=False, memory_cgroup=False)
     started = time.perf_counter()
     layout = layout_for(project, pkg, toolchain=config.toolchain, uv=find_uv())
     prepared = await asyncio.to_thread(prepare, state, config, layout, command, "", timeout)
@@ -96,8 +98,9 @@ async def per_command(runs: int, root: Path) -> None:
         tool_ms.append((time.perf_counter() - started) * 1000)
         assert outcome.result.get("exitCode") == 0, outcome.result
     over = [b - a for a, b in zip(bare_ms, box_ms)]
-    bound = "a pids cgroup + rlimits" if state.cgroup and CGROUP else "rlimits"
-    print(f"per command ({runs} runs, `true`; processes bounded by {bound}):")
+    bound = bounds_summary(state if CGROUP else dataclasses.replace(state, cgroup=False, memory_cgroup=False),
+                           config.limits)[0]
+    print(f"per command ({runs} runs, `true`; {bound}):")
     print(f"  bare subprocess      p50 {statistics.median(bare_ms):6.1f} ms   p90 {pct(bare_ms, .9):6.1f} ms")
     print(f"  in bubblewrap        p50 {statistics.median(box_ms):6.1f} ms   p90 {pct(box_ms, .9):6.1f} ms")
     print(f"  sandbox overhead     p50 {statistics.median(over):6.1f} ms   p90 {pct(over, .9):6.1f} ms   (target p50 <= 30 ms)")
@@ -147,7 +150,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--suite-runs", type=int, default=5)
-    parser.add_argument("--no-cgroup", action="store_true", help="as a bot running as a normal user (no pids cgroup)")
+    parser.add_argument("--no-cgroup", action="store_true", help="rlimits only: no cgroup per command")
     args = parser.parse_args()
     global CGROUP
     CGROUP = not args.no_cgroup

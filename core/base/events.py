@@ -74,7 +74,7 @@ class CommandProgress(_Event):
     elapsed_ms: int = 0  # 0 only on the first event (the command starts)
     last_line: str = ""  # the latest output line, for a status line
     exit_code: int | None = None  # once ended; None when it was killed
-    killed: str | None = None  # "timeout" or "stopped"
+    killed: str | None = None  # "timeout", "stopped", or the bound it passed: "memory", "disk"
     tail: str = ""  # once ended: the output's last lines
     log: str | None = None  # the whole log, @state/logs/commands/…
 

@@ -46,7 +46,11 @@ class OffLimits:
 
     @cached_property
     def _texts(self) -> tuple[str, ...]:  # every file tool call compares against these: strings are fast
-        return tuple(map(str, (*_SECRETS, *self.hidden)))
+        return tuple(map(str, self.paths()))
+
+    def paths(self) -> tuple[Path, ...]:
+        """Every hidden path, the host's secrets included."""
+        return (*_SECRETS, *self.hidden)
 
     def within(self, root: Path) -> tuple[Path, ...]:
         """The hidden paths at or below `root` (a real folder): what a view of it must not show."""

@@ -53,7 +53,7 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
             args += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             args += ["--ro-bind", folder, folder]
-    tmp_bytes = str(limits.file_size_mb * 1024 * 1024)  # /tmp is memory: bounded like one file
+    tmp_bytes = str(limits.disk_mb * 1024 * 1024)  # /tmp is memory, and counts toward the disk budget too
     args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", "/tmp", "--dir", HOME]
     for folder in layout.toolchain:
         args += ["--ro-bind", str(folder), str(folder)]
@@ -94,11 +94,13 @@ def _git_view(layout: Layout, fds: list[int]) -> list[str]:
     return args
 
 
-def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool) -> list[str]:
-    """Limits set inside the sandbox, after its user namespace exists (so the process count is its own)."""
+def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool,
+                   per_process_memory: bool = True) -> list[str]:
+    """Limits set inside the sandbox, after its user namespace exists (so the process count is its own).
+    The address space of each process is bounded only where no memory cgroup bounds the whole command."""
     mb = 1024 * 1024
-    out = ["prlimit", f"--as={limits.memory_mb * mb}", f"--fsize={limits.file_size_mb * mb}",
-           f"--cpu={limits.cpu_seconds or cpu_seconds}", "--core=0"]
+    out = ["prlimit", *([f"--as={limits.memory_mb * mb}"] if per_process_memory else []),
+           f"--fsize={limits.file_size_mb * mb}", f"--cpu={limits.cpu_seconds or cpu_seconds}", "--core=0"]
     if processes:
         out.append(f"--nproc={limits.processes}")
     return [*out, "--"]
@@ -117,7 +119,12 @@ def _masks(layout: Layout) -> list[str]:
         for hidden in layout.off_limits.within(root):
             target = inside + str(hidden)[len(str(root)):]
             if hidden.is_dir():
-                out += ["--tmpfs", target]
+                out += _empty_folder(target)
             elif os.path.lexists(hidden):
                 out += ["--ro-bind", "/dev/null", target]
     return out
+
+
+def _empty_folder(target: str) -> list[str]:
+    """A read-only empty folder over a hidden one (a writable tmpfs there would be unbounded memory)."""
+    return ["--tmpfs", target, "--remount-ro", target]

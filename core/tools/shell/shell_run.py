@@ -1,7 +1,8 @@
 """The `shell_run` tool: policy, approval, the sandboxed run, its log with the run, and its audit event.
 
 Never raises: every problem is a ToolOutcome with a code (COMMAND_FORBIDDEN, COMMAND_INVALID,
-COMMAND_TIMEOUT, COMMAND_STOPPED, SANDBOX_UNAVAILABLE; COMMAND_DENIED comes from the approval). Real host paths
+COMMAND_TIMEOUT, COMMAND_STOPPED, COMMAND_OUT_OF_MEMORY, COMMAND_DISK_LIMIT, SANDBOX_UNAVAILABLE; COMMAND_DENIED
+comes from the approval). Real host paths
 never reach the model: output is scrubbed back to @project / @pkg.
 """
 
@@ -105,8 +106,28 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
         return ToolOutcome(fail("COMMAND_STOPPED", "The run's owner stopped the run; the command was ended. "
                                 "Do not run it again unless asked.", stdout=stdout, stderr=stderr,
                                 durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
+    if finished.killed in ("memory", "disk"):
+        code, message = _over_bound(finished, config)
+        return ToolOutcome(fail(code, message, stdout=stdout, stderr=stderr, exitCode=finished.exit_code,
+                                durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
     return ToolOutcome(ok(exitCode=finished.exit_code, stdout=stdout, stderr=stderr,
                           durationMs=finished.duration_ms, truncated=truncated, log=log_alias))
+
+
+def _over_bound(finished: Finished, config: CommandsConfig) -> tuple[str, str]:
+    """The error code and message of a command that passed its memory or disk bound."""
+    ended = ("it was stopped (everything it started ended)" if finished.exit_code is None
+             else f"it ended with exit code {finished.exit_code}")
+    if finished.killed == "memory":
+        return "COMMAND_OUT_OF_MEMORY", (
+            f"The command's processes together needed more than the {config.limits.memory_mb} MB of memory one "
+            f"command may use (limits.memory_mb): the system killed one of them and {ended}. Use less memory at "
+            "once (fewer parallel workers or processes, smaller inputs), or ask the operator to raise the limit.")
+    return "COMMAND_DISK_LIMIT", (
+        f"The command added about {finished.disk_added_mb} MB to @project and its /tmp, more than the "
+        f"{config.limits.disk_mb} MB one command may add (limits.disk_mb); {ended}. What it wrote to @project "
+        "is still there: delete what is not needed (build outputs, caches, large generated files) before "
+        "running more, write less, or ask the operator to raise the limit.")
 
 
 def audit_denied(ctx: ToolContext, arguments: dict[str, Any], denied_by: str | None) -> None:
@@ -168,7 +189,7 @@ def _audit(ctx: ToolContext, command: str, cwd: str, verdict: Verdict | None, sa
         event["deniedBy"] = denied_by
     if finished is not None:
         event.update(exitCode=finished.exit_code, durationMs=finished.duration_ms, outputBytes=output_bytes,
-                     killed=finished.killed, log=log_alias)
+                     killed=finished.killed, diskAddedMb=finished.disk_added_mb, log=log_alias)
     try:
         ctx.audit(event)
     except OSError:  # a full or unwritable disk must not turn a finished command into a failed call
