@@ -80,7 +80,10 @@ class ModelTurns:
         over_budget = self._over_budget(messages, tools)
         if over_budget is not None:
             return TurnEnded(over_budget)
-        self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
+        model = self.record.model or self.deps.llm.model
+        self.audit(
+            {"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id, "model": model}
+        )
         run_id = self.record.run_id
 
         async def on_retry(attempt: int, reason: str) -> None:
@@ -98,6 +101,7 @@ class ModelTurns:
             on_retry=on_retry,
             message_json=self.history.wire_json,
             on_delta=on_delta if self.streaming else None,
+            model=model,
         )
         task = asyncio.create_task(call)
         self.control.llm_task = task
@@ -119,6 +123,7 @@ class ModelTurns:
             self.llm_seconds += time.perf_counter() - started
             self.control.llm_task = None
         self.llm_calls += 1
+        self.record.note_model(model)
         self.record.usage.add(reply.usage, 0 if reply.usage is not None else _prompt_estimate(messages, tools))
         self._record(reply, ctx, turn, at)
         return reply
