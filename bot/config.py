@@ -319,9 +319,8 @@ def load_config(
     default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
-    problems += database_problems
+    problems += database_problems + _model_problems(source, file_cfg)
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
-    problems += _model_problems(source, file_cfg)
     if problems:
         raise ConfigError(problems)
 
@@ -331,8 +330,7 @@ def load_config(
     return BotConfig(
         default=default,
         channels=channels,
-        model=_default_model(file_cfg, env),
-        models=file_cfg.models,
+        model=_default_model(file_cfg, env), models=file_cfg.models,  # `*model`'s choices, the first its default
         llm=file_cfg.llm,
         limits=file_cfg.limits,
         tool_policy=tool_policy_of(file_cfg),

@@ -92,3 +92,5 @@ async def test_the_choice_holds_after_a_restart_and_for_a_resumed_run(project: P
         mark = h.mark()
         await h.reply(top, "*model")
         await h.posted_text(f"uses the model `{LARGER}`", since=mark)
+        await h.reply(top, "*help")
+        await h.posted_text("*model — say which model this conversation uses", since=mark)
