@@ -102,6 +102,8 @@ class ThreadRenderer:
             await stream.finish(text if text is not None else stream.text)
             self._streamed.append(stream.text.strip())
             self.posted += 1
+            if self.surface is not None:
+                self.surface.sessions.streamed(self.record.key)
 
     async def _cut_off_stream(self) -> None:
         """The streamed answer lost its connection and is asked for again: it is closed with a note and not

@@ -9,7 +9,13 @@ from typing import Any
 
 from tests.support.bot_harness import Harness, bot_harness, hold_next_model_call, message_text
 from tests.support.fakes.slack_events import agent_session_stopped_event
-from tests.support.scripts import HELLO_LINEAR_ANSWER, STORY_KEY, script_create_story, script_hello_linear
+from tests.support.scripts import (
+    HELLO_LINEAR_ANSWER,
+    STORY_KEY,
+    calls,
+    script_create_story,
+    script_hello_linear,
+)
 
 SESSION_METHODS = ("agents.sessions.setStatus", "agents.sessions.rename")
 
@@ -51,6 +57,24 @@ async def test_the_session_is_processing_while_the_bot_works_active_while_it_ask
         await h.settle()
         assert [what for what, _ in session_calls(h, top, mark)] == ["closed"]
         assert h.slack.sessions[("C1", top)]["status"] == "closed"
+
+
+async def test_a_reply_streamed_while_the_bot_keeps_working_leaves_the_session_processing(project: Path) -> None:
+    async with bot_harness(project) as h:
+        script_create_story(h.llm)
+        h.llm.add_responder(lambda body: calls(("fs_list", {"path": "@project"}), content="Looking around first."))
+        gate = hold_next_model_call(h)
+        top = await h.mention("create-story")
+        await h.posted_text("Looking around first.")  # streamed, then finished: Slack sets the session active
+        await h.llm.wait_for_requests(2)
+        await h.slack.wait_for(
+            "agents.sessions.setStatus", lambda p: p["status"] == "processing" and "title" not in p
+        )
+        assert h.slack.sessions[("C1", top)]["status"] == "processing"  # the bot still works: Stop stays
+        gate.set()
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        assert h.slack.sessions[("C1", top)]["status"] == "active"
 
 
 async def test_slacks_stop_stops_the_running_run_and_the_session_leaves_processing(project: Path) -> None:
@@ -98,3 +122,14 @@ async def test_a_workspace_that_refuses_sessions_gets_the_same_run_and_is_asked_
         assert not h.slack.sessions
         assert ("C1", top) not in h.slack.statuses  # the status line still worked and was cleared
         assert h.slack.calls_to("assistant.threads.setStatus")
+
+
+async def test_a_failure_that_is_not_a_refusal_drops_only_that_change(project: Path) -> None:
+    async with bot_harness(project) as h:
+        h.slack.fail_next("agents.sessions.setStatus", "thread_not_found")
+        script_create_story(h.llm)
+        top = await h.mention("create-story")
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        assert [what for what, _ in session_calls(h, top)] == ["processing", "rename", "active"]
+        assert h.slack.sessions[("C1", top)]["status"] == "active"

@@ -907,6 +907,9 @@ class FakeSlack(LoopbackServer):
             message["blocks"] = blocks
         channel, ts = str(api.params["channel"]), str(api.params["ts"])
         self.streams[(channel, ts)] = "done"
+        session = self.sessions.get((channel, str(message.get("thread_ts"))))
+        if session is not None:  # as Slack does: a finished stream sets its thread's session (default active)
+            session["status"] = api.params.get("session_status") or "active"
         self._pending_records.append(SlackCall(STREAMED, {"channel": channel, **message}))
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
