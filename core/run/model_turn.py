@@ -63,6 +63,7 @@ class ModelTurns:
         self.audit, self.emit, self.control, self.streaming = audit, emit, control, streaming
         self.llm_calls = 0
         self.llm_seconds = 0.0
+        self.model = record.model or deps.llm.model  # the conversation's `*model` choice, set before the pump
 
     async def ask(self, ctx: ToolContext, at: ModelAsk) -> LLMReply | TurnEnded:
         tools = await self.deps.prepared_tool_set(ctx)
@@ -80,10 +81,7 @@ class ModelTurns:
         over_budget = self._over_budget(messages, tools)
         if over_budget is not None:
             return TurnEnded(over_budget)
-        model = self.record.model or self.deps.llm.model
-        self.audit(
-            {"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id, "model": model}
-        )
+        self.audit({"kind": "llm.request", "turn": turn, "messageCount": len(messages), "agentId": ctx.agent_id})
         run_id = self.record.run_id
 
         async def on_retry(attempt: int, reason: str) -> None:
@@ -101,7 +99,7 @@ class ModelTurns:
             on_retry=on_retry,
             message_json=self.history.wire_json,
             on_delta=on_delta if self.streaming else None,
-            model=model,
+            model=self.model,
         )
         task = asyncio.create_task(call)
         self.control.llm_task = task
@@ -123,7 +121,6 @@ class ModelTurns:
             self.llm_seconds += time.perf_counter() - started
             self.control.llm_task = None
         self.llm_calls += 1
-        self.record.note_model(model)
         self.record.usage.add(reply.usage, 0 if reply.usage is not None else _prompt_estimate(messages, tools))
         self._record(reply, ctx, turn, at)
         return reply
@@ -137,10 +134,12 @@ class ModelTurns:
             ]
         message.update(reply.extra)
         self.history.append(message, part="assistant", agentId=ctx.agent_id, nodeId=at.node_id, scope=at.scope)
+        self.record.note_model(self.model)
         self.audit(
             {
                 "kind": "llm.response",
                 "turn": turn,
+                "model": self.model,
                 "toolCalls": [wire_name(c.name) for c in reply.tool_calls],
                 "finishReason": reply.finish_reason,
                 "usage": reply.usage,

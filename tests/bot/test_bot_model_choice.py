@@ -4,6 +4,7 @@ Real Bolt app, FakeSlack, scripted model (which records the model each request n
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,9 @@ async def test_model_reports_refuses_and_switches_the_threads_later_calls(
         assert run.models == [
             ModelSpan(model="scripted", first=1, turns=first), ModelSpan(model=LARGER, first=first + 1, turns=len(later))
         ]
+        log = [json.loads(line) for line in h.bot.engine.store.execution_log(run).read_text().splitlines()]
+        answered = [entry["model"] for entry in log if entry.get("kind") == "llm.response"]
+        assert answered == ["scripted"] * first + [LARGER] * len(later)
         code, out, _ = await cli(["runs", "show", run.run_id], "", monkeypatch, capsys)
         shown = f"Models:    scripted (turns 1-{first}), {LARGER} (turns {first + 1}-{first + len(later)})"
         assert code == 0 and shown in out
