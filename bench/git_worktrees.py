@@ -6,7 +6,8 @@ this machine, without a network. Run by hand:
     python bench/git_worktrees.py [--runs 20] [--concurrent 8]
 
 It reports the median and p95 of a new worktree (sequential starts), the wall time of
-`--concurrent` starts at once (the repository lock serialises fetch + worktree add), and the time
+`--concurrent` starts at once (the repository lock serialises the fetch and the base ref; each run's
+own repository is made outside it), and the time
 to commit and push one run's artifacts.
 """
 

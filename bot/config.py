@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from core.api.checkout import CheckoutSpec, GitSettings, scrub
+from core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
 from core.api.errors import CrewError
 from core.api.runs import ModelChoice
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
@@ -190,6 +190,8 @@ class FileConfig(_Strict):
     """Per-channel bindings, keyed by channel id: each its own project (or repo) and packages."""
     git: GitOptions = Field(default_factory=GitOptions)
     """Git projects: time limits, worktree clean-up and the commit author."""
+    forge: ForgeSettings | None = None
+    """Git projects: open a pull request after each Commit & push (GitHub's REST API; the token from `${VAR}`)."""
     model: str | None = None
     """The model name the endpoint serves (default: CREWAGENT_MODEL)."""
     models: ModelChoice | None = None
@@ -233,6 +235,7 @@ class BotConfig(BaseModel):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     git: GitOptions = Field(default_factory=GitOptions)
+    forge: ForgeSettings | None = None  # None: Commit & push stops at the pushed branch
     resume_on_start: bool = True
     log_level: str = "INFO"
     database_url: str | None = None  # None: the embedded store under `home`, one process
@@ -319,7 +322,7 @@ def load_config(
     default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
-    problems += database_problems + _model_problems(source, file_cfg)
+    problems += database_problems + forge_problems(source, file_cfg, env) + _model_problems(source, file_cfg)
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
@@ -338,7 +341,7 @@ def load_config(
         access=file_cfg.access,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
-        git=file_cfg.git,
+        git=file_cfg.git, forge=file_cfg.forge,
         resume_on_start=file_cfg.resume_on_start,
         log_level=file_cfg.log_level,
         database_url=database_url,
@@ -434,6 +437,11 @@ def _database_url(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> 
 def mcp_problems(source: str, servers: Mapping[str, McpServerConfig], env: Mapping[str, str]) -> list[str]:
     """Server names that cannot name tools, and `${VAR}`s the environment does not set (values never shown)."""
     return [f"{source}: mcp_servers.{name}: {problem}" for name, problem in McpServerConfig.problems_of(servers, env)]
+
+
+def forge_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:
+    """`forge.token`'s `${VAR}` when the environment does not set it (its value is never shown)."""
+    return [f"{source}: forge.{problem}" for problem in (file_cfg.forge.problems(env) if file_cfg.forge else [])]
 
 
 def commands_problems(source: str, file_cfg: FileConfig, env: Mapping[str, str]) -> list[str]:

@@ -26,12 +26,13 @@ FORM = "form"
 CONTROL = "control"
 ARTIFACT = "artifact"
 DELIVER = "deliver"  # Commit & push a completed run's branch
+NEXT = "next"  # start the workflow the package names next after a completed run (x: its workflow id)
 FEEDBACK = "feedback"
 FORM_CALLBACK = f"{PREFIX}:form"
 
 ARTIFACT_SELECT = "artifact_select"
 
-CLICKS = (AGENT, MENU, WIDGET, FORM, CONTROL, ARTIFACT, DELIVER, FEEDBACK)  # every button kind Bolt listens for
+CLICKS = (AGENT, MENU, WIDGET, FORM, CONTROL, ARTIFACT, DELIVER, FEEDBACK, NEXT)  # every button kind Bolt listens for
 SELECTS = (AGENT, MENU, WIDGET, ARTIFACT)  # kinds also offered as a select menu (`<kind>_select`)
 
 FormMode = Literal["form", "multi_select", "changes", "feedback"]
@@ -59,7 +60,7 @@ class ButtonValue(BaseModel):
     w: str | None = None  # widget id
     i: int | None = None  # option / action index inside the widget
     c: bool | None = None  # confirmation answer
-    x: str | None = None  # control action
+    x: str | None = None  # control action (a next-step button: the workflow id to start)
     f: str | None = None  # artifact path (project-relative)
 
     def encode(self) -> str:

@@ -7,20 +7,22 @@ said goes to the log (scrubbed); the thread gets a plain sentence, a branch name
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 
-from core.api.checkout import Author, Checkout
+from core.api.checkout import Author, Checkout, Delivery, ForgeSettings
 from core.api.errors import CrewError
 from core.api.events import RunPhase
 from core.api.packages import Package
-from core.api.runs import RunManager
+from core.api.runs import RunManager, RunRecord
 
 from ..render import blocks
 from ..render.message import SlackMessage
 from ..config import GitOptions
 from ..render.push_blocks import delivering_note, delivery_message
 from ..slack_io import SlackIO
+from .pull_request import pull_request_for
 from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,7 @@ class Deliveries:
     io: SlackIO
     runs: RunManager
     options: GitOptions
+    forge: ForgeSettings | None = None  # `forge:`: a pushed branch gets its pull request
 
     async def author(self, user: str) -> tuple[Author, str]:
         """(commit author, the `Requested-by` line) for a Slack user."""
@@ -82,13 +85,37 @@ class Deliveries:
         except CrewError as exc:
             outcome = blocks.error(exc.message)
         else:
-            if result.pushed:
-                await asyncio.to_thread(self.runs.update, run)
-            text, result_blocks = delivery_message(result)
-            outcome = SlackMessage(text=text, blocks=result_blocks)
-            log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
-            if result.pushed and completion_ts and package is not None:
-                snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
-                await self.io.update(channel, completion_ts, blocks.completion(snapshot, key=str(key)))
+            outcome = await self._delivered(key, checkout, run, package, result, requested_by, completion_ts)
         if note_ts is None or not await self.io.update(channel, note_ts, outcome):
             await self.io.post(channel, thread_ts, outcome)
+
+    async def _delivered(
+        self, key: ThreadKey, checkout: Checkout, run: RunRecord, package: Package | None, result: Delivery,
+        requested_by: str, completion_ts: str | None,
+    ) -> SlackMessage:
+        """What the thread is told about a delivery (with `forge:`, its pull request); a pushed run's
+        completion message is redrawn to show the branch as pushed."""
+        refusal = None
+        if result.pushed and self.forge is not None:
+            result, refusal = await self._with_pull_request(checkout, run, package, result, requested_by)
+        if result.pushed:
+            await asyncio.to_thread(self.runs.update, run)
+        text, result_blocks = delivery_message(result, pull_request_refusal=refusal)
+        log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
+        if result.pushed and completion_ts and package is not None:
+            snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
+            await self.io.update(key.channel, completion_ts, blocks.completion(snapshot, key=str(key)))
+        return SlackMessage(text=text, blocks=result_blocks)
+
+    async def _with_pull_request(
+        self, checkout: Checkout, run: RunRecord, package: Package | None, result: Delivery, requested_by: str
+    ) -> tuple[Delivery, str | None]:
+        """The pushed branch with its pull request (opened, or the open one found), or with the sentence
+        saying why there is none; the branch stays pushed either way."""
+        assert self.forge is not None
+        snapshot = await asyncio.to_thread(self.runs.snapshot, run, package) if package is not None else None
+        opened = await pull_request_for(self.forge, checkout, run, snapshot, requested_by)
+        url = opened.url if opened.ok else result.pull_request_url  # else the forge's page for opening one
+        if run.delivery is not None:
+            run.delivery.pull_request_url = url
+        return dataclasses.replace(result, pull_request_url=url), (None if opened.ok else opened.message)

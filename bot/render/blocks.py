@@ -32,6 +32,7 @@ from core.api.runs import RunSnapshot
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
 from .push_blocks import delivery_blocks
+from .next_step_blocks import next_step_blocks
 from .feedback_buttons import feedback_block
 from .markdown import markdown_messages
 from .message import (
@@ -271,6 +272,7 @@ def completion(snapshot: RunSnapshot, *, key: str) -> SlackMessage:
     blocks += artifact_blocks(snapshot, key=key)
     blocks += usage_blocks(snapshot)
     blocks.extend(delivery_blocks(snapshot, key=key))
+    blocks.extend(next_step_blocks(snapshot, key=key))
     blocks.append(feedback_block(key, snapshot.run_id))
     blocks.append(
         context("You can keep chatting in this thread; changes to the finished run ask for confirmation first.")

@@ -20,6 +20,7 @@ from core.api.packages import Graph
 from core.api.runs import RunSnapshot
 
 from . import blocks
+from .next_step_blocks import cycle_line
 from .message import BlockJSON, SlackMessage
 
 TOOL_VERBS = {
@@ -183,6 +184,9 @@ def plan_status(
     out: list[BlockJSON] = [plan_block(snapshot, graph, agent_name, details, queued=queued)]
     if len(graph.nodes) > MAX_TASKS:
         out.append(blocks.context(f"…and {len(graph.nodes) - MAX_TASKS} more steps."))
+    cycle = cycle_line(snapshot)
+    if cycle:
+        out.append(blocks.context(cycle))
     names = blocks.status_controls(snapshot, queued=queued)
     if names:
         out.append(blocks.control_buttons(key, snapshot.run_id, tuple(names)))

@@ -33,7 +33,11 @@ def _section(text: str) -> dict[str, Any]:
 
 
 def _link(pull_request_url: str | None) -> str:
-    return f" <{escape(pull_request_url)}|Open a pull request>" if pull_request_url else ""
+    """An opened pull request's page (`…/pull/N`), or the forge's page for opening one."""
+    if not pull_request_url:
+        return ""
+    label = "View its pull request" if "/pull/" in pull_request_url else "Open a pull request"
+    return f" <{escape(pull_request_url)}|{label}>"
 
 
 def delivery_blocks(snapshot: RunSnapshot, *, key: str) -> list[dict[str, Any]]:
@@ -56,12 +60,18 @@ def delivery_blocks(snapshot: RunSnapshot, *, key: str) -> list[dict[str, Any]]:
     ]
 
 
-def delivery_message(result: Delivery) -> tuple[str, list[dict[str, Any]]]:
-    """(fallback text, blocks) saying what a Commit & push, or an automatic push, did."""
+def delivery_message(
+    result: Delivery, *, pull_request_refusal: str | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """(fallback text, blocks) saying what a Commit & push, or an automatic push, did; with `forge:`,
+    what the forge said when it opened no pull request."""
     if result.pushed:
         commit = f" (commit `{result.commit[:8]}`)" if result.commit else ""
         text = f":rocket: Pushed branch `{escape(result.branch)}`{commit} to the team repository."
-        return f"Pushed {result.branch}", [_section(text + _link(result.pull_request_url))]
+        out = [_section(text + _link(result.pull_request_url))]
+        if pull_request_refusal:
+            out.append(_section(f":warning: {escape(pull_request_refusal)}"))
+        return f"Pushed {result.branch}", out
     icon = ":information_source:" if result.outcome in ("nothing", "committed") else ":warning:"
     return result.message, [_section(f"{icon} {escape(result.message)}")]
 

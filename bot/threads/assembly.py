@@ -56,7 +56,7 @@ def build_thread_work(
     """`pending`: where embedded mode keeps events queued on lanes until they are run (none: memory only)."""
     state = ThreadState(store=store, lanes=lanes, bindings=bindings, engine=engine, runs=runs, handover=handover)
     notes = ThreadNotes(io, access)
-    deliveries = Deliveries(io, runs, config.git)
+    deliveries = Deliveries(io, runs, config.git, forge=config.forge)
     upkeep = Upkeep(
         bindings=bindings, runs=runs, engine=engine, lanes=lanes, store=store, io=io,
         resume_on_start=config.resume_on_start,

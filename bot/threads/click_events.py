@@ -20,7 +20,7 @@ from ..completion.uploads import Uploads
 from ..render import blocks
 from ..render.mrkdwn import escape
 from ..render.widgets import answer_for, answered_text
-from .session_calls import URGENT_COMMANDS, AnswerWidget, PickAgent, RunControl, SayText, ThreadCall
+from .session_calls import URGENT_COMMANDS, AnswerWidget, PickAgent, RunControl, SayText, StartNext, ThreadCall
 from .thread_notes import ThreadNotes
 from .thread_state import ThreadState, pending_widget
 
@@ -43,6 +43,7 @@ class ClickEvents:
             act.WIDGET: self._widget,
             act.CONTROL: self._control,
             act.DELIVER: self._deliver,
+            act.NEXT: self._next,
         }
 
     def handles(self, kind: str) -> bool:
@@ -164,3 +165,20 @@ class ClickEvents:
         message_ts = clicked.ts if clicked else None
         await self.deliveries.deliver(key, binding.checkout, binding.packages, value.r, user, completion_ts=message_ts)
         return None
+
+    async def _next(
+        self, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None
+    ) -> ThreadCall | None:
+        """A next-step button under a completed run: only for the thread's latest run, and only a step
+        its package still offers (an older message's button, or a made-up one, is refused)."""
+        key, session = record.key, record.session
+        latest = session.run_id or session.last_run_id
+        if not value.r or not value.x or value.r != latest:
+            await self.notes.refuse(key, user, "That next step is out of date: a later run has started in this thread.")
+            return None
+        snapshot = await self.state.snapshot(record, value.r)
+        offered = {step.workflow_id for step in snapshot.next_steps} if snapshot else set()
+        if snapshot is None or snapshot.phase != RunPhase.COMPLETED or value.x not in offered:
+            await self.notes.refuse(key, user, "That next step is not offered after this run; use the newest buttons.")
+            return None
+        return ThreadCall(record, StartNext(value.r, value.x), user)

@@ -80,7 +80,16 @@ class RunControl:
         return self.action in SLOT_CONTROLS
 
 
-SessionCall = Union[OpenThread, SayText, ChooseModel, GuestChat, PickAgent, AnswerWidget, RunControl]
+@dataclass(frozen=True)
+class StartNext:
+    """A next-step button: start `workflow_id` after the completed run `run_id`, on its branch."""
+
+    run_id: str
+    workflow_id: str
+    gated = True
+
+
+SessionCall = Union[OpenThread, SayText, ChooseModel, GuestChat, PickAgent, AnswerWidget, RunControl, StartNext]
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,8 @@ async def start(service: SessionService, session: Session, call: SessionCall, si
         await service.guest_chat(session, call.text, emit=sink)
     elif isinstance(call, PickAgent):
         await service.pick_agent(session, call.agent_id, emit=sink)
+    elif isinstance(call, StartNext):
+        await service.start_next(session, call.run_id, call.workflow_id, emit=sink)
     elif isinstance(call, AnswerWidget):
         await service.handle_widget_submit(session, call.widget_id, call.answer, emit=sink)
     else:

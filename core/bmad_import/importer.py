@@ -19,6 +19,7 @@ import yaml
 from core.base import safe_yaml
 
 from .agents import ImportedAgent, convert_agent
+from .help_catalog import next_steps_file
 from .config_map import ConfigKey, ConfigMap, build_config, substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias
 from .report import ConfigLine, ImportReport
@@ -227,6 +228,8 @@ def _generated_files(source: BmadSource, config: ConfigMap, plans: list[Workflow
         for rel in helps[1:]:
             rows += source.read(rel).splitlines()[1:]
         files[PACKAGE_PREFIX + HELP_CATALOG] = "\n".join([header, *(r for r in rows if r.strip())]) + "\n"
+        files.update(next_steps_file(str(files[PACKAGE_PREFIX + HELP_CATALOG]), PACKAGE_PREFIX + HELP_CATALOG,
+                                     plans, agents))
     tasks = sorted(f for f in report.carried if "/tasks/" in f"/{f}")
     files[f"{PACKAGE_PREFIX}_config/task-manifest.csv"] = _csv(
         ["name", "module", "path"], [[posixpath.basename(t).rsplit(".", 1)[0], t.split("/", 1)[0], package_alias(t)]

@@ -2,8 +2,9 @@
 
 Each call runs in its own process group, so a timeout kills git and everything it started (ssh,
 credential helpers). Git is told never to prompt: a missing credential fails at once instead of
-waiting for a terminal nobody watches. Credentials come from the host (credential helpers, the
-SSH agent); nothing here stores or prints them, and error text is scrubbed before it is kept.
+waiting for a terminal nobody watches. The repository is named from the bot's records (`GitPlace`)
+and the environment is built by `git_env`, never inherited: see there for what a push may use.
+Nothing here stores or prints credentials, and error text is scrubbed before it is kept.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import CrewError
+from .git_env import GitPlace, hardened_env
 from .urls import for_log
 
 log = logging.getLogger(__name__)
@@ -45,35 +47,34 @@ class GitResult:
         return self.returncode == 0
 
 
-def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The host's environment (its credential helpers and SSH agent), with every prompt switched off."""
-    env = dict(os.environ)
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
-    env["LC_ALL"] = "C"  # error texts are classified in English
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
-    if extra:
-        env.update(extra)
-    return env
-
-
 async def run_git(
     args: Sequence[str],
     *,
-    cwd: str | Path,
+    place: GitPlace | None = None,
+    cwd: str | Path | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    identity: Mapping[str, str] | None = None,
+    config: Mapping[str, str] | None = None,
+    trusted: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
 ) -> GitResult:
-    """Run `git ARGS` in `cwd`; a non-zero exit is a result, a timeout or a missing git is a GitError."""
+    """`git ARGS` on `place` (in `cwd` only to find or clone one); `env` only to read the host's settings.
+
+    A non-zero exit is a result; a timeout or a missing git is a GitError."""
     command = _label(args)
+    if cwd is None:
+        assert place is not None, "a git command needs a repository from the records or a folder"
+        cwd = place.work_tree or place.git_dir
+    full_env = dict(env) if env is not None else hardened_env(place, identity=identity, config=config, trusted=trusted)
     try:
         proc = await asyncio.create_subprocess_exec(
             GIT_BINARY,
+            *(place.args() if place else ()),
             *args,
             cwd=os.fspath(cwd),
-            env=git_env(env),
-            stdin=asyncio.subprocess.DEVNULL,
+            env=full_env,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -87,7 +88,7 @@ async def run_git(
             "GIT_FAILED", "git could not be started on the server.", detail=exc.strerror or "", command=command
         ) from None
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
     except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
         _kill_group(proc)
         await proc.wait()
@@ -104,12 +105,14 @@ async def run_git(
 async def git_ok(
     args: Sequence[str],
     *,
-    cwd: str | Path,
+    place: GitPlace | None = None,
+    cwd: str | Path | None = None,
     timeout: float = DEFAULT_TIMEOUT,
-    env: Mapping[str, str] | None = None,
+    identity: Mapping[str, str] | None = None,
+    config: Mapping[str, str] | None = None,
 ) -> str:
     """stdout of a git call that must succeed; otherwise GitError with git's scrubbed words as detail."""
-    result = await run_git(args, cwd=cwd, timeout=timeout, env=env)
+    result = await run_git(args, place=place, cwd=cwd, timeout=timeout, identity=identity, config=config)
     if not result.ok:
         command = _label(args)
         raise GitError(

@@ -65,6 +65,11 @@ class Checkout:
         return self.home / "worktrees" / project_id_for(self.root)
 
     @property
+    def git_dirs(self) -> Path:
+        """Where each run's own repository lives: under the runtime home, never inside a worktree."""
+        return self.home / "run-repositories" / project_id_for(self.root)
+
+    @property
     def auto_push(self) -> bool:
         return self.spec.auto_push
 
@@ -81,6 +86,8 @@ class Checkout:
                     self._plain = True
                 else:
                     found.owned = self.spec.repo is not None
+                    if found.owned and found.remote:
+                        found.remote_url = self.spec.repo  # the configured URL itself, whatever the clone says
                     self._repo = found
                     log.info(
                         "project is a git repository; runs get their own worktrees",
@@ -93,7 +100,7 @@ class Checkout:
         repo = await self._open_for_run()
         if repo is None:
             return None
-        return await _guarded(create_worktree(repo, self.worktrees_dir, run_id, workflow_id), "start the run's branch")
+        return await _guarded(create_worktree(repo, self.worktrees_dir, self.git_dirs, run_id, workflow_id), "start the run's branch")
 
     async def ensure(self, record: RunRecord) -> None:
         """The run's worktree exists again (after it was pruned); nothing to do for plain runs."""
@@ -129,16 +136,18 @@ class Checkout:
         repo = self._repo
         if repo is None:
             return 0
+        records = list(records)
         removed = 0
         for record in records:
             if (
                 record.worktree is None
+                or _shared_with_a_live_run(record, records, keep, self.settings.retention_hours)
                 or record.parent_run_id is not None  # a sub-workflow's run works in its caller's worktree
                 or Path(record.worktree.root).parent != self.worktrees_dir  # another project's run
                 or record.run_id in keep
                 or record.phase is not RunPhase.COMPLETED
                 or not expired(_epoch(record.updated_at), self.settings.retention_hours)
-                or not Path(record.worktree.root, ".git").exists()
+                or not Path(record.worktree.root).is_dir()
             ):
                 continue
             try:
@@ -168,6 +177,19 @@ async def _guarded(work: Awaitable[T], what: str) -> T:
                 "look at the bot's log.",
             ) from None
         raise CrewError(exc.code, exc.message) from None
+
+
+def _shared_with_a_live_run(
+    record: RunRecord, records: list[RunRecord], keep: frozenset[str], retention_hours: float
+) -> bool:
+    """A later step of a cycle works in the same worktree: it stays while any run in it is still in use."""
+    assert record.worktree is not None
+    return any(
+        other.worktree is not None and other.worktree.root == record.worktree.root and other is not record
+        and (other.run_id in keep or other.phase is not RunPhase.COMPLETED
+             or not expired(_epoch(other.updated_at), retention_hours))
+        for other in records
+    )
 
 
 def _epoch(stamp: str) -> float:

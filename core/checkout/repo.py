@@ -1,9 +1,12 @@
 """A git repository a binding works on: where it is, its remote, its base branch.
 
 `find_repo` looks at a project folder (a clone, or a folder inside one); `clone_repo` makes the
-bot's own clone of a `repo:` URL under the runtime home. Commands that change the shared
-repository (fetch, adding and removing worktrees) take the repository's lock, so two runs
-starting together never race on git's ref locks.
+bot's own clone of a `repo:` URL under the runtime home. Finding the repository is the only time
+git looks for a `.git` in a folder (the operator's project folder, never a run's worktree); from
+then on every command names the repository found then (`GitRepo.place`). The remote's URL is kept
+as found at start-up: deliveries push to it, whatever the repository's config says later.
+Commands that change the shared repository (fetch, the runs' base refs, older runs' worktrees)
+take the repository's lock, so two runs starting together never race on git's ref locks.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .git import GitError, git_ok, run_git
+from .git import GitError, GitResult, git_ok, run_git
+from .git_env import GitPlace, empty_folders, host_settings_env
 from .urls import for_log
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,8 @@ class GitSettings:
 @dataclass
 class GitRepo:
     toplevel: Path  # the main working tree (or the bot's clone)
-    common_dir: Path  # the shared .git directory every worktree points to
+    common_dir: Path  # the shared .git directory: its objects are what every run's repository borrows
+    git_dir: Path  # the main working tree's own git directory (the common one, unless it is a linked worktree)
     prefix: str  # the project folder inside the repository, "" for its root
     remote: str | None  # remote name runs fetch from and push to
     remote_url: str | None  # as configured; may carry credentials, so never shown or logged raw
@@ -50,15 +55,23 @@ class GitRepo:
             found = _LOCKS[key] = asyncio.Lock()
         return found
 
-    async def git(self, *args: str, cwd: Path | None = None) -> str:
-        return await git_ok(args, cwd=cwd or self.toplevel, timeout=self.settings.timeout)
+    @property
+    def place(self) -> GitPlace:
+        return GitPlace(self.git_dir, self.toplevel)
+
+    async def git(self, *args: str) -> str:
+        return await git_ok(args, place=self.place, timeout=self.settings.timeout)
+
+    async def run(self, *args: str) -> GitResult:
+        return await run_git(args, place=self.place, timeout=self.settings.timeout)
 
 
 async def find_repo(project: Path, *, branch: str | None, settings: GitSettings) -> GitRepo | None:
     """The repository `project` belongs to, or None for a plain folder (or when git is missing)."""
     try:
         probe = await run_git(
-            ["rev-parse", "--show-toplevel", "--git-common-dir", "--show-prefix"], cwd=project, timeout=settings.timeout
+            ["rev-parse", "--show-toplevel", "--git-common-dir", "--absolute-git-dir", "--show-prefix"], cwd=project,
+            timeout=settings.timeout, trusted=await host_safe_directories(settings.timeout)
         )
     except GitError as exc:
         if exc.code == "GIT_NOT_INSTALLED":
@@ -69,30 +82,40 @@ async def find_repo(project: Path, *, branch: str | None, settings: GitSettings)
         if "dubious ownership" in probe.stderr:
             log.warning(
                 "git refuses the project folder because another user owns it; it is used as a plain folder. "
-                "Add it to git's safe.directory to get a worktree per run."
+                "Add it to git's safe.directory (system or global config of the bot's user) to get a worktree per run."
             )
         return None
     lines = probe.stdout.splitlines()
-    if len(lines) < 2:
+    if len(lines) < 3:
         return None
     toplevel = Path(lines[0])
     common = Path(lines[1])
     if not common.is_absolute():
         common = (project / common).resolve()
-    prefix = lines[2].strip().rstrip("/") if len(lines) > 2 else ""
+    git_dir = Path(lines[2])
+    prefix = lines[3].strip().rstrip("/") if len(lines) > 3 else ""
     if prefix and branch is None:
         # A folder inside someone's clone (the examples in this product's own checkout, say) is not
         # taken for the team repository unless the binding names the base branch to work from.
         log.info("the project folder is inside a git repository without a base `branch:`; used as a plain folder")
         return None
-    repo = GitRepo(toplevel=toplevel, common_dir=common, prefix=prefix, remote=None, remote_url=None,
-                   base_branch=branch, settings=settings)
+    repo = GitRepo(toplevel=toplevel, common_dir=common, git_dir=git_dir, prefix=prefix, remote=None,
+                   remote_url=None, base_branch=branch, settings=settings)
+    # git would not have answered the probe for a folder another user owns unless the operator said it is safe
+    # (in the host's system or global config, which no other command reads): the bot's later commands trust it too.
     repo.remote = await _remote(repo)
     if repo.remote:
         repo.remote_url = (await repo.git("remote", "get-url", repo.remote)).strip() or None
     if repo.base_branch is None:
         repo.base_branch = await _default_branch(repo)
     return repo
+
+
+async def host_safe_directories(timeout: float) -> tuple[str, ...]:
+    """The `safe.directory` entries of the host's system and global git config (read as values; nothing runs)."""
+    found = await run_git(["config", "--get-all", "safe.directory"], cwd=empty_folders().home,
+                          timeout=timeout, env=host_settings_env())
+    return tuple(line for line in found.stdout.splitlines() if line.strip()) if found.ok else ()
 
 
 def clone_dir(home: Path, url: str) -> Path:
@@ -108,7 +131,7 @@ async def clone_repo(url: str, dest: Path, *, branch: str | None, settings: GitS
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.parent / f".{dest.name}.cloning"
     shutil.rmtree(partial, ignore_errors=True)
-    args = ["clone", "--quiet", "--origin", "origin"]
+    args = ["clone", "--quiet", "--single-branch", "--origin", "origin"]  # the base only: no other runs' pushed branches
     if branch:
         args += ["--branch", branch]
     result = await run_git([*args, "--", url, os.fspath(partial)], cwd=dest.parent, timeout=settings.timeout)
@@ -131,9 +154,7 @@ async def _remote(repo: GitRepo) -> str | None:
     if not names:
         return None
     if repo.base_branch:
-        upstream = await run_git(
-            ["config", "--get", f"branch.{repo.base_branch}.remote"], cwd=repo.toplevel, timeout=repo.settings.timeout
-        )
+        upstream = await repo.run("config", "--get", f"branch.{repo.base_branch}.remote")
         if upstream.ok and upstream.stdout.strip() in names:
             return upstream.stdout.strip()
     if "origin" in names:
@@ -143,11 +164,10 @@ async def _remote(repo: GitRepo) -> str | None:
 
 async def _default_branch(repo: GitRepo) -> str | None:
     """The remote's default branch when known, else the branch the clone has checked out."""
-    timeout = repo.settings.timeout
     if repo.remote:
         remote_head = f"refs/remotes/{repo.remote}/HEAD"
-        head = await run_git(["symbolic-ref", "--quiet", "--short", remote_head], cwd=repo.toplevel, timeout=timeout)
+        head = await repo.run("symbolic-ref", "--quiet", "--short", remote_head)
         if head.ok and head.stdout.strip().startswith(f"{repo.remote}/"):
             return head.stdout.strip()[len(repo.remote) + 1 :]
-    current = await run_git(["symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo.toplevel, timeout=timeout)
+    current = await repo.run("symbolic-ref", "--quiet", "--short", "HEAD")
     return current.stdout.strip() or None if current.ok else None

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from .archive import DEFAULT_LIMITS, ArchiveError, ArchiveLimits, extract_package
 from .models import Agent, Graph, Package, StepFile, Workflow
+from .next_steps import NEXT_STEPS_FILE, NextSteps, read_next_steps
 from .validate import (
     CLASSIC_CODE,
     ClassicWorkflowNotSupported,
@@ -80,6 +81,8 @@ def build_package(docs: PackageDocs) -> tuple[Package | None, list[Problem]]:
             workflows.append(_workflow(wf))
         except ValidationError as exc:
             problems += _model_problems(exc, wf.graph_path, [])
+    next_steps, next_problems = _next_steps(docs.root, {w.id for w in workflows}, {a.id for a in agents})
+    problems += next_problems
     if problems:
         return None, problems
     manifest = docs.manifest
@@ -94,9 +97,22 @@ def build_package(docs: PackageDocs) -> tuple[Package | None, list[Problem]]:
             manifest=manifest,
             agents=agents,
             workflows=workflows,
+            next_steps=next_steps,
         ),
         [],
     )
+
+
+def _next_steps(root: Path, workflows: set[str], agents: set[str]) -> tuple[NextSteps | None, list[Problem]]:
+    """The optional next-steps.json, checked against the package's own workflows and agents."""
+    fix = "correct next-steps.json, or delete it (the package then offers no next steps)"
+    try:
+        found = read_next_steps(root)
+    except ValueError as exc:
+        return None, [Problem(NEXT_STEPS_FILE, "", str(exc), fix)]
+    if found is None:
+        return None, []
+    return found, [Problem(NEXT_STEPS_FILE, where, what, fix) for where, what in found.problems(workflows, agents)]
 
 
 def _workflow(wf: WorkflowDocs) -> Workflow:

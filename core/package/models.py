@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..base.errors import CrewError
+from .next_steps import NextStep, NextSteps
 
 NodeType = Literal["step", "decision", "merge", "end", "subworkflow"]
 
@@ -205,6 +206,7 @@ class Package(BaseModel):
     manifest: dict[str, Any]
     agents: list[Agent]
     workflows: list[Workflow]  # default workflow first
+    next_steps: NextSteps | None = None  # what may follow each workflow (next-steps.json), None without one
 
     def agent(self, agent_id: str) -> Agent | None:
         return next((a for a in self.agents if a.id == agent_id), None)
@@ -235,6 +237,10 @@ class Package(BaseModel):
         """Resolve a `workflow.md` path (package-relative, optionally `@pkg/`-prefixed)."""
         norm = md_path.strip().removeprefix("@pkg/").removeprefix("{package-root}/").removeprefix("./")
         return next((w for w in self.workflows if w.workflow_path == norm), None)
+
+    def next_after(self, workflow_id: str) -> list[NextStep]:
+        """The workflows offered once a run of `workflow_id` completes (none without next-steps.json)."""
+        return self.next_steps.after(workflow_id) if self.next_steps else []
 
     @property
     def default_workflow(self) -> Workflow:

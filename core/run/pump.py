@@ -40,7 +40,7 @@ from ..store.runs_model import RunError, RunRecord
 from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to, legacy_answer_note
 from .model_turn import BUDGET_CODE, ModelAsk, ModelTurns, TurnEnded
 from .tool_round import ToolRecorder
-from ..tools.base import Confirmation, Mounts, ToolContext, ToolOutcome
+from ..tools.base import Confirmation, GitView, Mounts, ToolContext, ToolOutcome
 
 
 
@@ -131,7 +131,8 @@ class Pump:
         self.fm = fm
         self.complete = run_state.is_complete(fm, self.graph)
         self.state_version = 1  # bumped on every state reload, so the prompt prefix is rebuilt
-        self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir)
+        self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir,
+                             git=git_view(record))
         self.composer = deps.composer(package)
         self.prompt = RunPrompt(
             self.composer,
@@ -469,3 +470,12 @@ class Pump:
         error = RunError(code=code, message=message)
         await self.reporter.phase(RunPhase.FAILED, reason=message, error=error)
         return self._result(RunPhase.FAILED, error=error)
+
+
+def git_view(record: RunRecord) -> GitView | None:
+    """The run's own repository for the sandbox, from the record; none for older runs or a sub-folder project."""
+    worktree = record.worktree
+    if worktree is None or worktree.git_dir is None or Path(worktree.path) != Path(worktree.root):
+        return None
+    borrowed = Path(worktree.borrowed_objects) if worktree.borrowed_objects else None
+    return GitView(git_dir=Path(worktree.git_dir), borrowed_objects=borrowed)

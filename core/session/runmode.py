@@ -34,13 +34,15 @@ async def start_run(
     *,
     data_message: str | None = None,
     user_input: str | None = None,
+    continues: RunRecord | None = None,
 ) -> None:
     """Create a run bound to this conversation (RunMode) and pump it until it needs the user.
 
-    In a git project the run gets its own worktree and branch first (see core.checkout)."""
+    In a git project the run gets its own worktree and branch first (see core.checkout), unless it
+    `continues` an earlier run (the next step of a cycle): then it works on that run's branch."""
     run_id = deps.runs.new_run_id()
-    worktree = None
-    if deps.checkout is not None:
+    worktree = continues.worktree if continues is not None else None
+    if deps.checkout is not None and worktree is None:
         workflow = package.resolve_workflow(workflow_id)
         made = await deps.checkout.new_worktree(run_id, workflow.id)
         if made is not None:
@@ -57,12 +59,23 @@ async def start_run(
         worktree=worktree,
         session_id=session.id,
     )
+    if continues is not None:
+        record.extra["previous_run_id"] = continues.run_id
+        record.extra["cycle"] = cycle_of(continues, package)
     if data_message:
         record.extra["data_context"] = [data_message]  # the engine injects it before USER_INPUT on every turn
+    if data_message or continues is not None:
         await asyncio.to_thread(deps.runs.update, record)
     bind(session, record)
     await out.put(RunStarted(snapshot=deps.runs.snapshot(record, package)))
     await pump(deps, session, record, package, intent="start", user_input=user_input or None, out=out)
+
+
+def cycle_of(previous: RunRecord, package: Package) -> list[str]:
+    """The workflow names of a cycle up to and including `previous` (kept in each run's `extra`)."""
+    workflow = package.workflow(previous.workflow_id)
+    earlier = [name for name in previous.extra.get("cycle", []) if isinstance(name, str)]
+    return earlier + [workflow.display_name if workflow else previous.workflow_id]
 
 
 def bound_record(deps: Deps, session: Session) -> RunRecord:

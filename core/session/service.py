@@ -22,7 +22,7 @@ from ..package.models import Package
 from ..base.wrappers import widget_submit_text
 from .router import GlobalCommand, resolve
 from ..store.run_manager import RunManager
-from . import runmode
+from . import next_step, runmode
 from .commands import TypedText, help_text, looks_like_command, unknown_command
 from .context import AgentChoice, Catalog, Deps, Emit, OutputStream, Surface
 from .agentmode import dispatch, failed_answer, greeting, menu_output, resume_latest
@@ -97,6 +97,14 @@ class SessionService:
         """Buttons: exactly what the typed `*<action>` does (plus `retry` for a failed run)."""
         out = OutputStream(emit)
         await self._guarded(session, out, self._global(session, action, out))
+        return out.items
+
+    async def start_next(
+        self, session: Session, previous_run_id: str, workflow_id: str, emit: Emit | None = None
+    ) -> list[Output]:
+        """The next step of a cycle (a button under a completed run): its workflow, on the same branch."""
+        out = OutputStream(emit)
+        await self._guarded(session, out, next_step.start_next(self.deps, session, previous_run_id, workflow_id, out))
         return out.items
 
     async def _guarded(self, session: Session, out: OutputStream, work: Awaitable[None]) -> None:

@@ -13,7 +13,7 @@ from ..base.atomic import atomic_write_text
 from ..base.errors import CrewError
 from ..base.events import RunPhase, StateUpdated
 from ..package.models import Agent, Graph, Package, Workflow
-from .runs_model import RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
+from .runs_model import OfferedStep, RunError, RunRecord, RunSnapshot, RunWorktree, utc_now
 from .files import project_id_for
 from .protocol import RunStore
 
@@ -282,4 +282,20 @@ class RunManager:
             pull_request_url=record.delivery.pull_request_url if record.delivery else None,
             steps_completed=list(view.steps_completed),
             child=child,
+            next_steps=_offered(record, package),
+            cycle=[name for name in record.extra.get("cycle", []) if isinstance(name, str)],
         )
+
+
+def _offered(record: RunRecord, package: Package) -> list[OfferedStep]:
+    """The package's next steps after this run's workflow; a sub-workflow's run offers none of its own."""
+    if record.parent_run_id is not None:
+        return []
+    offered = []
+    for step in package.next_after(record.workflow_id):
+        workflow = package.workflow(step.workflow)
+        agent = package.agent(step.agent or record.active_agent_id)
+        if workflow is not None and agent is not None:
+            offered.append(OfferedStep(workflow_id=workflow.id, label=step.label, agent_name=agent.display_name,
+                                       back=step.back))
+    return offered

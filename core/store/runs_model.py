@@ -76,6 +76,10 @@ class RunWorktree(BaseModel):
     branch: str  # crewagent/<workflow>-<short run id>
     base_branch: str | None = None
     base_commit: str
+    # The run's own repository (branch, commits) and the shared object store it borrows the project's
+    # history from. None in records written before runs had their own: those are linked worktrees.
+    git_dir: str | None = None
+    borrowed_objects: str | None = None
 
 
 class RunDelivery(BaseModel):
@@ -152,6 +156,15 @@ class RunRecord(BaseModel):
         return records
 
 
+class OfferedStep(BaseModel):
+    """A workflow offered once the run completes (the package's next steps), in user terms."""
+
+    workflow_id: str
+    label: str
+    agent_name: str
+    back: bool = False  # a step back in the cycle (the review asked for changes)
+
+
 class RunSnapshot(BaseModel):
     """Everything a status line needs, in user terms (no server paths)."""
 
@@ -177,6 +190,8 @@ class RunSnapshot(BaseModel):
     pull_request_url: str | None = None
     steps_completed: list[str] = []  # node ids, in the order they were completed
     child: RunSnapshot | None = None  # the sub-workflow this run waits on, shown nested ("parent › child")
+    next_steps: list[OfferedStep] = []  # what may follow this run once it completes (a top-level run only)
+    cycle: list[str] = []  # the workflow names of the runs before this one in its cycle, oldest first
 
     def progress(self, unit: str = " steps") -> str:
         """`2/5 steps`, or `4 of 5 steps, 1 not taken` for a finished run that skipped a branch."""

@@ -14,12 +14,21 @@ ToolMode = Literal["run", "agent", "chat", "script"]
 
 
 @dataclass(frozen=True)
+class GitView:
+    """A run's own repository, as the bot's records name it: what the sandbox may show of git."""
+
+    git_dir: Path  # holds only the run's branch and commits
+    borrowed_objects: Path | None = None  # the shared object store it borrows the project's history from
+
+
+@dataclass(frozen=True)
 class Mounts:
     """Real roots behind the alias paths the model uses. `state` is None outside a run."""
 
     project: Path
     pkg: Path
     state: Path | None = None
+    git: GitView | None = None  # a git project's run whose @project is its worktree's top
 
 
 @dataclass(frozen=True)

@@ -229,6 +229,22 @@ def test_models_name_the_default_and_the_allowed_ones_and_the_environment_stays_
         load_config(config_path=file, project=project, packages=packages, env=env)
 
 
+def test_forge_takes_its_token_from_the_environment_only(project: Path, tmp_path: Path) -> None:
+    packages = [EXAMPLES / "hello-branch"]
+    file = tmp_path / "crewagent.yml"
+    file.write_text("forge: {kind: github, api_url: https://ghe.example/api/v3/, token: \"${FORGE_TOKEN}\"}\n")
+    config = load_config(config_path=file, project=project, packages=packages, env={"FORGE_TOKEN": "ghp_secret"})
+    assert config.forge is not None and config.forge.api_url == "https://ghe.example/api/v3"
+    assert config.forge.token_variable == "FORGE_TOKEN" and "ghp_secret" not in config.model_dump_json()
+    with pytest.raises(ConfigError, match=r"forge.token: \$\{FORGE_TOKEN\} is not set in the environment"):
+        load_config(config_path=file, project=project, packages=packages, env={})
+    file.write_text("forge: {token: ghp_literal_token}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(config_path=file, project=project, packages=packages, env={})
+    assert "forge.token" in err.value.message and "ghp_literal_token" not in err.value.message
+    assert load_config(project=project, packages=packages, env={}).forge is None
+
+
 def test_serve_raises_the_open_file_limit_for_many_runs() -> None:
     script = (
         "import resource\n"

@@ -142,7 +142,7 @@ async def test_remote_branch_moved_is_a_plain_message_and_nothing_is_lost(team_r
         await h.settle()
         assert "Commit & push" in message_text(h.slack.messages[("C1", completion["ts"])]), "still offered"
     assert KEY_A in Path(run.worktree.path, TARGET).read_text()
-    assert KEY_A in git(Path(run.worktree.path), "show", f"HEAD:{TARGET}")  # committed on the branch here
+    assert KEY_A in git(Path(run.worktree.git_dir or ""), "show", f"HEAD:{TARGET}")  # committed on the branch here
     assert TARGET not in team_repo.files(run.worktree.branch)
     assert str(tmp_path) not in slack_traffic(h)
 

@@ -26,7 +26,9 @@ WAIT = 60.0
 
 def with_commands(config: BotConfig) -> None:
     commands = CommandsConfig.model_validate({
-        "default": "forbid", "rules": [{"prefix": "python -m pytest", "decision": "allow"}],
+        "default": "forbid", "rules": [{"prefix": "python -m pytest", "decision": "allow"},
+                                       {"prefix": "git diff", "decision": "allow"},
+                                       {"prefix": "git remote", "decision": "allow"}],
         "timeout_seconds": 120, "toolchain": list(TOOLCHAIN),
     })
     config.tool_policy = config.tool_policy.model_copy(update={"commands": commands})
@@ -43,7 +45,7 @@ async def test_a_dev_agent_fixes_its_worktrees_tests_in_slack(team_repo: TeamRep
     git(clone, "push", "--quiet", "origin", "main")
     package = make_linear_package(tmp_path / "pkg", nodes=2)
     seen: list[dict[str, Any]] = []
-    llm = ScriptedLLM(responder=dev_responder(seen))
+    llm = ScriptedLLM(responder=dev_responder(seen, then="git diff --stat && git remote -v"))
     async with llm, bot_harness(clone, packages=[str(package)], llm=llm, configure=with_commands) as h:
         top = await h.mention("handbook")
         await h.wait_status(top, "Completed", timeout=WAIT)
@@ -69,8 +71,10 @@ async def test_a_dev_agent_fixes_its_worktrees_tests_in_slack(team_repo: TeamRep
         mark = h.mark()
         await h.click(push, completion)
         await h.slack.wait_for("chat.update", lambda p: "Pushed branch" in message_text(p), since=mark, timeout=WAIT)
-    forbidden, first, second = seen
+    forbidden, first, second, diff = seen
     assert forbidden["error"]["code"] == "COMMAND_FORBIDDEN" and first["exitCode"] == 1 and second["exitCode"] == 0
+    assert diff["exitCode"] == 0 and "calc.py" in diff["stdout"], diff  # git inside sees the run's own repository,
+    assert "remote.git" not in diff["stdout"] and "origin" not in diff["stdout"]  # and no remote
     branch = next(b for b in team_repo.branches() if b != "main")
     assert team_repo.show(branch, "calc.py") == FIXED  # the run's branch carries the fix
     assert "test_calc.py" in team_repo.files(branch)  # the forbidden rm never ran

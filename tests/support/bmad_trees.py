@@ -153,3 +153,53 @@ def installed_bmad(project: Path) -> Path:
     _write(root, "core/workflows/party-mode/steps/step-01-talk.md", "# Talk\n\nLet the agents talk, then exit.\n")
     _write(root, "core/workflows/advanced-elicitation/workflow.xml", "<task/>\n")
     return root
+
+
+STORY_CYCLE_HELP = """\
+module,phase,name,code,sequence,workflow-file,command,required,agent,options,description,output-location,outputs,
+cycle,4-implementation,Create Story,CS,30,_bmad/cycle/workflows/create-story/workflow.md,,true,sm,,"Story cycle start: then DS then CR",,story,
+cycle,4-implementation,Dev Story,DS,40,_bmad/cycle/workflows/dev-story/workflow.md,,true,dev,,"Build the story then CR then back to DS if fixes needed",,,
+cycle,4-implementation,Code Review,CR,50,_bmad/cycle/workflows/code-review/workflow.md,,false,dev,,"If issues back to DS; if approved then next CS",,,
+"""
+"""A help catalog of the phase-and-sequence generation for the story cycle below."""
+
+CYCLE_STEPS = {"create-story": "step-01-draft", "dev-story": "step-01-build", "code-review": "step-01-review"}
+"""Each story-cycle workflow's one step file (its node id in the imported package)."""
+
+
+def story_cycle_bmad(project: Path, *, catalog: str | None = STORY_CYCLE_HELP) -> Path:
+    """An installed `_bmad/` with the story cycle: a Scrum Master who drafts stories, a developer who
+    builds and reviews them, one step per workflow, and (unless `catalog` is None) module-help.csv."""
+    root = project / "_bmad"
+    _write(root, "core/config.yaml", "user_name: Ada\ncommunication_language: English\n")
+    _write(root, "cycle/config.yaml", 'code: cycle\nstory_dir: "{project-root}/stories"\n')
+    for agent, name, items in (("sm", "Bob", ("create-story",)), ("dev", "Amelia", ("dev-story", "code-review"))):
+        menu = "".join(
+            f'    - trigger: {wf}\n      exec: "{{project-root}}/_bmad/cycle/workflows/{wf}/workflow.md"\n'
+            f'      description: "[{wf[:2].upper()}] {wf}"\n' for wf in items
+        )
+        text = (f"agent:\n  metadata:\n    id: \"_bmad/cycle/agents/{agent}.md\"\n    name: {name}\n"
+                f"    title: {agent}\n    icon: \"🧩\"\n    module: cycle\n  persona:\n    role: {agent}\n"
+                f"    identity: Works on stories.\n    communication_style: Short.\n    principles:\n      - Small steps\n"
+                f"  menu:\n{menu}")
+        (root / "cycle/agents").mkdir(parents=True, exist_ok=True)
+        (root / f"cycle/agents/{agent}.agent.yaml").write_text(text, encoding="utf-8")
+    for workflow, step in CYCLE_STEPS.items():
+        _write(root, f"cycle/workflows/{workflow}/workflow.md", f"""
+            ---
+            name: {workflow}
+            description: The {workflow} step of the story cycle
+            ---
+
+            # {workflow}
+
+            Read fully and follow `./steps/{step}.md`.
+        """)
+        _write(root, f"cycle/workflows/{workflow}/steps/{step}.md", f"""
+            # {workflow}
+
+            Do the {workflow} work on the story in {{story_dir}}, then finish.
+        """)
+    if catalog is not None:
+        _write(root, "cycle/module-help.csv", catalog)
+    return root

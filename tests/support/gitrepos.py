@@ -116,3 +116,14 @@ async def refusing_git_server() -> AsyncIterator[int]:
         yield runner.addresses[0][1]
     finally:
         await runner.cleanup()
+
+
+GITHUB_ORIGIN = "https://github.com/team/app.git"
+
+
+def origin_on_github(team: TeamRepo, origin: str = GITHUB_ORIGIN) -> None:
+    """The clone's origin reads as a GitHub URL (so owner and repository come from it) while its pushes
+    still go to the local bare repository; fetches from it are refused at once (no network in tests)."""
+    git(team.clone, "remote", "set-url", "origin", origin)
+    git(team.clone, "config", f"url.{team.url}.pushInsteadOf", origin)
+    git(team.clone, "config", "http.proxy", "http://127.0.0.1:9")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
+from core.tools.base import EffectivePolicy, GitView, Mounts, ToolContext, ToolOutcome
 from tests.support.fakes.llm_server import Reply
 from tests.support.linear_package import node_id
 from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
@@ -33,10 +33,11 @@ class ShellBench:
     config: CommandsConfig
     audit: list[dict[str, Any]] = field(default_factory=list)
     host: ToolHost = field(default_factory=ToolHost)
+    git: GitView | None = None  # a git project's run: its own repository, as the run's record names it
 
     def context(self, *, approved: str | None = None, allowed_for_run: frozenset[str] = frozenset()) -> ToolContext:
         return ToolContext(
-            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state),
+            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state, git=self.git),
             policy=EffectivePolicy(shell=self.config), mode="run", agent_id="dev", run_id="run-1",
             audit=self.audit.append, approved=approved, allowed_for_run=allowed_for_run,
         )
@@ -68,8 +69,9 @@ BROKEN = "def add(a, b):\n    return a - b\n"
 FIXED = "def add(a, b):\n    return a + b\n"
 
 
-def dev_responder(seen: list[dict[str, Any]]) -> Callable[[Body], Reply]:
-    """Runs the tests; on a failure patches calc.py and runs them again; on a pass completes the step."""
+def dev_responder(seen: list[dict[str, Any]], then: str | None = None) -> Callable[[Body], Reply]:
+    """Runs the tests; on a failure patches calc.py and runs them again; on a pass runs `then` (if given)
+    and completes the step."""
     first, last = node_id(1, 2), node_id(2, 2)
 
     def respond(body: Body) -> Reply:
@@ -80,7 +82,8 @@ def dev_responder(seen: list[dict[str, Any]]) -> Callable[[Body], Reply]:
             return calls(complete_node(last, to=None, variables={"workflowStatus": "complete"}))
         if node != first:
             return Reply(content=f"(scripted model: no plan for {node!r})")
-        names = [name for name, _ in previous_calls(body)]
+        made = previous_calls(body)
+        names = [name for name, _ in made]
         results = previous_results(body)
         seen.extend(r for r, n in zip(results, names) if n == "shell_run")
         if not names:
@@ -90,6 +93,8 @@ def dev_responder(seen: list[dict[str, Any]]) -> Callable[[Body], Reply]:
         if names[-1] == "shell_run" and results[-1].get("exitCode") not in (0, None):
             patch = {"operation": "replace", "oldText": "a - b", "newText": "a + b"}
             return calls(("fs_apply_patch", {"path": "@project/calc.py", "patch": patch}))
+        if then is not None and made[-1][1].get("command") != then:
+            return calls(("shell_run", {"command": then}))
         return calls(complete_node(first, to=last))
 
     return respond

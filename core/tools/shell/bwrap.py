@@ -12,7 +12,8 @@ from functools import cache
 from pathlib import Path
 
 from .command_config import CommandLimits
-from .sandbox_layout import GIT, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN, Layout
+from .sandbox_layout import (GIT, GIT_OBJECTS, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN,
+                             Layout)
 
 DOCKER_FIX = (
     "user namespaces are blocked here; in Docker run the container with "
@@ -42,7 +43,7 @@ def find_uv() -> Path | None:
 
 
 def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, network: bool,
-               git_fd: int | None = None) -> list[str]:
+               git_fds: list[int] | None = None) -> list[str]:
     """Options for `bwrap --args FD` (the command itself follows `--` on the real command line)."""
     args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--hostname", "sandbox"]
@@ -65,18 +66,36 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
     if layout.uv is not None:
         args += ["--ro-bind", str(layout.uv), f"{TOOLS_BIN}/uv"]
     args += ["--bind", str(layout.project), PROJECT, "--ro-bind", str(layout.pkg), PKG]
-    if layout.git is not None and git_fd is not None:
-        args += ["--ro-bind", str(layout.git.common_dir), GIT, "--ro-bind-data", str(git_fd), f"{PROJECT}/.git"]
-    elif (layout.project / ".git").is_dir():
-        args += ["--ro-bind", str(layout.project / ".git"), f"{PROJECT}/.git"]
+    args += _git_view(layout, git_fds or [])
     args += _masks(layout)
     args += ["--remount-ro", "/", "--chdir", cwd_inside]
     return args
 
 
-def git_file_text(layout: Layout) -> bytes:
-    assert layout.git is not None
-    return f"gitdir: {GIT}/worktrees/{layout.git.worktree_name}\n".encode()
+def git_view_files(layout: Layout) -> list[bytes]:
+    """What the sandbox reads instead of files holding host paths: its `.git` file, then the alternates."""
+    if layout.git is None:
+        return []
+    files = [f"gitdir: {GIT}\n".encode()]
+    if layout.git.borrowed_objects is not None:
+        files.append(f"{GIT_OBJECTS}\n".encode())
+    return files
+
+
+def _git_view(layout: Layout, fds: list[int]) -> list[str]:
+    """The run's own repository, read-only; without one, whatever `.git` the folder has stays out of reach."""
+    dot_git = layout.project / ".git"
+    if layout.git is None or not fds:
+        if dot_git.is_dir():  # a plain-folder project that is a repository of the operator's
+            return ["--ro-bind", str(dot_git), f"{PROJECT}/.git"]
+        if os.path.lexists(dot_git):  # an older run's linked worktree: its `.git` names a host path
+            return ["--ro-bind", "/dev/null", f"{PROJECT}/.git"]
+        return []
+    args = ["--ro-bind", str(layout.git.git_dir), GIT, "--ro-bind-data", str(fds[0]), f"{PROJECT}/.git"]
+    if layout.git.borrowed_objects is not None and len(fds) > 1:
+        args += ["--ro-bind", str(layout.git.borrowed_objects), GIT_OBJECTS,
+                 "--ro-bind-data", str(fds[1]), f"{GIT}/objects/info/alternates"]
+    return args
 
 
 def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool) -> list[str]:

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_file_text, prlimit_prefix
+from .bwrap import DOCKER_FIX, bwrap_args, find_bwrap, find_uv, git_view_files, prlimit_prefix
 from .command_config import CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
 from .output_capture import OutputCapture
 from .pids_cgroup import PidsCgroup, remove_stale
-from .sandbox_layout import HOME, SHELL, Layout, layout_for, path_inside, translate
+from .sandbox_layout import HOME, SHELL, Layout, git_trust, layout_for, path_inside, translate
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
@@ -87,7 +87,7 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     # No .pyc files in the worktree: an edit that keeps a file's size within the same second would
     # otherwise run the old bytecode, and the agent would see its fix "fail".
     env = {"PATH": path_inside(layout, config.extras.path_prefix), "HOME": HOME, "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", **dict(config.extras.env), **config.resolved_env()}
+           "PYTHONDONTWRITEBYTECODE": "1", **git_trust(layout), **dict(config.extras.env), **config.resolved_env()}
     limits = prlimit_prefix(config.limits, timeout + 5, processes=state.backend == "bwrap")
     if state.backend == "none":
         env["HOME"] = tempfile.mkdtemp(prefix="crewagent-home-")
@@ -98,9 +98,9 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
     cgroup = PidsCgroup.create(config.limits.processes) if state.cgroup else None
     fds: list[int] = []
     try:
-        fds = open_data_pipes([git_file_text(layout)] if layout.git is not None else [])
+        fds = open_data_pipes(git_view_files(layout))
         options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fd=fds[0] if fds else None) + ["--setenv", "PATH", env["PATH"]]
+                             git_fds=fds) + ["--setenv", "PATH", env["PATH"]]
         packed = ("\0".join(options) + "\0").encode()
         if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
             raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")

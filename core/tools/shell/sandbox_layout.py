@@ -12,9 +12,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..base import GitView
+
 PROJECT = "/@project"
 PKG = "/@pkg"
 GIT = "/@git"
+GIT_OBJECTS = "/@git-objects"  # the shared object store a run's repository borrows history from
 HOME = "/tmp/home"
 TOOLS_BIN = "/opt/crewagent/bin"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -26,18 +29,10 @@ _ALIAS = re.compile(r"(?<![\w@/.$-])@(project|pkg)(?=/|\b|$)")
 
 
 @dataclass(frozen=True)
-class GitLink:
-    """A linked worktree: its main repository's `.git`, and the worktree's own folder inside it."""
-
-    common_dir: Path
-    worktree_name: str
-
-
-@dataclass(frozen=True)
 class Layout:
     project: Path  # real, the run's worktree or project folder
     pkg: Path  # real
-    git: GitLink | None = None
+    git: GitView | None = None
     toolchain: tuple[Path, ...] = ()  # read-only at the same path
     extra_read_only: tuple[tuple[str, str], ...] = ()  # (host, inside)
     hidden: tuple[Path, ...] = ()  # masked if they fall inside something visible
@@ -50,15 +45,19 @@ class Layout:
 
 def layout_for(project: Path, pkg: Path, *, toolchain: tuple[str, ...] = (),
                extra_read_only: tuple[tuple[str, str], ...] = (), hidden: tuple[str, ...] = (),
-               uv: Path | None = None) -> Layout:
-    """Blocking (reads the worktree's `.git`): call it from a thread."""
+               uv: Path | None = None, git: GitView | None = None) -> Layout:
+    """Blocking (resolves paths): call it from a thread."""
     real_project = Path(os.path.realpath(project))
     real_pkg = Path(os.path.realpath(pkg))
-    git = _git_link(real_project)
+    if git is not None:
+        borrowed = git.borrowed_objects
+        git = GitView(Path(os.path.realpath(git.git_dir)), Path(os.path.realpath(borrowed)) if borrowed else None)
     replacements = [(str(real_project), "@project"), (str(real_pkg), "@pkg")]
     if git is not None:
-        replacements.append((str(git.common_dir), "@project/.git"))
-    replacements += [(PROJECT, "@project"), (PKG, "@pkg"), (GIT, "@project/.git")]
+        replacements.append((str(git.git_dir), "@project/.git"))
+        if git.borrowed_objects is not None:
+            replacements.append((str(git.borrowed_objects), "@project/.git/objects"))
+    replacements += [(PROJECT, "@project"), (PKG, "@pkg"), (GIT_OBJECTS, "@project/.git/objects"), (GIT, "@project/.git")]
     return Layout(
         project=real_project, pkg=real_pkg, git=git,
         toolchain=tuple(Path(os.path.realpath(t)) for t in toolchain if os.path.isdir(t)),
@@ -81,28 +80,14 @@ def scrub(text: str, layout: Layout) -> str:
     return text
 
 
+def git_trust(layout: Layout) -> dict[str, str]:
+    """Git inside may use the run's repository though the command's uid does not own the bot's folders."""
+    if layout.git is None:
+        return {}
+    return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": PROJECT}
+
+
 def path_inside(layout: Layout, extra: tuple[str, ...] = ()) -> str:
     bins = [str(t / "bin") for t in layout.toolchain if (t / "bin").is_dir()]
     return ":".join([*extra, *bins, TOOLS_BIN, SYSTEM_PATH])
 
-
-def _git_link(project: Path) -> GitLink | None:
-    """The main repository behind a linked worktree's `.git` file, when it is one."""
-    dot_git = project / ".git"
-    try:
-        if not dot_git.is_file():
-            return None
-        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    git_dir = Path(os.path.realpath(project / text[len("gitdir:"):].strip()))
-    try:
-        common_rel = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    common = Path(os.path.realpath(git_dir / common_rel))
-    if git_dir.parent != common / "worktrees":
-        return None
-    return GitLink(common_dir=common, worktree_name=git_dir.name)

@@ -58,8 +58,10 @@ async def test_two_runs_get_two_branches_and_never_see_each_others_files(team_re
     assert (pa / "artifacts/story.md").read_text() == "from A"
     assert not (team_repo.clone / "artifacts/story.md").exists(), "the shared checkout is untouched"
     assert (pa / "artifacts/PRD.md").read_text() == (team_repo.clone / "artifacts/PRD.md").read_text()
-    branches = git(team_repo.clone, "branch", "--list", "crewagent/*")
-    assert "create-story-aaaaaaaa" in branches and "create-story-bbbbbbbb" in branches
+    ga, gb = Path(a.worktree.git_dir or ""), Path(b.worktree.git_dir or "")
+    assert git(ga, "branch", "--list").split() == ["*", "crewagent/create-story-aaaaaaaa"]
+    assert git(gb, "branch", "--list").split() == ["*", "crewagent/create-story-bbbbbbbb"]
+    assert "crewagent/" not in git(team_repo.clone, "branch", "--list"), "runs' branches live in their own repositories"
 
 
 async def test_a_run_starts_from_the_freshest_base(team_repo: TeamRepo, tmp_path: Path) -> None:
@@ -125,7 +127,7 @@ async def test_remote_branch_moved_says_so_and_keeps_everything(team_repo: TeamR
     assert "moved" in result.message and "Nothing was lost" in result.message
     assert str(tmp_path) not in result.message
     assert (path / "artifacts/a.md").read_text() == "second\n"
-    assert git(path, "show", "HEAD:artifacts/a.md") == "second\n"  # committed locally
+    assert git(Path(new.worktree.git_dir or ""), "show", "HEAD:artifacts/a.md") == "second\n"  # committed locally
     assert team_repo.show(new.worktree.branch, "artifacts/a.md") == "first\n"
 
 
@@ -164,6 +166,24 @@ async def test_pruning_keeps_work_on_the_branch_and_a_resume_brings_the_worktree
     assert Path(fresh.worktree.root).exists()
     await co.ensure(done)
     assert (Path(new.worktree.path) / "artifacts/left.md").read_text() == "unsaved\n"
+
+
+async def test_a_worktree_a_later_step_continues_is_kept_while_that_step_is_in_use(
+    team_repo: TeamRepo, tmp_path: Path
+) -> None:
+    """The next step of a cycle works in the previous run's worktree: the completed earlier run's
+    retention must not remove it from under the later one."""
+    co = Checkout(CheckoutSpec(project=team_repo.clone), tmp_path / "home", GitSettings(retention_hours=0))
+    new = await co.new_worktree(RUN_A, "create-story")
+    assert new is not None
+    story = record(RUN_A, team_repo.clone, new)
+    story.phase = RunPhase.COMPLETED
+    dev = record(RUN_B, team_repo.clone, new)  # the next step, on the same worktree, waiting for its user
+    assert await co.prune([story, dev]) == 0
+    assert Path(new.worktree.root, ".git").exists()
+    dev.phase = RunPhase.COMPLETED  # once every run in it is done and old, it goes (the branch stays)
+    assert await co.prune([story, dev]) == 1
+    assert not Path(new.worktree.root).exists()
 
 
 async def test_a_repo_url_is_cloned_into_the_runtime_home(team_repo: TeamRepo, tmp_path: Path) -> None:

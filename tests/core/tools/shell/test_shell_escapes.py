@@ -222,7 +222,8 @@ async def test_cwd_below_the_project(bench: ShellBench) -> None:
     assert result["stdout"] == "@project/src\n" and (bench.project / "src" / "made").is_file()
 
 
-async def test_git_works_read_only_in_a_linked_worktree(tmp_path: Path) -> None:
+async def test_a_worktree_without_a_recorded_repository_shows_no_git_and_no_host_path(tmp_path: Path) -> None:
+    """A linked worktree (a run recorded before runs had their own repository): its `.git` names a host path."""
     main = tmp_path / "main"
     subprocess.run(["git", "init", "-q", "-b", "main", str(main)], check=True)
     (main / "app.py").write_text("x = 1\n")
@@ -233,15 +234,12 @@ async def test_git_works_read_only_in_a_linked_worktree(tmp_path: Path) -> None:
     subprocess.run([*git, "worktree", "add", "-q", "-b", "run-1", str(worktree)], check=True)
     made = make_bench(tmp_path / "bench")
     made.project = worktree
-    (worktree / "app.py").write_text("x = 2\n")
-    result = await made.run("git status --short && git diff && git log --oneline && git rev-parse --git-dir")
-    assert result["ok"] is True and result["exitCode"] == 0, result
-    assert "M app.py" in result["stdout"] and "+x = 2" in result["stdout"] and "first" in result["stdout"]
-    assert str(main) not in str(result)
-    blocked = await made.run("git -c user.name=t -c user.email=t@e commit -qam sneaky; echo x > /@git/hooks/pre-commit")
-    assert blocked["exitCode"] != 0
+    result = await made.run(f"cat @project/.git 2>&1 | grep -c '{tmp_path}'; ls /@git; git log --oneline; "
+                            "printf 'gitdir: /tmp/x' > @project/.git")
+    assert result["stdout"].split()[:1] == ["0"] and "first" not in result["stdout"], result
+    assert (worktree / ".git").read_text().startswith(f"gitdir: {main}")
     log = subprocess.run([*git, "log", "--oneline", "--all"], capture_output=True, text=True, check=True).stdout
-    assert "sneaky" not in log and not (main / ".git" / "hooks" / "pre-commit").exists()
+    assert "first" in log
 
 
 async def test_a_stopped_run_ends_its_command(bench: ShellBench) -> None:
