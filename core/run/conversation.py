@@ -62,13 +62,15 @@ async def converse(
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     composer: PromptComposer | None = None,
     on_delta: TurnDeltaListener | None = None,
+    model: str | None = None,
 ) -> ConversationReply:
     """Answer `user_text` as `agent` (None = plain chat) with a small read-only tool loop.
 
     `history` holds OpenAI-style message dicts from earlier calls (it is not modified; the reply
     carries the extended copy). `extra_context` messages (an exec script, prompt text, a data
     preview — alias paths only) are added, and kept in the history, just before the user input.
-    `on_delta(turn, text)` hears the assistant text of each model call as it streams.
+    `on_delta(turn, text)` hears the assistant text of each model call as it streams; `model` is the
+    conversation's own choice (None: the configured model).
     Raises CrewError (LLM_* codes, ENGINE_MAX_TURNS_EXCEEDED) when no answer can be produced.
     """
     mode = mode or ("agent" if agent is not None else "chat")
@@ -92,7 +94,7 @@ async def converse(
         if on_delta is not None:
             listener = partial(on_delta, turn)
         answer = await llm.complete(
-            system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener
+            system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener, model=model
         )
         reply.llm_calls += 1
         out.append(_assistant_message(answer))

@@ -174,6 +174,7 @@ class Engine:
         mode: Literal["agent", "chat", "script"] | None = None,
         extra_context: Sequence[str] = (),
         on_delta: TurnDeltaListener | None = None,
+        model: str | None = None,
     ) -> ConversationReply:
         """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.run.conversation)."""
         return await converse(
@@ -192,4 +193,5 @@ class Engine:
             budget_tokens=self.settings.history_budget_tokens,
             composer=self.composer(package),
             on_delta=on_delta,
+            model=model,
         )

@@ -286,6 +286,21 @@ class Harness:
             assert await self.bot.home.idle(WAIT), "home views were not published"
 
 
+def hold_next_model_call(h: Harness) -> asyncio.Event:
+    """The next model call waits until the returned event is set, then answers as the script would:
+    a test can look at the thread while the call is certainly in flight, whatever the machine's load."""
+    gate = asyncio.Event()
+    respond = h.llm.responder
+    assert respond is not None, "hold a call of a scripted responder"
+
+    async def held(body: dict[str, Any]) -> Any:
+        await gate.wait()
+        return respond(body)
+
+    h.llm.add_responder(held)
+    return gate
+
+
 def is_status(message: dict[str, Any]) -> bool:
     """The run's status message: its plan, or the drawn status where the plan is not available."""
     return any(b.get("type") == "plan" for b in message.get("blocks") or []) or "Progress:" in message_text(message)
