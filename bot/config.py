@@ -458,11 +458,10 @@ def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
 
 
 def with_hidden_paths(file_cfg: FileConfig, config_file: Path, home: str) -> FileConfig:
-    """What a command must never see, even where a folder it sees holds it: this file, the runtime home."""
-    if file_cfg.commands is None:
-        return file_cfg
+    """What no agent may see, by command or file tool, even inside its project: this file (database
+    password, command policy), the runtime home. Set with or without `commands:`."""
     hidden = tuple(p for p in (str(config_file), home) if p)
-    return file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
+    return file_cfg.model_copy(update={"tool_policy": file_cfg.tool_policy.model_copy(update={"hidden": hidden})})
 
 
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:

@@ -23,6 +23,7 @@ from ..tools.policy import SystemToolPolicy, effective_policy
 from ..prompts.composer import PromptComposer
 from ..base.wrappers import wrap_user_input
 from ..tools.base import Mounts, ToolContext, fail
+from ..tools.off_limits import OffLimits
 from ..tools.registry import ToolHost, wire_name
 
 ConversationMode = Literal["agent", "chat", "script"]
@@ -56,6 +57,7 @@ async def converse(
     extra_context: Sequence[str] = (),
     tools: ToolHost | None = None,
     system_policy: SystemToolPolicy | None = None,
+    off_limits: OffLimits = OffLimits(),
     max_turns: int = 12,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     composer: PromptComposer | None = None,
@@ -75,7 +77,8 @@ async def converse(
     host = tools or ToolHost()
     composer = composer or PromptComposer(package)
     persona = None if mode == "chat" else agent
-    ctx = _tool_context(package, persona, mode, project_root, system_policy)
+    mounts = Mounts(project=Path(project_root), pkg=package.root, state=None, off_limits=off_limits)
+    ctx = _tool_context(mounts, persona, mode, system_policy)
     await host.prepare(ctx)  # the MCP servers this agent may use, started on first need
     specs = ToolSet.of(host.specs(ctx))  # encoded once for every turn of this conversation
     system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
@@ -113,15 +116,11 @@ async def converse(
 
 
 def _tool_context(
-    package: Package,
-    persona: Agent | None,
-    mode: ConversationMode,
-    project_root: str | Path,
-    system_policy: SystemToolPolicy | None,
+    mounts: Mounts, persona: Agent | None, mode: ConversationMode, system_policy: SystemToolPolicy | None
 ) -> ToolContext:
     """Tools outside a run: the project and package mounted, no run state, the persona's policy."""
     return ToolContext(
-        mounts=Mounts(project=Path(project_root), pkg=package.root, state=None),
+        mounts=mounts,
         policy=effective_policy(system_policy or SystemToolPolicy(), persona),
         mode=mode,
         agent_id=persona.id if persona is not None else "chat",

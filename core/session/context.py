@@ -114,7 +114,7 @@ class Deps:
     models: ModelChoice | None = None  # what `*model` may pick; None: only the configured model
 
     def mounts(self, package: Package) -> Mounts:
-        return Mounts(project=self.project_root, pkg=package.root, state=None)
+        return Mounts(project=self.project_root, pkg=package.root, state=None, off_limits=self.engine.off_limits)
 
     # ---- what to do next, in the surface's words (a terminal has no mentions or buttons) ----
 

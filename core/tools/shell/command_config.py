@@ -88,7 +88,6 @@ class CommandsConfig(BaseModel):
     """Extra host folders visible read-only at the same path (e.g. a virtualenv); their bin/ goes first on PATH."""
     limits: CommandLimits = Field(default_factory=CommandLimits)
     """Process count, memory, file size, disk and CPU bounds of each command."""
-    hidden: tuple[str, ...] = Field(default=(), exclude=True)  # set at start-up: the config file, the home
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
     scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
 
