@@ -137,6 +137,7 @@ class Clock:
 class TimedLLM:
     def __init__(self, client: LLMClient, clock: Clock) -> None:
         self.client, self.clock = client, clock
+        self.model = client.model  # the model a run's calls name unless its conversation chose another
 
     async def complete(self, *args: Any, **kwargs: Any) -> LLMReply:
         self.clock.llm_started()

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
 from core.api.errors import CrewError
+from core.api.runs import ModelChoice
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
 
 DEFAULT_API_URL = "https://slack.com/api/"
@@ -193,6 +194,8 @@ class FileConfig(_Strict):
     """Git projects: open a pull request after each Commit & push (GitHub's REST API; the token from `${VAR}`)."""
     model: str | None = None
     """The model name the endpoint serves (default: CREWAGENT_MODEL)."""
+    models: ModelChoice | None = None
+    """The models a thread may switch between with `*model NAME`: `{default: NAME, allowed: [NAMES]}`."""
     llm: ModelCalls = Field(default_factory=ModelCalls)
     """How model calls are made: time limit, retries, streaming."""
     limits: Limits = Field(default_factory=Limits)
@@ -223,6 +226,7 @@ class BotConfig(BaseModel):
     default: Binding
     channels: dict[str, Binding] = Field(default_factory=dict)
     model: str | None = None
+    models: ModelChoice | None = None  # `*model`'s choices; None: only `model`
     llm: ModelCalls = Field(default_factory=ModelCalls)
     limits: Limits = Field(default_factory=Limits)
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)  # `servers`: the mcp_servers names
@@ -318,7 +322,7 @@ def load_config(
     default = Binding(**source_key, branch=file_cfg.branch, auto_push=file_cfg.auto_push, packages=default_packages)
     problems += _binding_problems(source, default, channels, project_flag=project is not None)
     database_url, database_problems = _database_url(source, file_cfg, env)
-    problems += database_problems + forge_problems(source, file_cfg, env)
+    problems += database_problems + forge_problems(source, file_cfg, env) + _model_problems(source, file_cfg)
     problems += mcp_problems(source, file_cfg.mcp_servers, env) + commands_problems(source, file_cfg, env)
     if problems:
         raise ConfigError(problems)
@@ -329,7 +333,7 @@ def load_config(
     return BotConfig(
         default=default,
         channels=channels,
-        model=file_cfg.model or env.get("CREWAGENT_MODEL", "").strip() or None,
+        model=_default_model(file_cfg, env), models=file_cfg.models,  # `*model`'s choices, the first its default
         llm=file_cfg.llm,
         limits=file_cfg.limits,
         tool_policy=tool_policy_of(file_cfg),
@@ -344,6 +348,21 @@ def load_config(
         lease_seconds=file_cfg.lease_seconds,
         host=host.strip() if host and host.strip() else file_cfg.host,
     )
+
+
+def _default_model(file_cfg: FileConfig, env: Mapping[str, str]) -> str | None:
+    """`models.default`, else `model`, else CREWAGENT_MODEL."""
+    if file_cfg.models is not None:
+        return file_cfg.models.default
+    return file_cfg.model or env.get("CREWAGENT_MODEL", "").strip() or None
+
+
+def _model_problems(source: str, file_cfg: FileConfig) -> list[str]:
+    """`model` and `models.default` naming two different models."""
+    models, model = file_cfg.models, file_cfg.model
+    if models is not None and model and model != models.default:
+        return [f"{source}: model: '{model}' differs from models.default '{models.default}'; give one of them"]
+    return []
 
 
 def _default_source(
@@ -439,11 +458,10 @@ def tool_policy_of(file_cfg: FileConfig) -> SystemToolPolicy:
 
 
 def with_hidden_paths(file_cfg: FileConfig, config_file: Path, home: str) -> FileConfig:
-    """What a command must never see, even where a folder it sees holds it: this file, the runtime home."""
-    if file_cfg.commands is None:
-        return file_cfg
+    """What no agent may see, by command or file tool, even inside its project: this file (database
+    password, command policy), the runtime home. Set with or without `commands:`."""
     hidden = tuple(p for p in (str(config_file), home) if p)
-    return file_cfg.model_copy(update={"commands": file_cfg.commands.model_copy(update={"hidden": hidden})})
+    return file_cfg.model_copy(update={"tool_policy": file_cfg.tool_policy.model_copy(update={"hidden": hidden})})
 
 
 def terminal_config(config_path: str | Path, env: Mapping[str, str] | None = None) -> FileConfig:

@@ -95,7 +95,9 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
         runs = RunManager(store)
         engine = Engine(store, runs, llm, with_tool_policy(engine_settings(), cfg), tools)
         checkout = Checkout(CheckoutSpec(project=project), store.home)  # git projects: a worktree per run
-        service = SessionService([package], project, engine, runs, surface="ide", checkout=checkout)
+        service = SessionService(
+            [package], project, engine, runs, surface="ide", checkout=checkout, models=cfg.models
+        )
         return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
     finally:
         await tools.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from core.api.errors import CrewError
 from core.api.events import RunPhase
-from core.api.runs import History, RunManager, RunRecord, RunSnapshot
+from core.api.runs import History, ModelSpan, RunManager, RunRecord, RunSnapshot
 from core.api.packages import load_package, Package
 from core.api.stores import PostgresRuntimeStore, RuntimeStore
 
@@ -138,6 +138,8 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
     write(f"Updated:   {record.updated_at}")
     if snap is None or not record.usage.llm_calls:
         write(f"Usage:     {record.usage.line()}")
+    if record.models:
+        write("Models:    " + ", ".join(_model_span(span) for span in record.models))
     if record.token_budget:
         write(f"Budget:    {record.token_budget:,} tokens")
     if record.parent_run_id:
@@ -152,6 +154,11 @@ def _show(runs: RunManager, run_id: str, write: Write) -> int:
         write(f"Not shown in Slack ({reason}): " + text.replace("\n", " ")[:200])
     return 0
 
+
+def _model_span(span: ModelSpan) -> str:
+    """`gpt-a (turn 1)`, `gpt-b (turns 2-5)`: which model the run's model calls went to."""
+    turns = f"turn {span.first}" if span.turns == 1 else f"turns {span.first}-{span.last}"
+    return f"{span.model} ({turns})"
 
 
 def _given_up(store: RuntimeStore, run_id: str) -> list[tuple[str, str]]:

@@ -20,7 +20,8 @@ def file_config(args: argparse.Namespace) -> FileConfig:
 
 def llm_settings(cfg: FileConfig) -> LLMSettings:
     return LLMSettings.from_env(
-        model=cfg.model, timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, stream=cfg.llm.stream,
+        model=cfg.models.default if cfg.models else cfg.model,  # `*model` may pick another of `models.allowed`
+        timeout=cfg.llm.timeout_seconds, max_retries=cfg.llm.max_retries, stream=cfg.llm.stream,
         operator_reads_errors=True,  # the person at the terminal runs it and can fix the settings
     )
 

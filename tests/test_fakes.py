@@ -540,3 +540,21 @@ async def test_a_method_the_manifest_does_not_grant_is_refused() -> None:
         with pytest.raises(SlackApiError) as refused:
             await client.assistant_threads_setTitle(channel_id="D1", thread_ts="1.1", title="t")
     assert refused.value.response["error"] == "missing_scope"
+
+
+async def test_agent_sessions_are_created_named_checked_and_refused_on_demand() -> None:
+    async with FakeSlack() as slack:
+        client = slack.client()
+        await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="processing", title="Start")
+        await client.agents_sessions_rename(channel_id="C1", thread_ts="1.1", title="Bob — Create Story")
+        await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="active")
+        assert slack.sessions[("C1", "1.1")] == {"title": "Bob — Create Story", "status": "active"}
+        with pytest.raises(SlackApiError) as wrong:
+            await client.agents_sessions_setStatus(channel_id="C1", thread_ts="1.1", status="is thinking…")
+        assert wrong.value.response["error"] == "invalid_arguments"  # an enum, not a status line's prose
+        slack.sessions_refused = "not_allowed"
+        with pytest.raises(SlackApiError) as refused:
+            await client.agents_sessions_rename(channel_id="C1", thread_ts="1.1", title="x")
+        assert refused.value.response["error"] == "not_allowed"
+        recorded = [method.split(".")[-1] for method, _ in slack.calls if method.startswith("agents.")]
+        assert recorded == ["setStatus", "rename", "setStatus", "setStatus", "rename"]  # refused ones too

@@ -2,7 +2,8 @@
 
 The path comes from a button, so it is treated as untrusted: it must still be one of the run's
 recorded artifacts, resolve inside the project through the sandbox rules (no `..`, no symlink
-escape: the file may have changed since the button was drawn) and fit the upload cap.
+escape, nothing hidden from agents: the file may have changed since the button was drawn) and fit
+the upload cap.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 from core.api.errors import CrewError
-from core.api.tools import Mounts, resolve
+from core.api.tools import Mounts, OffLimits, resolve
 
 UPLOAD_LIMIT = 5 * 1024 * 1024
 
@@ -21,12 +22,15 @@ class ArtifactUnavailable(CrewError):
         super().__init__("ARTIFACT_UNAVAILABLE", message)
 
 
-async def read_artifact(project: Path, package_root: Path, path: str, recorded: list[str]) -> bytes:
+async def read_artifact(
+    project: Path, package_root: Path, path: str, recorded: list[str], off_limits: OffLimits
+) -> bytes:
     """The file's bytes, or ArtifactUnavailable saying why not (in words fit for the thread)."""
     if path not in recorded:
         raise ArtifactUnavailable(f"`{path}` is not an artifact of this run any more.")
     try:
-        real = resolve(Mounts(project=project, pkg=package_root), f"@project/{path}", write=False).real
+        mounts = Mounts(project=project, pkg=package_root, off_limits=off_limits)
+        real = resolve(mounts, f"@project/{path}", write=False).real
         data = await asyncio.to_thread(_read_capped, real)
     except CrewError as exc:
         raise ArtifactUnavailable(f"I can't share `{path}`: {exc.message}") from None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from core.api.errors import CrewError
 from core.api.runs import RunManager, RunSnapshot
+from core.api.tools import OffLimits
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord
@@ -24,9 +25,10 @@ Snapshot = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
 
 class Uploads:
-    def __init__(self, io: SlackIO, runs: RunManager) -> None:
+    def __init__(self, io: SlackIO, runs: RunManager, off_limits: OffLimits) -> None:
         self.io = io
         self.runs = runs
+        self.off_limits = off_limits  # the engine's: what agents cannot read, the thread cannot either
 
     async def upload(
         self, record: ThreadRecord, value: ButtonValue, snapshot: Snapshot, *, project: Path, package_root: Path
@@ -52,7 +54,7 @@ class Uploads:
             run = None
         workspace = Path(run.workspace) if run is not None else project  # a run's own worktree, if any
         try:
-            data = await read_artifact(workspace, package_root, path, recorded)
+            data = await read_artifact(workspace, package_root, path, recorded, self.off_limits)
         except ArtifactUnavailable as exc:
             return exc.message
         failure = await self.io.upload(key.channel, key.thread_ts, Path(path).name, data, path)

@@ -21,6 +21,7 @@ from ..render.plan import PlanBook
 from ..slack_io import SlackIO
 from ..slack_send import CallBudget
 from ..status import StatusBoard
+from .agent_session import AgentSessions
 from .status_line import StatusLines
 from .stream import ReplyStream
 from ..base.thread import ThreadKey, ThreadRecord
@@ -38,6 +39,7 @@ class AgentSurface:
     io: SlackIO
     board: StatusBoard
     lines: StatusLines
+    sessions: AgentSessions  # Slack's agent session of each thread: processing, active, closed, its name
     fallbacks: Fallbacks
     plan_source: PlanSource
     stop_run: Callable[[str], object]

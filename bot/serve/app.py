@@ -58,6 +58,7 @@ from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
+from ..native.agent_session import AgentSessions
 from ..native.surface import AgentSurface
 from ..base.thread import ThreadRecord
 from ..threads.store import ThreadStore
@@ -150,11 +151,11 @@ class CrewBot:
 
     async def idle(self, timeout: float | None = None) -> bool:
         """True once no thread work is queued or running (within `timeout` seconds)."""
-        lines = self.dispatcher.surface.lines if self.dispatcher.surface is not None else None
+        surface = self.dispatcher.surface
         return (
             await self.lanes.idle(timeout)
             and await self.board.idle(timeout)
-            and (lines is None or await lines.idle(timeout))
+            and (surface is None or (await surface.lines.idle(timeout) and await surface.sessions.idle(timeout)))
             and await self.outbox.idle(timeout)
         )
 
@@ -255,6 +256,7 @@ class CrewBot:
             await self.home.close()
         if self.dispatcher.surface is not None:
             await self.dispatcher.surface.lines.close()
+            await self.dispatcher.surface.sessions.close()
         try:  # the last status edits; a slow Slack must not hold up saving the thread store
             async with asyncio.timeout(FINAL_EDITS_SECONDS):
                 await self.board.close()
@@ -351,7 +353,9 @@ def _bindings(config: BotConfig, store: RuntimeStore, engine: Engine, runs: RunM
         checkout = checkouts.get((spec.project, spec.repo))
         if checkout is None:  # bindings sharing a project share its repository lock and clone
             checkout = checkouts[(spec.project, spec.repo)] = Checkout(spec, store.home, config.git.settings())
-        service = SessionService(bound, checkout.root, engine, runs, surface="web", checkout=checkout)
+        service = SessionService(
+            bound, checkout.root, engine, runs, surface="web", checkout=checkout, models=config.models
+        )
         bindings[name] = BindingRuntime(
             name=name, project=checkout.root, packages=bound, service=service, checkout=checkout
         )
@@ -411,6 +415,7 @@ def _agent_surface(
         io=io,
         board=board,
         lines=lines,
+        sessions=AgentSessions(work_client, fallbacks),
         fallbacks=fallbacks,
         plan_source=plan_source,
         stop_run=engine.request_stop,

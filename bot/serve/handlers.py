@@ -61,6 +61,7 @@ class Handlers:
         app.event("app_home_opened")(self.app_home_opened)
         app.event("app_mention")(self.app_mention)
         app.event("message")(self.message)
+        app.event("agent_session_stopped")(self.agent_session_stopped)
         for kind in act.CLICKS:
             app.action(act.pattern(kind))(self.click)
         for kind in act.SELECTS:
@@ -113,6 +114,20 @@ class Handlers:
         mentioned = bool(bot_user_id) and f"<@{bot_user_id}" in str(event.get("text") or "")
         key = ThreadKey(_team(body, event, context), channel, str(thread_ts))
         await self._deliver(body, event, key, ts, bot_user_id, opening=mentioned or is_dm)
+
+    async def agent_session_stopped(self, body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+        """Slack's own Stop on a thread's agent session: the thread's work stops as `*stop` would."""
+        channel, thread_ts, user = (str(event.get(name) or "") for name in ("channel", "thread_ts", "user"))
+        if not channel or not thread_ts or not user:
+            return
+        key = ThreadKey(_team(body, event, context), channel, thread_ts)
+        dedupe = [f"ev:{body['event_id']}"] if body.get("event_id") else [f"stopped:{key}:{event.get('event_ts')}"]
+        if not self.deduper.claim(dedupe):
+            return
+        with ExitStack() as not_recorded:
+            not_recorded.callback(self.deduper.release, dedupe)
+            await self.intake.on_session_stopped(key, user, dedupe=dedupe)
+            not_recorded.pop_all()
 
     async def _deliver(
         self,

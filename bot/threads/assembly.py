@@ -70,7 +70,7 @@ def build_thread_work(
         surface=surface,
         before_call=upkeep.maybe_tidy,
     )
-    clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs), deliveries=deliveries)
+    clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs, engine.off_limits), deliveries=deliveries)
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(config=config, store=store, access=access, deduper=deduper, notes=notes, io=io)
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)

@@ -16,8 +16,11 @@ from ..slack_io import SlackIO
 from ..status import StatusBoard
 from .renderer import ThreadRenderer
 from .output_sink import OutputSink, PhaseWatcher
-from .session_calls import ThreadCall, start
+from .session_calls import OpenThread, ThreadCall, start
 from .thread_state import ThreadState
+
+
+NEW_SESSION = "New conversation"  # a session opened by a bare mention, before anything runs in it
 
 
 class Slots(Protocol):
@@ -77,8 +80,10 @@ class CallRunner:
         service = self.state.binding(record).service
         lines = self.surface.lines if self.surface is not None else None
         gated = call.call.gated
-        if lines is not None and (gated or call.reaction_ts):
+        working = gated or bool(call.reaction_ts)
+        if lines is not None and working:
             lines.working(record.key, reaction_ts=call.reaction_ts)
+        self._session_started(call, working)
         try:
             if gated:
                 if self.slots.locked():
@@ -93,6 +98,23 @@ class CallRunner:
             await self.state.store.put(record)
             if lines is not None:
                 lines.done(record.key)
+            self._session_settled(record, renderer)
+
+    def _session_started(self, call: ThreadCall, working: bool) -> None:
+        """Slack's agent session shows `processing`; a thread's first call names the session it creates."""
+        if self.surface is None or not working:
+            return
+        opening = (call.call.typed.text.strip() or NEW_SESSION) if isinstance(call.call, OpenThread) else None
+        self.surface.sessions.processing(call.record.key, title=opening)
+
+    def _session_settled(self, record: ThreadRecord, renderer: ThreadRenderer) -> None:
+        """The call is over: the session waits for the person, or is closed when the conversation was left."""
+        if self.surface is None:
+            return
+        if renderer.dismissed and record.session.mode == "idle":
+            self.surface.sessions.closed(record.key)
+        else:
+            self.surface.sessions.waiting(record.key)
 
     async def _run_now(self, call: ThreadCall) -> None:
         """Pause/stop a pumping run without waiting behind it; outputs go straight to the thread."""

@@ -118,6 +118,13 @@ class ThreadIntake:
                 self.lanes.spawn(self.notes.refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
         await self.pending.queue(key, event)
 
+    async def on_session_stopped(self, key: ThreadKey, user: str, *, dedupe: list[str]) -> None:
+        """Slack's Stop on the thread's agent session: `*stop` from `user` (who must be allowed to stop it),
+        and the session leaves `processing` at once, as Slack asks of every app."""
+        if self.surface is not None:
+            self.surface.sessions.stopped(key)
+        await self.on_text(key, user, "*stop", "", opening=False, dedupe=dedupe)
+
     async def on_click(
         self,
         kind: str,

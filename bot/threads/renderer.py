@@ -62,6 +62,7 @@ class ThreadRenderer:
         self.posted = 0
         self.completed_run: str | None = None  # the run whose completion this call posted
         self.completion_ts: str | None = None
+        self.dismissed = False  # the conversation was left: its agent session closes
 
     @property
     def key(self) -> str:
@@ -101,6 +102,8 @@ class ThreadRenderer:
             await stream.finish(text if text is not None else stream.text)
             self._streamed.append(stream.text.strip())
             self.posted += 1
+            if self.surface is not None:
+                self.surface.sessions.streamed(self.record.key)
 
     async def _cut_off_stream(self) -> None:
         """The streamed answer lost its connection and is asked for again: it is closed with a note and not
@@ -184,6 +187,7 @@ class ThreadRenderer:
         elif isinstance(output, outputs.ErrorOutput):
             self._errors.append(output)  # posted by finish(), merged with a run failure if it is one
         elif isinstance(output, outputs.Dismissed):
+            self.dismissed = True
             record.epoch += 1
             await self.post([blocks.notice(output.text)])
 
@@ -207,7 +211,9 @@ class ThreadRenderer:
         else:
             await self._new_status(snapshot)
         if self.surface is not None:
-            await self.surface.set_title(record.key, thread_title(snapshot.agent_name, snapshot.workflow_name))
+            title = thread_title(snapshot.agent_name, snapshot.workflow_name)
+            await self.surface.set_title(record.key, title)
+            self.surface.sessions.rename(record.key, title)
 
     async def _run_status(self, snapshot: RunSnapshot) -> None:
         record = self.record

@@ -39,6 +39,14 @@ class SayText:
 
 
 @dataclass(frozen=True)
+class ChooseModel:
+    """`*model` (which model the thread uses) or `*model NAME` (switch it); never asks the model."""
+
+    typed: TypedText
+    gated = False
+
+
+@dataclass(frozen=True)
 class GuestChat:
     """Someone other than the owner chats with the thread's agent."""
 
@@ -81,7 +89,7 @@ class StartNext:
     gated = True
 
 
-SessionCall = Union[OpenThread, SayText, GuestChat, PickAgent, AnswerWidget, RunControl, StartNext]
+SessionCall = Union[OpenThread, SayText, ChooseModel, GuestChat, PickAgent, AnswerWidget, RunControl, StartNext]
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,7 @@ async def start(service: SessionService, session: Session, call: SessionCall, si
     """Make the call on the service; every output goes to `sink` as it happens (the returned copy is not used)."""
     if isinstance(call, OpenThread):
         await service.open(session, call.typed, emit=sink)
-    elif isinstance(call, SayText):
+    elif isinstance(call, (SayText, ChooseModel)):
         await service.handle_text(session, call.typed, emit=sink)
     elif isinstance(call, GuestChat):
         await service.guest_chat(session, call.text, emit=sink)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from core.api.sessions import TypedText
+
 from ..access import AccessPolicy, Verdict
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadRecord
@@ -14,7 +16,7 @@ from ..config import BotConfig
 from ..render import blocks
 from ..slack_io import SlackIO
 from .dedupe import Deduper
-from .session_calls import GuestChat, OpenThread, RunControl, SayText, ThreadCall
+from .session_calls import ChooseModel, GuestChat, OpenThread, RunControl, SayText, ThreadCall
 from .store import ThreadStore
 from .thread_notes import ThreadNotes
 
@@ -63,6 +65,8 @@ class TextEvents:
         acting = self.access.may_act(user, record.session)
         if not acting.allowed:
             return await self._as_guest(record, event, acting)
+        if event.command == "model":
+            return ThreadCall(record, ChooseModel(event.typed), user)
         if event.command is not None:
             return ThreadCall(record, RunControl(event.command), user)
         return ThreadCall(record, SayText(event.typed), user, reaction_ts=event.message_ts)
@@ -80,10 +84,21 @@ class TextEvents:
         command, text = event.command, event.text
         if command in READ_ONLY_COMMANDS:
             return ThreadCall(record, RunControl(command), event.user)
+        if command == "model":
+            return await self._guest_model(record, event)
         if command is not None or record.session.mode == "idle" or not text.strip():
             await self.notes.refuse(record.key, event.user, refusal.reason)
             return None
         return ThreadCall(record, GuestChat(text), event.user, reaction_ts=event.message_ts)
+
+    async def _guest_model(self, record: ThreadRecord, event: ThreadEvent) -> ThreadCall | None:
+        """Anyone may ask which model the thread uses; only its owner or an admin may switch it."""
+        if len(event.text.split()) < 2:
+            return ThreadCall(record, ChooseModel(TypedText("*model", "model")), event.user)
+        owner = record.session.owner
+        text = f"Only <@{owner}> or an admin can switch this thread's model. Type `*model` to see which one it uses."
+        await self.notes.refuse(record.key, event.user, text)
+        return None
 
     async def _hand_over(self, record: ThreadRecord, user: str, target: str) -> None:
         verdict = self.access.may_hand_over(user, record.session)

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import stat
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -49,23 +50,30 @@ def _mirror(path: str, data: bytes, replaced: bool) -> None:
             mirror(path, data, replaced)
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, *, owner_from_folder: bool = False) -> None:
     """Replace `path` with `data` in one rename; parent folders are created as needed.
 
     A replaced file keeps its permission bits; a new one gets the umask's default.
+    `owner_from_folder` (files someone else works on, e.g. a worktree that commands edit as an
+    unprivileged user): when this process is root, each new folder and the file take the owner and
+    group of the folder they are created in, and no setuid or setgid bit is kept.
     """
     target = os.fspath(path)
     folder, name = os.path.split(target)
     tmp = os.path.join(folder, f".{name}.tmp.{random.getrandbits(64):016x}")  # no syscall, unlike urandom
     mode = _existing_mode(target)
+    chown = owner_from_folder and os.geteuid() == 0
     try:
         fd = os.open(tmp, _CREATE_FLAGS, 0o666)
     except FileNotFoundError:
-        os.makedirs(folder or ".", exist_ok=True)
+        _make_folders(folder or ".", chown=chown)
         fd = os.open(tmp, _CREATE_FLAGS, 0o666)
     with ExitStack() as on_failure:  # the temp file goes, unless it became the target
         on_failure.callback(_remove_if_there, tmp)
         try:
+            if chown:
+                _take_owner(fd, folder or ".")
+                mode = None if mode is None else mode & ~(stat.S_ISUID | stat.S_ISGID)
             if mode is not None:
                 os.fchmod(fd, mode)  # despite the umask
             view = memoryview(data)
@@ -77,6 +85,28 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         on_failure.pop_all()
     if _mirrors:
         _mirror(target, data, True)
+
+
+def _make_folders(folder: str, *, chown: bool) -> None:
+    if not chown:
+        os.makedirs(folder, exist_ok=True)
+        return
+    missing: list[str] = []
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for child in reversed(missing):
+        try:
+            os.mkdir(child)
+        except FileExistsError:
+            continue  # made meanwhile by someone else, or a file (the next mkdir says so)
+        owner = os.stat(os.path.dirname(child))
+        os.chown(child, owner.st_uid, owner.st_gid, follow_symlinks=False)
+
+
+def _take_owner(fd: int, folder: str) -> None:
+    owner = os.stat(folder)
+    os.fchown(fd, owner.st_uid, owner.st_gid)  # before the rename: the file appears with its owner
 
 
 def _remove_if_there(path: str) -> None:

@@ -54,6 +54,7 @@ class LLMClient:
         on_retry: RetryListener | None = None,
         message_json: MessageJSON | None = None,
         on_delta: DeltaListener | None = None,
+        model: str | None = None,
     ) -> LLMReply:
         """One completion, streamed: `on_delta` hears each piece of assistant text as it arrives (and
         `restart=True` when an answer cut off mid-stream is asked for again; see core.model.completion_stream).
@@ -61,8 +62,10 @@ class LLMClient:
 
         When the same specs or messages go out with many calls, `tools` may be a ToolSet and
         `message_json` the conversation's MessageJSON (core.model.wire), so they are encoded once.
+        `model` names another model the endpoint serves for this one call (a conversation's `*model`
+        choice); None is the configured one.
         """
         calls = await self._calls()
         return await calls.complete(
-            messages, tools, on_retry=on_retry, message_json=message_json, on_delta=on_delta
+            messages, tools, on_retry=on_retry, message_json=message_json, on_delta=on_delta, model=model
         )

@@ -82,13 +82,14 @@ class SdkCalls:
         on_retry: RetryListener | None = None,
         message_json: MessageJSON | None = None,
         on_delta: DeltaListener | None = None,
+        model: str | None = None,
     ) -> LLMReply:
         """See LLMClient.complete; an answer that cannot be read is asked for again (the SDK retries
         failed requests only)."""
 
         def body_for(mode: StreamMode) -> bytes:
             return request_body(
-                self.model,
+                model or self.model,
                 messages,
                 tools,
                 self.settings.temperature,

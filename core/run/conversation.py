@@ -23,6 +23,7 @@ from ..tools.policy import SystemToolPolicy, effective_policy
 from ..prompts.composer import PromptComposer
 from ..base.wrappers import wrap_user_input
 from ..tools.base import Mounts, ToolContext, fail
+from ..tools.off_limits import OffLimits
 from ..tools.registry import ToolHost, wire_name
 
 ConversationMode = Literal["agent", "chat", "script"]
@@ -56,24 +57,28 @@ async def converse(
     extra_context: Sequence[str] = (),
     tools: ToolHost | None = None,
     system_policy: SystemToolPolicy | None = None,
+    off_limits: OffLimits = OffLimits(),
     max_turns: int = 12,
     budget_tokens: int = DEFAULT_BUDGET_TOKENS,
     composer: PromptComposer | None = None,
     on_delta: TurnDeltaListener | None = None,
+    model: str | None = None,
 ) -> ConversationReply:
     """Answer `user_text` as `agent` (None = plain chat) with a small read-only tool loop.
 
     `history` holds OpenAI-style message dicts from earlier calls (it is not modified; the reply
     carries the extended copy). `extra_context` messages (an exec script, prompt text, a data
     preview — alias paths only) are added, and kept in the history, just before the user input.
-    `on_delta(turn, text)` hears the assistant text of each model call as it streams.
+    `on_delta(turn, text)` hears the assistant text of each model call as it streams; `model` is the
+    conversation's own choice (None: the configured model).
     Raises CrewError (LLM_* codes, ENGINE_MAX_TURNS_EXCEEDED) when no answer can be produced.
     """
     mode = mode or ("agent" if agent is not None else "chat")
     host = tools or ToolHost()
     composer = composer or PromptComposer(package)
     persona = None if mode == "chat" else agent
-    ctx = _tool_context(package, persona, mode, project_root, system_policy)
+    mounts = Mounts(project=Path(project_root), pkg=package.root, state=None, off_limits=off_limits)
+    ctx = _tool_context(mounts, persona, mode, system_policy)
     await host.prepare(ctx)  # the MCP servers this agent may use, started on first need
     specs = ToolSet.of(host.specs(ctx))  # encoded once for every turn of this conversation
     system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
@@ -89,7 +94,7 @@ async def converse(
         if on_delta is not None:
             listener = partial(on_delta, turn)
         answer = await llm.complete(
-            system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener
+            system + fit_messages(out, max(budget, 0)), specs, message_json=encoded, on_delta=listener, model=model
         )
         reply.llm_calls += 1
         out.append(_assistant_message(answer))
@@ -111,15 +116,11 @@ async def converse(
 
 
 def _tool_context(
-    package: Package,
-    persona: Agent | None,
-    mode: ConversationMode,
-    project_root: str | Path,
-    system_policy: SystemToolPolicy | None,
+    mounts: Mounts, persona: Agent | None, mode: ConversationMode, system_policy: SystemToolPolicy | None
 ) -> ToolContext:
     """Tools outside a run: the project and package mounted, no run state, the persona's policy."""
     return ToolContext(
-        mounts=Mounts(project=Path(project_root), pkg=package.root, state=None),
+        mounts=mounts,
         policy=effective_policy(system_policy or SystemToolPolicy(), persona),
         mode=mode,
         agent_id=persona.id if persona is not None else "chat",

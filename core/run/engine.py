@@ -27,6 +27,7 @@ from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
 from ..store.protocol import RunStore
 from ..tools.base import EffectivePolicy, ToolContext
+from ..tools.off_limits import OffLimits
 from ..tools.registry import ToolHost
 from ..tools.shell.script_hookup import with_scripts
 
@@ -51,6 +52,9 @@ class Engine:
             policy = self.settings.system_policy.model_copy(update={"commands": with_scripts(commands, store.home)})
             self.settings = self.settings.model_copy(update={"system_policy": policy})
         self.tools = tools or ToolHost()
+        # what no run may touch: the operator's hidden paths and this engine's runtime home (run state,
+        # other runs' checkouts), wherever a project or package folder holds them
+        self.off_limits = OffLimits.of((*self.settings.system_policy.hidden, store.home))
         self._active: dict[str, PumpControl] = {}
         self._composers: dict[tuple[str, str], PromptComposer] = {}
         self._tool_sets: dict[tuple[str, EffectivePolicy, int], ToolSet] = {}
@@ -153,6 +157,7 @@ class Engine:
                 tools=self.tools,
                 prepared_tool_set=self.prepared_tool_set,
                 run_child=self.run_pump,
+                off_limits=self.off_limits,
             )
             return await pump_run(deps, record, package, intent, user_input, on_event, control)
         finally:
@@ -169,6 +174,7 @@ class Engine:
         mode: Literal["agent", "chat", "script"] | None = None,
         extra_context: Sequence[str] = (),
         on_delta: TurnDeltaListener | None = None,
+        model: str | None = None,
     ) -> ConversationReply:
         """Agent persona chat, ChatMode, exec scripts and prompt actions (see core.run.conversation)."""
         return await converse(
@@ -182,8 +188,10 @@ class Engine:
             extra_context=extra_context,
             tools=self.tools,
             system_policy=self.settings.system_policy,
+            off_limits=self.off_limits,
             max_turns=self.settings.conversation_max_turns,
             budget_tokens=self.settings.history_budget_tokens,
             composer=self.composer(package),
             on_delta=on_delta,
+            model=model,
         )

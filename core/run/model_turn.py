@@ -63,6 +63,7 @@ class ModelTurns:
         self.audit, self.emit, self.control, self.streaming = audit, emit, control, streaming
         self.llm_calls = 0
         self.llm_seconds = 0.0
+        self.model = record.model or deps.llm.model  # the conversation's `*model` choice, set before the pump
 
     async def ask(self, ctx: ToolContext, at: ModelAsk) -> LLMReply | TurnEnded:
         tools = await self.deps.prepared_tool_set(ctx)
@@ -98,6 +99,7 @@ class ModelTurns:
             on_retry=on_retry,
             message_json=self.history.wire_json,
             on_delta=on_delta if self.streaming else None,
+            model=self.model,
         )
         task = asyncio.create_task(call)
         self.control.llm_task = task
@@ -132,10 +134,12 @@ class ModelTurns:
             ]
         message.update(reply.extra)
         self.history.append(message, part="assistant", agentId=ctx.agent_id, nodeId=at.node_id, scope=at.scope)
+        self.record.note_model(self.model)
         self.audit(
             {
                 "kind": "llm.response",
                 "turn": turn,
+                "model": self.model,
                 "toolCalls": [wire_name(c.name) for c in reply.tool_calls],
                 "finishReason": reply.finish_reason,
                 "usage": reply.usage,

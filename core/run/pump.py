@@ -132,7 +132,7 @@ class Pump:
         self.complete = run_state.is_complete(fm, self.graph)
         self.state_version = 1  # bumped on every state reload, so the prompt prefix is rebuilt
         self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir,
-                             git=git_view(record))
+                             git=git_view(record), off_limits=deps.off_limits)
         self.composer = deps.composer(package)
         self.prompt = RunPrompt(
             self.composer,

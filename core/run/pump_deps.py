@@ -18,6 +18,7 @@ from ..store.protocol import RunStore
 from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
 from ..tools.base import ToolContext
+from ..tools.off_limits import OffLimits
 from ..tools.registry import ToolHost
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
 from ..store.history import HistoryCache
@@ -46,3 +47,4 @@ class PumpDeps:
     tools: ToolHost
     prepared_tool_set: Callable[[ToolContext], Awaitable[ToolSet]]
     run_child: ChildPump  # pumps a sub-workflow's run under the caller's control
+    off_limits: OffLimits = OffLimits()  # what the run's tools and commands may not touch

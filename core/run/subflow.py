@@ -114,6 +114,7 @@ def open_child(
         parent=(parent.run_id, call.node.id),
         extra={"data_context": [context]},
     )
+    child.model = parent.model  # the conversation's model choice reaches the sub-workflow's calls too
     return child, True
 
 

@@ -22,6 +22,7 @@ _MEANING = {
     "stop": "stop now, between turns; the run stays resumable",
     "resume": "continue the saved run",
     "dismiss": "leave the run or the agent (a run stays saved)",
+    "model": "say which model this conversation uses; *model NAME switches to another allowed one",
     "help": "this list",
 }
 _SURFACE_ONLY: dict[Surface, dict[str, str]] = {

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..checkout.project import Checkout
+from ..model.choice import ModelChoice
 from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import AgentCard, Output
@@ -110,9 +111,10 @@ class Deps:
     runs: RunManager
     surface: Surface
     checkout: Checkout | None = None  # None: runs work in project_root itself
+    models: ModelChoice | None = None  # what `*model` may pick; None: only the configured model
 
     def mounts(self, package: Package) -> Mounts:
-        return Mounts(project=self.project_root, pkg=package.root, state=None)
+        return Mounts(project=self.project_root, pkg=package.root, state=None, off_limits=self.engine.off_limits)
 
     # ---- what to do next, in the surface's words (a terminal has no mentions or buttons) ----
 

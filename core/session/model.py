@@ -40,4 +40,5 @@ class Session(BaseModel):
     history: list[dict[str, Any]] = []  # short agent/chat history (OpenAI message dicts)
     last_run_id: str | None = None  # the run this conversation last worked on (kept after *dismiss, for *resume)
     retry_text: str | None = None  # an agent/chat message whose answer failed on the model; Retry sends it again
+    model: str | None = None  # the model `*model` picked for this conversation; None: the configured default
     menu_open: bool = False  # *menu was shown during a run: the next number/trigger picks from it

@@ -32,11 +32,11 @@ CommandKind = Literal[
     "ClarifyChoice",
     "Refused",
 ]
-GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status", "help"]
+GlobalCommand = Literal["menu", "pause", "stop", "resume", "dismiss", "status", "model", "help"]
 
 BUILTIN_ACTIONS = {"menu.show": "ShowMenu", "agent.dismiss": "DismissAgent", "run.resume": "ResumeRun"}
 FUZZY_THRESHOLD = 30
-GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss", "help")
+GLOBAL_COMMANDS = ("menu", "status", "pause", "stop", "resume", "dismiss", "model", "help")
 
 
 class RoutableWorkflow(Protocol):

@@ -18,6 +18,7 @@ from ..store.runs_model import RunRecord
 from .context import Deps, OutputStream
 from .run_outputs import RunOutputs
 from .model import PendingWidget, Session
+from .model_command import chosen_model
 
 Intent = Literal["start", "continue", "resume"]
 RunControl = Literal["pause", "stop", "resume", "retry", "status", "dismiss"]
@@ -118,6 +119,7 @@ async def pump(
         except CrewError as exc:
             await out.put(ErrorOutput(code=exc.code, message=exc.message))
             return None
+    record.model = chosen_model(deps, session)  # the conversation's `*model`, saved with the run for its resumes
     outputs = RunOutputs(deps, session, record, package, out)
     try:
         result = await deps.engine.pump(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..checkout.project import Checkout
+from ..model.choice import ModelChoice
 from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
@@ -27,11 +28,12 @@ from .context import AgentChoice, Catalog, Deps, Emit, OutputStream, Surface
 from .agentmode import dispatch, failed_answer, greeting, menu_output, resume_latest
 from .lookup import CHAT_WORDS, Startable, names_something, startables, unique_trigger_owner
 from .model import Session
+from .model_command import choose_model
 from .talk import talk
 
 log = logging.getLogger(__name__)
 
-Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss", "help"]
+Control = Literal["pause", "stop", "resume", "retry", "status", "menu", "dismiss", "model", "help"]
 STALE_WIDGET = "This question was already answered."
 
 
@@ -46,10 +48,11 @@ class SessionService:
         *,
         surface: Surface,
         checkout: Checkout | None = None,
+        models: ModelChoice | None = None,
     ) -> None:
         if not packages:
             raise CrewError("PACKAGE_NOT_FOUND", "No package is loaded; give at least one package.")
-        self.deps = Deps(Catalog(packages), Path(project_root), engine, runs, surface, checkout)
+        self.deps = Deps(Catalog(packages), Path(project_root), engine, runs, surface, checkout, models)
 
     @property
     def catalog(self) -> Catalog:
@@ -135,7 +138,7 @@ class SessionService:
             await self._enter_chat(session, out)
             return
         if typed.command is not None:
-            await self._global(session, typed.command, out)
+            await self._global(session, typed.command, out, typed.text)
             return
         if looks_like_command(raw) and self._unique_trigger_owner(raw) is None:
             await out.put(Notice(text=f"{unknown_command(raw, self.deps.surface)} Or pick an agent by number or name.", level="warning"))
@@ -224,7 +227,7 @@ class SessionService:
             await self._open(session, typed, out)
             return
         if typed.command is not None:
-            await self._global(session, typed.command, out)
+            await self._global(session, typed.command, out, typed.text)
             return
         text = typed.text
         session.retry_text = None  # a new message replaces a failed one
@@ -277,9 +280,15 @@ class SessionService:
 
     # ---- global commands and buttons ------------------------------------------------
 
-    async def _global(self, session: Session, command: GlobalCommand | Control, out: OutputStream) -> None:
+    async def _global(
+        self, session: Session, command: GlobalCommand | Control, out: OutputStream, text: str = ""
+    ) -> None:
+        """A `*command` (`text` is what was typed, for its arguments) or the button that does the same."""
         if command == "help":
             await out.put(Notice(text=help_text(self.deps.surface, session.mode)))
+            return
+        if command == "model":
+            await choose_model(self.deps, session, text, out)
             return
         if session.mode == "run" and session.run_id:
             package, agent = self.deps.bound(session)

@@ -15,6 +15,7 @@ from .outputs import AgentCard, Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
 from .context import Deps, OutputStream, card
 from .model import PendingWidget, Session
+from .model_command import chosen_model
 
 HISTORY_BUDGET_TOKENS = 6_000
 Mode = Literal["agent", "chat", "script"]
@@ -55,6 +56,7 @@ async def talk(
         mode=mode,
         extra_context=extra_context,
         on_delta=on_delta if out.streams else None,
+        model=chosen_model(deps, session),
     )
     added = [m for m in reply.history[len(previous):] if m.get("role") == "user"]
     answer = reply.text.strip()

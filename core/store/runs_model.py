@@ -90,6 +90,18 @@ class RunDelivery(BaseModel):
     pull_request_url: str | None = None
 
 
+class ModelSpan(BaseModel):
+    """Consecutive model calls of a run that went to one model: `turns` calls from call number `first`."""
+
+    model: str
+    first: int = Field(ge=1)
+    turns: int = Field(default=1, ge=1)
+
+    @property
+    def last(self) -> int:
+        return self.first + self.turns - 1
+
+
 class RunRecord(BaseModel):
     """One line of the run index. Paths here are server-side; never show `project_root` to a user."""
 
@@ -116,6 +128,16 @@ class RunRecord(BaseModel):
     child_run_id: str | None = None  # set while a subworkflow node of this run has a child
     child_run_ids: list[str] = []  # every child this run has called, oldest first
     session_id: str | None = None  # the conversation that started the run (None: the CLI, or older records)
+    model: str | None = None  # the model its calls use, as its conversation chose (`*model`); None: the default
+    models: list[ModelSpan] = []  # which model each call used, oldest first, runs of one model merged
+
+    def note_model(self, model: str) -> None:
+        """One more model call went to `model`."""
+        last = self.models[-1] if self.models else None
+        if last is not None and last.model == model:
+            last.turns += 1
+        else:
+            self.models.append(ModelSpan(model=model, first=(last.last + 1) if last else 1))
 
     @property
     def workspace(self) -> str:

@@ -8,6 +8,7 @@ from typing import Any, Awaitable, Callable, Literal
 
 from ..base.events import EngineEvent
 from ..package.models import Graph
+from .off_limits import OffLimits
 from .shell.command_config import CommandsConfig
 
 ToolMode = Literal["run", "agent", "chat", "script"]
@@ -23,12 +24,17 @@ class GitView:
 
 @dataclass(frozen=True)
 class Mounts:
-    """Real roots behind the alias paths the model uses. `state` is None outside a run."""
+    """Real roots behind the alias paths the model uses. `state` is None outside a run.
+
+    `off_limits` is what neither the file tools nor a command may see below them (the same object
+    reaches the sandbox through `shell_run`).
+    """
 
     project: Path
     pkg: Path
     state: Path | None = None
     git: GitView | None = None  # a git project's run whose @project is its worktree's top
+    off_limits: OffLimits = OffLimits()
 
 
 @dataclass(frozen=True)

@@ -108,12 +108,13 @@ def not_a_file(target: Resolved) -> CrewError:
 
 async def list_dir(args: ListArgs, ctx: ToolContext) -> ToolOutcome:
     target = resolve(ctx.mounts, args.path, write=False)
+    hidden = ctx.mounts.off_limits.skipped_in(target.real)  # left out, as the sandbox masks them
     try:
         with os.scandir(target.real) as it:
             entries = sorted(
                 e.name + "/" if e.is_dir(follow_symlinks=False) else e.name
                 for e in it
-                if not e.name.startswith(".") and not e.is_symlink()
+                if not e.name.startswith(".") and not e.is_symlink() and e.path not in hidden
             )
     except (FileNotFoundError,):
         raise CrewError("ENOENT", f"Folder not found: {target.alias}") from None

@@ -3,8 +3,9 @@
 Starting ripgrep costs a few milliseconds, far more than scanning a step's worth of Markdown, so
 a search whose files are few and small (found by a bounded walk) runs in-process, in a worker
 thread. Bigger trees go to ripgrep when it is installed, else to the same Python walk in a thread.
-Both skip hidden entries, `.git`, `node_modules`, symlinks and binary files, and report one match
-per matching line with its context lines.
+Both skip dot entries, `.git`, `node_modules`, symlinks, binary files and what is off limits to
+agents (the config file, the runtime home: off_limits.py), and report one match per matching line
+with its context lines.
 
 The pattern comes from the model, which is untrusted: regexes run on RE2, whose matching time is
 linear in the input (no catastrophic backtracking) and whose syntax is that of ripgrep's engine,
@@ -71,6 +72,7 @@ class Matcher:
 class Target:
     base: Resolved  # folder or single file
     include: str | None  # glob relative to base, or None for everything
+    skip: frozenset[str] = frozenset()  # real paths below base that are off limits (never searched)
 
 
 @dataclass
@@ -126,15 +128,17 @@ def make_matcher(pattern: str) -> Matcher:
 
 def targets_for(args: SearchArgs, ctx: ToolContext) -> list[Target]:
     """`path` plus the legacy `globs` (alias globs like @project/artifacts/*.md, or globs relative to path)."""
+    off_limits = ctx.mounts.off_limits
     if not args.globs:
-        return [Target(resolve(ctx.mounts, args.path, write=False), None)]
+        base = resolve(ctx.mounts, args.path, write=False)
+        return [Target(base, None, off_limits.skipped_in(base.real))]
     out = []
     for glob in args.globs:
         spec = glob if glob.startswith(("@", "artifacts/")) else f"{args.path.rstrip('/')}/{glob}"
         parts = spec.replace("\\", "/").split("/")
         cut = next((i for i, p in enumerate(parts) if _WILDCARD.search(p)), len(parts))
         base = resolve(ctx.mounts, "/".join(parts[:cut]), write=False)
-        out.append(Target(base, "/".join(parts[cut:]) or None))
+        out.append(Target(base, "/".join(parts[cut:]) or None, off_limits.skipped_in(base.real)))
     return out
 
 
@@ -277,7 +281,7 @@ def _walk(target: Target, budget: list[int] | None = None) -> Iterator[tuple[str
         entries = sorted(listed, key=lambda e: e.name, reverse=True)
         files = []
         for entry in entries:
-            if entry.name.startswith(".") or entry.is_symlink():
+            if entry.name.startswith(".") or entry.is_symlink() or entry.path in target.skip:
                 continue
             rel = f"{rel_folder}/{entry.name}" if rel_folder else entry.name
             if entry.is_dir():
@@ -424,7 +428,14 @@ def _rg_command(
     cmd += ["-B", str(before), "-A", str(after), "--glob", "!node_modules", "--glob", "!.git"]
     if target.include:
         cmd += ["--glob", target.include]
+    for real in sorted(target.skip):  # after the include: ripgrep lets the last matching glob decide
+        cmd += ["--glob", "!/" + _glob_escape(os.path.relpath(real, target.base.real))]
     return cmd + [*matcher.rg_args(), "--", os.path.basename(target.base.real) if is_file else "."]
+
+
+def _glob_escape(path: str) -> str:
+    """A path as a literal ripgrep glob (a hidden file may be called `[draft].md`)."""
+    return re.sub(r"([*?\[\]{}\\!])", r"\\\1", path)
 
 
 def _add_file_matches(

@@ -1,5 +1,8 @@
 """fs_write and fs_apply_patch: atomic writes, state writes validated.
 
+What lands in @project takes the owner of the folder it lands in, so a command, which runs as the
+worktree's unprivileged owner when the bot is root, can edit what an agent wrote.
+
 A file written under @project/artifacts/ is recorded in the run state's `artifacts` in the same
 call; if that recording is rejected a new file is removed again, so the two never disagree.
 Recording is idempotent: a file that exists but is missing from `artifacts` (the process died
@@ -44,10 +47,11 @@ async def write(args: WriteArgs, ctx: ToolContext) -> ToolOutcome:
     existed = os.path.lexists(target.real)
     if args.ifMatchSha256:
         _check_sha(target, args.ifMatchSha256)
+    shared = target.mount == "@project"  # commands edit the project as its folder's owner
     if len(data) <= INLINE_WRITE_BYTES:
-        atomic_write_bytes(target.real, data)
+        atomic_write_bytes(target.real, data, owner_from_folder=shared)
     else:
-        await asyncio.to_thread(atomic_write_bytes, target.real, data)
+        await asyncio.to_thread(atomic_write_bytes, target.real, data, owner_from_folder=shared)
     state = _record_if_artifact(target, existed, ctx)
     outcome = ToolOutcome(
         ok(path=target.alias, bytesWritten=len(data), sha256After=hashlib.sha256(data).hexdigest()),
@@ -126,7 +130,7 @@ def _replace(target: Resolved, patch: Patch, ctx: ToolContext) -> ToolOutcome:
         )
     new_data = text.replace(patch.oldText, patch.newText, 1).encode("utf-8")
     _check_size(target, len(new_data), ctx)
-    atomic_write_bytes(target.real, new_data)
+    atomic_write_bytes(target.real, new_data, owner_from_folder=True)  # always @project here
     outcome = ToolOutcome(
         ok(path=target.alias, sha256Before=before, sha256After=hashlib.sha256(new_data).hexdigest())
     )

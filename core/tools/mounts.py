@@ -1,7 +1,8 @@
 """Alias paths (`@project/...`, `@pkg/...`, `@state/...`) to real paths, with the sandbox checks.
 
 The model only ever sees alias paths. Every rejection names the alias and a reason, never a real
-path, and carries `details` {mount, path, reason} for the audit log.
+path, and carries `details` {mount, path, reason} for the audit log. What is off limits once the
+real path is known (git's data, hidden paths) is defined in off_limits.py, shared with the sandbox.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from pathlib import Path
 
 from ..base.errors import CrewError
 from .base import Mounts
+from .off_limits import GIT_DATA, names_git_data
 
 MOUNT_NAMES = ("@project", "@pkg", "@state")
-GIT_DIR = ".git"
 _HINT = "Use an alias path starting with @project/, @pkg/ (read-only) or @state/ (run state)."
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # BMAD-style placeholders that package texts use for the same roots.
@@ -111,15 +112,8 @@ def resolve(mounts: Mounts, alias: str, *, write: bool) -> Resolved:
             path=shown,
             reason="write to read-only mount",
         )
-    if mount == "@project" and GIT_DIR in rel.split("/"):
-        # git's own data: a run's worktree points at the team's repository through it, and a changed
-        # git config or hook would run commands on the server when the run is committed.
-        raise SandboxViolation(
-            f"{shown}: git's own data cannot be read or written; work with the project's files instead.",
-            mount=mount,
-            path=shown,
-            reason="git metadata",
-        )
+    if names_git_data(rel):  # spelled in the path (a `.git` that is a link to elsewhere is git's too)
+        raise _off_limits(shown, mount, GIT_DATA)
     root_real = _real_root(os.fspath(root))
     real = _real_below(root_real, rel.split("/")) if rel else root_real
     if real != root_real and not real.startswith(root_real + os.sep):
@@ -129,7 +123,20 @@ def resolve(mounts: Mounts, alias: str, *, write: bool) -> Resolved:
             path=shown,
             reason="symlink escape",
         )
+    reason = mounts.off_limits.refusal(root_real, real)
+    if reason is not None:
+        raise _off_limits(shown, mount, reason)
     return Resolved(real=Path(real), alias=shown, mount=mount, rel=rel)
+
+
+def _off_limits(shown: str, mount: str, reason: str) -> SandboxViolation:
+    if reason == GIT_DATA:
+        # a run's worktree points at the team's repository through it, and a changed git config or
+        # hook would run commands on the server when the run is committed
+        message = f"{shown}: git's own data cannot be read or written; work with the project's files instead."
+    else:
+        message = f"{shown} is kept from agents by the operator (the bot's own settings or data); leave it alone."
+    return SandboxViolation(message, mount=mount, path=shown, reason=reason)
 
 
 @lru_cache(maxsize=1024)

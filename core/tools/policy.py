@@ -28,6 +28,7 @@ class SystemToolPolicy(BaseModel):
     """MCP tools for every agent (default: on when mcp_servers lists any server)."""
     servers: tuple[str, ...] = Field(default=(), exclude=True)  # set from `mcp_servers:`, not a YAML key
     commands: CommandsConfig | None = Field(default=None, exclude=True)  # set from `commands:`, not a YAML key
+    hidden: tuple[str, ...] = Field(default=(), exclude=True)  # set at start-up: the config file (the engine adds its home)
 
     @property
     def mcp_on(self) -> bool:

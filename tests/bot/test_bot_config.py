@@ -206,6 +206,29 @@ def test_database_url_comes_from_the_file_or_the_environment(project: Path, tmp_
         load_config(project=project, packages=packages, env={"CREWAGENT_DATABASE_URL": "mysql://x"})
 
 
+def test_models_name_the_default_and_the_allowed_ones_and_the_environment_stays_the_default(
+    project: Path, tmp_path: Path
+) -> None:
+    packages = [EXAMPLES / "hello-branch"]
+    env = {"CREWAGENT_MODEL": "from-env"}
+    plain = load_config(project=project, packages=packages, env=env)
+    assert plain.model == "from-env" and plain.models is None  # no `models:`: the environment's model only
+    file = tmp_path / "crewagent.yml"
+    file.write_text("models: {default: small, allowed: [small, large]}\n")
+    config = load_config(config_path=file, project=project, packages=packages, env=env)
+    assert config.model == "small" and config.models is not None and config.models.allowed == ["small", "large"]
+
+    file.write_text("models: {default: huge, allowed: [small, large]}\n")
+    with pytest.raises(ConfigError, match="models: .*the default model 'huge' is not in allowed"):
+        load_config(config_path=file, project=project, packages=packages, env=env)
+    file.write_text("model: other\nmodels: {default: small, allowed: [small]}\n")
+    with pytest.raises(ConfigError, match="model: 'other' differs from models.default 'small'"):
+        load_config(config_path=file, project=project, packages=packages, env=env)
+    file.write_text("models: {default: small, alowed: [small]}\n")
+    with pytest.raises(ConfigError, match="models.alowed"):
+        load_config(config_path=file, project=project, packages=packages, env=env)
+
+
 def test_forge_takes_its_token_from_the_environment_only(project: Path, tmp_path: Path) -> None:
     packages = [EXAMPLES / "hello-branch"]
     file = tmp_path / "crewagent.yml"

@@ -148,7 +148,7 @@ async def deliver(h: Harness, top: str) -> str:
 async def test_two_deliveries_of_the_cycle_branch_leave_one_pull_request(
     team_repo: TeamRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    origin_on_github(team_repo)
+    origin_on_github(team_repo, monkeypatch)
     monkeypatch.setenv("CREW_FORGE_TOKEN", TOKEN)
     package = story_cycle_package(tmp_path)
     llm = ScriptedLLM(responder=story_cycle_responder(), latency=0.01)
@@ -176,7 +176,7 @@ async def test_two_deliveries_of_the_cycle_branch_leave_one_pull_request(
 async def test_a_refusing_or_unreachable_forge_is_said_and_the_branch_stays_pushed(
     team_repo: TeamRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int | None
 ) -> None:
-    origin_on_github(team_repo)
+    origin_on_github(team_repo, monkeypatch)
     monkeypatch.setenv("CREW_FORGE_TOKEN", TOKEN)
     package = story_cycle_package(tmp_path)
     llm = ScriptedLLM(responder=story_cycle_responder(), latency=0.01)

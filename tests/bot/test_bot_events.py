@@ -8,7 +8,7 @@ from pathlib import Path
 from tests.support.fakes import Reply
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 from tests.support.scripts import HELLO_LINEAR_ANSWER, script_hello_linear, user_inputs
-from tests.support.bot_harness import SECRET, artifact_paths, bot_harness, message_text
+from tests.support.bot_harness import SECRET, artifact_paths, bot_harness, hold_next_model_call, message_text
 
 
 async def _sentinel(h, text: str = "Mary") -> str:
@@ -105,20 +105,6 @@ async def test_threads_run_in_parallel_and_each_thread_in_order(project: Path) -
         await h.settle()
         answers = [m for m in h.thread(a) if "answer to: in order" in message_text(m)]
         assert [message_text(m).count(f"in order {n}") > 0 for n, m in zip((1, 2, 3), answers)] == [True, True, True]
-
-
-def hold_next_model_call(h) -> asyncio.Event:
-    """The next model call waits until the returned event is set, then answers as the script would:
-    a test can look at the thread while the call is certainly in flight, whatever the machine's load."""
-    gate = asyncio.Event()
-    respond = h.llm.responder
-
-    async def held(body):
-        await gate.wait()
-        return respond(body)
-
-    h.llm.add_responder(held)
-    return gate
 
 
 async def test_replies_while_pumping_get_a_note_and_reach_the_run_after_it_stops(project: Path) -> None:

@@ -31,6 +31,29 @@ def feeder(lines: list[str]) -> tuple[list[str], chat_cmd.ReadLine]:
     return prompts, read_line
 
 
+async def test_model_in_the_terminal_reports_switches_and_refuses(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with ScriptedLLM() as llm:
+        script_create_story(llm)
+        point_at(llm, monkeypatch)
+        config = tmp_path / "crewagent.yml"
+        config.write_text("models: {default: scripted, allowed: [scripted, scripted-large]}\n")
+        out: list[str] = []
+        lines = ["*model", "*model nope", "*model scripted-large", "1", "1", STORY_KEY, "*quit"]
+        _, read_line = feeder(lines)
+        args = argparse.Namespace(
+            path=str(EXAMPLES / "create-story-micro"), project=str(project), config=str(config)
+        )
+        code = await chat_cmd.chat(args, read_line, out.append, lambda _: None)
+    text = "\n".join(out)
+    assert code == 0
+    assert "uses the model `scripted`. Allowed: `scripted`, `scripted-large`" in text
+    assert "`nope` is not an allowed model" in text
+    assert "Switched to the model `scripted-large`" in text
+    assert llm.requests and {r["model"] for r in llm.requests} == {"scripted-large"}
+
+
 def point_at(llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test")

@@ -52,6 +52,7 @@ def make_config(
     max_runs: int = 8,
     access: Access | None = None,
     interval: float = 0.05,
+    config_file: Path | None = None,
 ) -> BotConfig:
     env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_API_URL": slack.api_url, "CREWAGENT_MODEL": "scripted"}
     if mode == "socket":
@@ -60,7 +61,7 @@ def make_config(
         env["SLACK_SIGNING_SECRET"] = SECRET
     if home is not None:
         env["CREWAGENT_HOME"] = str(home)
-    config = load_config(project=project, packages=[EXAMPLES / p for p in packages], env=env)
+    config = load_config(config_path=config_file, project=project, packages=[EXAMPLES / p for p in packages], env=env)
     config.limits.max_concurrent_runs = max_runs
     config.limits.status_update_interval = interval
     config.limits.status_edits_per_second = 200.0
@@ -285,6 +286,21 @@ class Harness:
             assert await self.bot.home.idle(WAIT), "home views were not published"
 
 
+def hold_next_model_call(h: Harness) -> asyncio.Event:
+    """The next model call waits until the returned event is set, then answers as the script would:
+    a test can look at the thread while the call is certainly in flight, whatever the machine's load."""
+    gate = asyncio.Event()
+    respond = h.llm.responder
+    assert respond is not None, "hold a call of a scripted responder"
+
+    async def held(body: dict[str, Any]) -> Any:
+        await gate.wait()
+        return respond(body)
+
+    h.llm.add_responder(held)
+    return gate
+
+
 def is_status(message: dict[str, Any]) -> bool:
     """The run's status message: its plan, or the drawn status where the plan is not available."""
     return any(b.get("type") == "plan" for b in message.get("blocks") or []) or "Progress:" in message_text(message)
@@ -377,13 +393,15 @@ async def bot_harness(
     configure: Callable[[BotConfig], None] | None = None,
     llm_retries: int = 0,
     llm_settings: dict[str, Any] | None = None,
+    config_file: Path | None = None,
 ) -> AsyncIterator[Harness]:
     async with FakeSlack() as slack:
         own_llm = llm is None
         llm = llm or ScriptedLLM()
         if own_llm:
             await llm.start()
-        config = make_config(slack, project, packages, mode=mode, max_runs=max_runs, access=access)
+        config = make_config(slack, project, packages, mode=mode, max_runs=max_runs, access=access,
+                             config_file=config_file)
         if configure is not None:
             configure(config)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=WAIT)) as http:

@@ -7,6 +7,7 @@ never the machine's, so the tests behave the same everywhere.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from collections.abc import AsyncIterator
@@ -118,12 +119,25 @@ async def refusing_git_server() -> AsyncIterator[int]:
         await runner.cleanup()
 
 
-GITHUB_ORIGIN = "https://github.com/team/app.git"
+GITHUB_ORIGIN = "git@github.com:team/app.git"
+_SSH_TO_BARE = """#!/bin/sh
+# git calls this as its ssh: the last argument is what it wants run on the server.
+for wanted; do :; done
+case "$wanted" in
+  git-receive-pack*) exec git-receive-pack {bare} ;;
+  git-upload-pack*) exec git-upload-pack {bare} ;;
+esac
+echo "fake ssh: unexpected command" >&2
+exit 1
+"""
 
 
-def origin_on_github(team: TeamRepo, origin: str = GITHUB_ORIGIN) -> None:
-    """The clone's origin reads as a GitHub URL (so owner and repository come from it) while its pushes
-    still go to the local bare repository; fetches from it are refused at once (no network in tests)."""
+def origin_on_github(team: TeamRepo, monkeypatch: pytest.MonkeyPatch, origin: str = GITHUB_ORIGIN) -> None:
+    """The clone's origin is a GitHub SSH URL (so owner and repository come from it), and git's ssh is a
+    script that serves every push and fetch from the local bare repository: the bot's git reaches it the
+    way it reaches a real remote, through the one ssh setting it takes from the host."""
     git(team.clone, "remote", "set-url", "origin", origin)
-    git(team.clone, "config", f"url.{team.url}.pushInsteadOf", origin)
-    git(team.clone, "config", "http.proxy", "http://127.0.0.1:9")
+    ssh = team.remote.parent / "ssh-to-bare"
+    ssh.write_text(_SSH_TO_BARE.format(bare=shlex.quote(str(team.remote))))
+    ssh.chmod(0o755)
+    monkeypatch.setenv("GIT_SSH_COMMAND", shlex.quote(str(ssh)))

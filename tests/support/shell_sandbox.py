@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.tools.base import EffectivePolicy, GitView, Mounts, ToolContext, ToolOutcome
+from core.tools.off_limits import OffLimits
 from tests.support.fakes.llm_server import Reply
 from tests.support.linear_package import node_id
 from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
@@ -34,10 +35,12 @@ class ShellBench:
     audit: list[dict[str, Any]] = field(default_factory=list)
     host: ToolHost = field(default_factory=ToolHost)
     git: GitView | None = None  # a git project's run: its own repository, as the run's record names it
+    off_limits: OffLimits = OffLimits()  # what start-up would hide (the config file, the runtime home)
 
     def context(self, *, approved: str | None = None, allowed_for_run: frozenset[str] = frozenset()) -> ToolContext:
         return ToolContext(
-            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state, git=self.git),
+            mounts=Mounts(project=self.project, pkg=self.pkg, state=self.state, git=self.git,
+                          off_limits=self.off_limits),
             policy=EffectivePolicy(shell=self.config), mode="run", agent_id="dev", run_id="run-1",
             audit=self.audit.append, approved=approved, allowed_for_run=allowed_for_run,
         )
@@ -50,6 +53,11 @@ class ShellBench:
                    allowed_for_run: frozenset[str] = frozenset(), **arguments: Any) -> ToolOutcome:
         ctx = self.context(approved=approved, allowed_for_run=allowed_for_run)
         return await self.host.execute("shell_run", json.dumps({"command": command, **arguments}), ctx, call_id="c1")
+
+    async def tool(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """Any tool (fs_read, fs_write, …) in the same context, as the model calls it."""
+        outcome = await self.host.execute(name, json.dumps(arguments), self.context(), call_id="c2")
+        return outcome.result
 
     def commands_audited(self) -> list[dict[str, Any]]:
         return [e for e in self.audit if e.get("kind") == "command.run"]

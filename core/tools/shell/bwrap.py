@@ -21,8 +21,7 @@ from pathlib import Path
 
 from .command_config import CommandLimits
 from .sandbox_user import SWITCH_CAPABILITIES
-from .sandbox_layout import (GIT, GIT_OBJECTS, HOME, PKG, PROJECT, SECRET_DIRS, SECRET_FILES, SYSTEM_DIRS, TOOLS_BIN,
-                             Layout)
+from .sandbox_layout import GIT, GIT_OBJECTS, HOME, PKG, PROJECT, SYSTEM_DIRS, TOOLS_BIN, Layout
 
 DOCKER_FIX = (
     "user namespaces are blocked here; in Docker run the container with "
@@ -72,9 +71,6 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
             args += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             args += ["--ro-bind", folder, folder]
-    for secret in SECRET_FILES:
-        if os.path.exists(secret):
-            args += ["--ro-bind", "/dev/null", secret]
     tmp_bytes = str(limits.disk_mb * 1024 * 1024)  # /tmp is memory, and counts toward the disk budget too
     # bwrap makes these as whoever it runs as: root when the command then switches to the sandbox user
     args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--chmod", "1777", "/dev/shm",
@@ -155,18 +151,21 @@ def prlimit_prefix(limits: CommandLimits, cpu_seconds: int, *, processes: bool,
 
 
 def _masks(layout: Layout) -> list[str]:
-    """Hidden paths (the config file, the runtime home) that happen to lie inside a visible folder."""
+    """Hidden paths (host secrets, the config file, the runtime home) inside a visible folder.
+
+    The list is the file tools' own (`OffLimits.within`), so what a command cannot see and what
+    fs_read refuses never drift apart. A missing path is not masked: bwrap would create it on the host.
+    """
     visible = [(Path(f), f) for f in SYSTEM_DIRS] + [(t, str(t)) for t in layout.toolchain]
     visible += [(Path(h), i) for h, i in layout.extra_read_only] + [(layout.project, PROJECT), (layout.pkg, PKG)]
     out: list[str] = []
-    for hidden in layout.hidden:
-        for root, inside in visible:
-            if hidden == root or root in hidden.parents:
-                target = inside + str(hidden)[len(str(root)):]
-                out += _empty_folder(target) if hidden.is_dir() else ["--ro-bind", "/dev/null", target]
-    for secret in SECRET_DIRS:
-        if os.path.isdir(secret):
-            out += _empty_folder(secret)
+    for root, inside in visible:
+        for hidden in layout.off_limits.within(root):
+            target = inside + str(hidden)[len(str(root)):]
+            if hidden.is_dir():
+                out += _empty_folder(target)
+            elif os.path.lexists(hidden):
+                out += ["--ro-bind", "/dev/null", target]
     return out
 
 

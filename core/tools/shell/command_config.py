@@ -100,7 +100,6 @@ class CommandsConfig(BaseModel):
     host's network (there it closes sockets nothing else does; otherwise the sandbox's own mounts and user
     already give the same, and it costs one Python start, 15-40 ms, a command); on: every command (a command
     fails if the kernel lacks it); off: never."""
-    hidden: tuple[str, ...] = Field(default=(), exclude=True)  # set at start-up: the config file, the home
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
     scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
 

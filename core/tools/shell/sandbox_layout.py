@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import GitView
+from ..off_limits import OffLimits
 
 PROJECT = "/@project"
 PKG = "/@pkg"
@@ -23,8 +24,6 @@ TOOLS_BIN = "/opt/crewagent/bin"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SHELL = next((s for s in ("/usr/bin/bash", "/bin/bash") if os.path.exists(s)), "/bin/sh")  # what the checker reads
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-SECRET_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/sudoers")
-SECRET_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d")  # host keys: readable by a bot running as root
 _ALIAS = re.compile(r"(?<![\w@/.$-])@(project|pkg)(?=/|\b|$)")
 
 
@@ -35,7 +34,7 @@ class Layout:
     git: GitView | None = None
     toolchain: tuple[Path, ...] = ()  # read-only at the same path
     extra_read_only: tuple[tuple[str, str], ...] = ()  # (host, inside)
-    hidden: tuple[Path, ...] = ()  # masked if they fall inside something visible
+    off_limits: OffLimits = OffLimits()  # its hidden paths are masked where something visible holds them
     uv: Path | None = None
     replacements: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
@@ -44,7 +43,7 @@ class Layout:
 
 
 def layout_for(project: Path, pkg: Path, *, toolchain: tuple[str, ...] = (),
-               extra_read_only: tuple[tuple[str, str], ...] = (), hidden: tuple[str, ...] = (),
+               extra_read_only: tuple[tuple[str, str], ...] = (), off_limits: OffLimits = OffLimits(),
                uv: Path | None = None, git: GitView | None = None) -> Layout:
     """Blocking (resolves paths): call it from a thread."""
     real_project = Path(os.path.realpath(project))
@@ -62,7 +61,7 @@ def layout_for(project: Path, pkg: Path, *, toolchain: tuple[str, ...] = (),
         project=real_project, pkg=real_pkg, git=git,
         toolchain=tuple(Path(os.path.realpath(t)) for t in toolchain if os.path.isdir(t)),
         extra_read_only=tuple((os.path.realpath(h), i) for h, i in extra_read_only if os.path.exists(h)),
-        hidden=tuple(Path(os.path.realpath(h)) for h in hidden if h),
+        off_limits=off_limits,
         uv=uv, replacements=tuple(sorted(replacements, key=lambda r: -len(r[0]))),
     )
 

@@ -77,7 +77,7 @@ async def _run(ctx: ToolContext, config: CommandsConfig, state: SandboxState, co
     extras = config.extras
     layout = await asyncio.to_thread(
         layout_for, ctx.mounts.project, ctx.mounts.pkg, toolchain=config.toolchain,
-        extra_read_only=extras.read_only, hidden=config.hidden, uv=find_uv(), git=ctx.mounts.git,
+        extra_read_only=extras.read_only, off_limits=ctx.mounts.off_limits, uv=find_uv(), git=ctx.mounts.git,
     )
     capture = OutputCapture(config.output_limit_bytes)
     progress = CommandReporter(ctx, command, shown_cwd, capture, layout)

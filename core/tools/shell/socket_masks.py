@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .disk_usage import find_sockets
-from .sandbox_layout import GIT, GIT_OBJECTS, PKG, PROJECT, SECRET_DIRS, SYSTEM_DIRS, Layout
+from .sandbox_layout import GIT, GIT_OBJECTS, PKG, PROJECT, SYSTEM_DIRS, Layout
 
 RESCAN_SECONDS = 300.0
 _found: dict[str, tuple[float, tuple[str, ...]]] = {}  # folder -> (when searched, socket paths relative to it)
@@ -33,7 +33,7 @@ def socket_mask_args(layout: Layout, project_sockets: tuple[str, ...]) -> list[s
         visible.append((layout.git.git_dir, GIT, RESCAN_SECONDS))
         if layout.git.borrowed_objects is not None:
             visible.append((layout.git.borrowed_objects, GIT_OBJECTS, RESCAN_SECONDS))
-    masked = [*layout.hidden, *(Path(d) for d in SECRET_DIRS)]  # already covered by an empty folder
+    masked = layout.off_limits.paths()  # already covered (bwrap._masks)
     out: list[str] = []
     for host, inside, fresh_for in visible:
         for rel in _cached(host, fresh_for):

@@ -56,6 +56,8 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "assistant.threads.setStatus": frozenset({"chat:write", "assistant:write"}),
     "assistant.threads.setTitle": frozenset({"assistant:write"}),
     "assistant.threads.setSuggestedPrompts": frozenset({"assistant:write"}),
+    "agents.sessions.setStatus": frozenset({"chat:write"}),
+    "agents.sessions.rename": frozenset({"chat:write"}),
     "reactions.add": frozenset({"reactions:write"}),
     "reactions.remove": frozenset({"reactions:write"}),
     "files.getUploadURLExternal": frozenset({"files:write"}),
@@ -65,6 +67,7 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
     "users.info": frozenset({"users:read"}),
     "team.info": frozenset({"team:read"}),
 }
+SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})
 CHUNK_TYPES = frozenset({"markdown_text", "plan_update", "task_update", "blocks"})
 TEXT_LIMIT = 12_000
 MAX_BLOCKS = 50
@@ -204,6 +207,10 @@ class FakeSlack(LoopbackServer):
         """The assistant status line each thread shows now, by (channel_id, thread_ts)."""
         self.home_views: dict[str, dict[str, Any]] = {}
         """The Home tab each user sees now (views.publish), by user id."""
+        self.sessions: dict[tuple[str, str], dict[str, Any]] = {}
+        """Each thread's agent session now (status, title), by (channel_id, thread_ts)."""
+        self.sessions_refused: str | None = None
+        """When set, the agents.sessions.* methods fail with this error (`not_allowed`, `unknown_method`…)."""
         self.commands = manifest_commands()
         """Slash commands the app declares; a delivery of any other is refused."""
         self._respond_ids = itertools.count(1)
@@ -234,6 +241,8 @@ class FakeSlack(LoopbackServer):
             "assistant.threads.setStatus": self._set_status,
             "assistant.threads.setTitle": self._set_title,
             "assistant.threads.setSuggestedPrompts": self._set_suggested_prompts,
+            "agents.sessions.setStatus": self._session_status,
+            "agents.sessions.rename": self._session_rename,
             "chat.startStream": self._start_stream,
             "chat.appendStream": self._append_stream,
             "chat.stopStream": self._stop_stream,
@@ -796,6 +805,28 @@ class FakeSlack(LoopbackServer):
             return {"ok": False, "error": "invalid_arguments", "detail": "each prompt needs title and message"}
         return {"ok": True}
 
+    def _session_status(self, api: _Api) -> ApiResult:
+        """agents.sessions.setStatus: creates the thread's session if needed (with `title`), sets its status."""
+        params = api.params
+        if self.sessions_refused:
+            return {"ok": False, "error": self.sessions_refused}
+        if not params.get("channel_id") or not params.get("thread_ts") or params.get("status") not in SESSION_STATUSES:
+            detail = "status must be one of " + ", ".join(sorted(SESSION_STATUSES))
+            return {"ok": False, "error": "invalid_arguments", "detail": detail}
+        key = (str(params["channel_id"]), str(params["thread_ts"]))
+        session = self.sessions.setdefault(key, {"title": params.get("title")})
+        session["status"] = params["status"]
+        return {"ok": True}
+
+    def _session_rename(self, api: _Api) -> ApiResult:
+        params = api.params
+        if self.sessions_refused:
+            return {"ok": False, "error": self.sessions_refused}
+        if not params.get("channel_id") or not params.get("thread_ts") or not params.get("title"):
+            return {"ok": False, "error": "invalid_arguments"}
+        self.sessions.setdefault((str(params["channel_id"]), str(params["thread_ts"])), {})["title"] = params["title"]
+        return {"ok": True}
+
     def _stream_text(self, params: dict[str, Any]) -> str | ApiResult:
         """The markdown a start/append/stop call adds, or the error its chunks deserve."""
         text = str(params.get("markdown_text") or "")
@@ -876,6 +907,9 @@ class FakeSlack(LoopbackServer):
             message["blocks"] = blocks
         channel, ts = str(api.params["channel"]), str(api.params["ts"])
         self.streams[(channel, ts)] = "done"
+        session = self.sessions.get((channel, str(message.get("thread_ts"))))
+        if session is not None:  # as Slack does: a finished stream sets its thread's session (default active)
+            session["status"] = api.params.get("session_status") or "active"
         self._pending_records.append(SlackCall(STREAMED, {"channel": channel, **message}))
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 

@@ -119,6 +119,27 @@ def app_mention_event(
     return event_envelope(event, team=team, api_app_id=api_app_id, event_id=event_id, bot_user_id=bot_user_id)
 
 
+def agent_session_stopped_event(
+    channel: str,
+    thread_ts: str,
+    user: str = "U1",
+    team: str = "T1",
+    *,
+    streaming_message_ts: list[str] | None = None,
+    event_id: str | None = None,
+) -> dict[str, Any]:
+    """Someone pressed Slack's own Stop on the thread's agent session (the inner event carries no team)."""
+    event = {
+        "type": "agent_session_stopped",
+        "channel": channel,
+        "user": user,
+        "thread_ts": thread_ts,
+        "streaming_message_ts": list(streaming_message_ts or []),
+        "event_ts": new_ts(),
+    }
+    return event_envelope(event, team=team, event_id=event_id)
+
+
 def message_event(
     text: str,
     channel: str = "C1",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core.tools.off_limits import OffLimits
 from core.tools.shell.command_config import SandboxExtras
 from core.tools.shell.command_sandbox import sandbox_state
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
@@ -265,7 +266,7 @@ async def test_the_config_file_inside_the_project_is_hidden(tmp_path: Path) -> N
     secrets = made.project / "private"
     secrets.mkdir()
     (secrets / "x").write_text("secret-folder-text\n")
-    made.config = made.config.model_copy(update={"hidden": (str(config), str(secrets))})
+    made.off_limits = OffLimits.of((config, secrets))
     result = await made.run("cat @project/crewagent.yml; ls @project/private; cat @project/private/x; rm -f @project/crewagent.yml")
     assert "secret-config-text" not in str(result) and "secret-folder-text" not in str(result)
     assert config.read_text() == "secret-config-text\n"

@@ -180,7 +180,7 @@ def test_crewagent_yml_commands_section(tmp_path: Path, project: Path) -> None:
     assert cmds is not None and cmds.timeout_seconds == 120 and cmds.output_limit_bytes == 16384
     assert [r.prefix for r in cmds.rules] == ["python -m pytest", "git push"]
     assert cmds.resolved_env({"PIP_INDEX_URL": "https://m.invalid/"}) == {"PIP_INDEX_URL": "https://m.invalid/"}
-    assert str(config.resolve()) in cmds.hidden  # the config file is never visible to a command
+    assert str(config.resolve()) in loaded.tool_policy.hidden  # the config file is never visible to a command
     with pytest.raises(ConfigError) as missing:
         load_config(config_path=config, packages=[str(project)], env={})
     assert "commands.env: ${PIP_INDEX_URL} is not set" in str(missing.value)
