@@ -8,9 +8,8 @@ first word of the command line inside), because bwrap started as that user could
 root may walk to. A bot that is not root cannot switch: its commands run as itself.
 
 A worktree the bot made as root is handed to the sandbox user before its first command (a recursive
-lchown; the folder itself stays root's, group-writable for the user), so the command can write it; the
-bot, root, still reads and writes it. Each command checks only the folder's own owner and mode, which is
-cheap.
+lchown), so the command can write it; the bot, root, still reads and writes it. Each command checks only
+the folder's own owner, which is cheap.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import stat
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -82,23 +80,19 @@ def parse_run_as(value: str) -> tuple[int, int]:
 
 
 def hand_over(project: Path, user: SandboxUser) -> bool:
-    """Blocking: give a root-owned project to the sandbox user (True when it did this time). Everything below
-    becomes the user's; the folder itself stays root's, shared with the user's group (g+rwx), and so does the
-    `.git` in it: git, run by the bot as root, trusts a worktree only when its own user owns it (and a `.git`
-    the command replaced is then refused). A folder another user owns is left alone (the operator chose it)."""
-    info = os.lstat(project)
-    if not user.switched or info.st_uid != 0:
-        return False
-    if info.st_gid == user.gid and info.st_mode & stat.S_IRWXG == stat.S_IRWXG:
-        return False  # handed over already: the one check every command pays
+    """Blocking: give a root-owned project to the sandbox user (True when it did this time), all but the `.git`
+    in it (the bot's git names its repository itself; the command gets no say in where it points). A folder
+    another user owns is left alone (the operator chose it). Files the bot writes later take their folder's
+    owner (core/base/atomic.py), so the tree stays the user's."""
+    if not user.switched or os.lstat(project).st_uid != 0:
+        return False  # mine already, or another user's: the one check every command pays
     for folder, dirs, files in os.walk(project):
         if Path(folder) == project:
             dirs[:] = [d for d in dirs if d != ".git"]
             files = [f for f in files if f != ".git"]
         for name in (*dirs, *files):
             os.chown(os.path.join(folder, name), user.uid, user.gid, follow_symlinks=False)
-    os.chown(project, 0, user.gid, follow_symlinks=False)
-    os.chmod(project, stat.S_IMODE(info.st_mode) | stat.S_IRWXG)
+    os.chown(project, user.uid, user.gid, follow_symlinks=False)
     return True
 
 
