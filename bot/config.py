@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
+from core.api.usage import Budgets
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -203,6 +204,8 @@ class FileConfig(_Strict):
     """Listing it turns the shell_run tool on: the command policy and the sandbox (docs/commands.md)."""
     access: Access = Field(default_factory=Access)
     """Who may use the bot, where, and who administers it."""
+    budgets: Budgets = Field(default_factory=Budgets)
+    """Daily model-token budgets per Slack user and per channel (none by default); see docs/operations.md."""
     resume_on_start: bool = True
     """Resume the runs a stopped bot left in flight when it starts again."""
     log_level: str = "INFO"
@@ -226,6 +229,7 @@ class BotConfig(BaseModel):
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)  # `servers`: the mcp_servers names
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     access: Access = Field(default_factory=Access)
+    budgets: Budgets = Field(default_factory=Budgets)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     git: GitOptions = Field(default_factory=GitOptions)
@@ -332,6 +336,7 @@ def load_config(
         tool_policy=tool_policy_of(file_cfg),
         mcp_servers=file_cfg.mcp_servers,
         access=file_cfg.access,
+        budgets=file_cfg.budgets,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
         git=file_cfg.git,

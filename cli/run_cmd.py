@@ -15,7 +15,7 @@ from pathlib import Path
 from core.api.runs import Engine, EngineSettings, LLMClient, PumpResult, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import RunPhase
-from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
+from .terminal_config import as_terminal_user, file_config, llm_settings, metered, tool_host, with_tool_policy
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.checkout import Checkout, CheckoutSpec
 from core.api.stores import RuntimeStore
@@ -73,7 +73,7 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
         package = load_package(existing_path(args.path), cache_dir=store.packages_dir)
         project = store.check_project(existing_folder(args.project or ".", option="--project"))
-    llm = LLMClient(llm_settings(cfg))  # fails early, before a run is created, if no model is set
+    llm = metered(LLMClient(llm_settings(cfg)), store)  # fails early, before a run is created, if no model is set
     tools = tool_host(cfg, store)
     try:
         if args.resume:
@@ -93,7 +93,8 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             runs.update(record)
         engine = Engine(store, runs, llm, with_tool_policy(engine_settings(), cfg), tools)
         where = where_files_go(record, chosen=bool(args.project) or bool(args.resume))
-        return await _drive(engine, record, package, intent, read_line, write, where=where)
+        with as_terminal_user():
+            return await _drive(engine, record, package, intent, read_line, write, where=where)
     finally:
         await tools.close()
         await llm.aclose()

@@ -87,6 +87,10 @@ class Deliveries:
             text, result_blocks = delivery_message(result)
             outcome = SlackMessage(text=text, blocks=result_blocks)
             log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
+            await asyncio.to_thread(  # the operator's audit: who delivered which run, where
+                self.runs.store.audit, run, "delivery", by=user, channel=channel, outcome=result.outcome,
+                branch=result.branch, pushed=result.pushed,
+            )
             if result.pushed and completion_ts and package is not None:
                 snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
                 await self.io.update(channel, completion_ts, blocks.completion(snapshot, key=str(key)))

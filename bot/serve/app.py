@@ -30,6 +30,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
+from core.api.usage import UsageMeter
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
 from core.api.packages import Graph
 from core.api.sessions import SessionService
@@ -431,6 +432,7 @@ def _build(
             stream=config.llm.stream,
         )
     )
+    llm.watchers.append(UsageMeter(store.operator_log))  # each call's tokens, per person and channel
     engine = _engine(config, store, runs, llm)
     bindings = _bindings(config, store, engine, runs)
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None

@@ -1,0 +1,94 @@
+"""The operator's view of a Slack bot, through the fake Slack, the scripted model (which reports usage) and the
+`crewagent usage` / `crewagent audit` commands, on the embedded store and on Postgres: every model call's tokens
+are booked to the person and channel who asked, and a daily budget refuses the person who spent it, not the one
+beside them, leaving their waiting run as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import BotConfig
+from tests.support.bot_harness import bot_harness, message_text
+from tests.support.cli_driver import cli
+from tests.support.fakes.llm_server import Reply
+from tests.support.scripts import Body
+
+ASKER, NEIGHBOUR = "U1", "U2"
+USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+QUESTION = "Which project should I set up?"
+
+
+def _asks(body: Body) -> Reply:
+    return Reply(content=QUESTION, usage=USAGE)
+
+
+@pytest.fixture(params=["files", "postgres"])
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _configure(store_kind: str, request: pytest.FixtureRequest, **budgets: Any):
+    url = request.getfixturevalue("database_url") if store_kind == "postgres" else None
+
+    def configure(config: BotConfig) -> None:
+        config.database_url = url
+        config.budgets = config.budgets.model_copy(update=budgets)
+
+    return configure, ([f"--database-url={url}"] if url else [])
+
+
+async def _report(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
+    code, out, err = await cli([*argv, "--json"], "", monkeypatch, capsys)
+    assert code == 0, err
+    return json.loads(out)
+
+
+async def test_usage_is_booked_per_person_and_channel_and_listed_by_the_cli(
+    project: Path, store_kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure, database = _configure(store_kind, request)
+    async with bot_harness(project, ["multi-workflows"], configure=configure) as h:
+        h.llm.responder = _asks
+        await h.start_waiting_run("hello-linear")
+        calls = len(h.llm.requests)
+        assert calls >= 1
+        by_user = await _report(["usage", "--by", "user", *database], monkeypatch, capsys)
+        by_channel = await _report(["usage", "--by", "channel", "--since", "1d", *database], monkeypatch, capsys)
+    assert by_user["rows"] == [{"user": ASKER, "calls": calls, "input_tokens": 100 * calls,
+                                "output_tokens": 20 * calls, "total_tokens": 120 * calls}]
+    assert [(r["channel"], r["total_tokens"]) for r in by_channel["rows"]] == [("C1", 120 * calls)]
+
+
+async def test_a_spent_budget_refuses_its_person_but_not_the_one_beside_them(
+    project: Path, store_kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure, database = _configure(store_kind, request, daily_tokens_per_user=100)
+    async with bot_harness(project, ["multi-workflows"], configure=configure) as h:
+        h.llm.responder = _asks
+        top = await h.start_waiting_run("hello-linear")  # spends 120 of the asker's 100 tokens
+        asked = len(h.llm.requests)
+
+        mark = h.mark()
+        await h.reply(top, "TaskNest", user=ASKER)
+        refusal = await h.posted_text("daily token budget is used up", since=mark)
+        text = message_text(refusal)
+        assert "budgets.daily_tokens_per_user" in text and "00:00 UTC" in text
+        await h.settle()
+        assert len(h.llm.requests) == asked  # the model was not asked
+        await h.wait_status(top, "Waiting for your reply")  # the run waits as it did
+
+        other = await h.mention("hello-linear", user=NEIGHBOUR)
+        await h.wait_status(other, "Waiting for your reply")
+        assert len(h.llm.requests) > asked
+        audit = await _report(["audit", "--user", ASKER, *database], monkeypatch, capsys)
+        everyone = await _report(["audit", *database], monkeypatch, capsys)
+    [refused] = audit
+    assert refused["kind"] == "budget.refused" and refused["channel"] == "C1"
+    assert refused["detail"] == {"budget": "daily_tokens_per_user", "limit": 100, "spent": 120}
+    assert [e["person"] for e in everyone] == [ASKER]  # the neighbour was never refused
