@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -134,13 +136,19 @@ class PacedWebClient(AsyncWebClient):
         # Awaited before every call: a replica cut off from its database holds what its runs show
         # until it knows the threads are still its own (bot.replicas.handover).
         self.before_call: Callable[[], Awaitable[None]] | None = None
+        self.on_error: Callable[[str], None] | None = None  # told the method of each call that failed (metrics)
         attach_retry_handlers(self)
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
         if self.before_call is not None:
             await self.before_call()
         await self.gate.wait(api_method)
-        return await super().api_call(api_method, **kwargs)
+        try:
+            return await super().api_call(api_method, **kwargs)
+        except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError):
+            if self.on_error is not None:
+                self.on_error(api_method)
+            raise
 
 
 def attach_retry_handlers(client: AsyncWebClient) -> None:

@@ -46,7 +46,8 @@ from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
-from .front_door import EVENTS_PATH, events_app, numeric_timestamp, serve_web
+from ..metrics import BotMetrics
+from .front_door import EVENTS_PATH, METRICS_PATH, events_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
@@ -109,6 +110,7 @@ class CrewBot:
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
         self.home: HomePublisher | None = None  # the Home tab's publisher
+        self.metrics: BotMetrics | None = None  # GET /metrics (bot.metrics)
         self._prepared = False
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
@@ -161,7 +163,7 @@ class CrewBot:
 
     def web_app(self) -> web.Application:
         """POST /slack/events (Bolt verifies the signature and the 5-minute timestamp window), GET /healthz."""
-        return events_app(self._handle_http, self._health)
+        return events_app(self._handle_http, self._health, self.metrics.serve if self.metrics else None)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
         if not self._prepared or not self.lanes.accepting:  # starting or stopping: Slack delivers it again later
@@ -224,6 +226,8 @@ class CrewBot:
         if health_port is not None:
             health = web.Application()
             health.router.add_get("/healthz", self._health)
+            if self.metrics is not None:
+                health.router.add_get(METRICS_PATH, self.metrics.serve)
             self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
             bound = int(runner.addresses[0][1])
         await self._check_bot_token(backoff)
@@ -433,12 +437,17 @@ def _build(
         )
     )
     llm.watchers.append(UsageMeter(store.operator_log))  # each call's tokens, per person and channel
+    metrics = BotMetrics()
+    llm.watchers.append(metrics.model_call)
+    store.audit_listeners.append(metrics.audited)
     engine = _engine(config, store, runs, llm)
     bindings = _bindings(config, store, engine, runs)
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)
     work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     bolt_app = _bolt_app(config, client)
+    bolt_app.use(metrics.bolt_middleware)
+    work_client.on_error = metrics.slack_error
     io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
@@ -489,5 +498,7 @@ def _build(
         slots=slots,
     )
     bot.home = home
+    bot.metrics = metrics
+    metrics.watch_outbox(outbox.waiting)
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot

@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..base.attribution import TERMINAL_CHANNEL, Attribution, attributed, current
+from ..model.api import CallEnded, LLMReply
 from ..run.budgets import BudgetCheck, BudgetRefusal, Budgets, day_start, stamp
 from ..run.usage_meter import UsageMeter
 from ..store.operator_log import AuditEntry, OperatorLog, SqliteOperatorLog, UsageBy, UsageEntry, UsageTotal
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ..store.operator_log_postgres import PostgresOperatorLog
 
 __all__ = [
-    "OPERATOR_KINDS", "TERMINAL_CHANNEL", "Attribution", "AuditEntry", "BudgetCheck", "BudgetRefusal", "Budgets",
+    "OPERATOR_KINDS", "TERMINAL_CHANNEL", "Attribution", "CallEnded", "LLMReply", "AuditEntry", "BudgetCheck", "BudgetRefusal", "Budgets",
     "OperatorLog", "PostgresOperatorLog", "SqliteOperatorLog", "UsageBy", "UsageEntry", "UsageMeter", "UsageTotal", "attributed",
     "current", "day_start", "stamp",
 ]

@@ -10,12 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from bot.config import BotConfig
 from tests.support.bot_harness import bot_harness, message_text
 from tests.support.cli_driver import cli
 from tests.support.fakes.llm_server import Reply
-from tests.support.scripts import Body
+from tests.support.probe_tool import last_user
+from tests.support.scripts import Body, calls, previous_results
+from tests.support.shell_sandbox import commands
 
 ASKER, NEIGHBOUR = "U1", "U2"
 USAGE = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
@@ -92,3 +95,49 @@ async def test_a_spent_budget_refuses_its_person_but_not_the_one_beside_them(
     assert refused["kind"] == "budget.refused" and refused["channel"] == "C1"
     assert refused["detail"] == {"budget": "daily_tokens_per_user", "limit": 100, "spent": 120}
     assert [e["person"] for e in everyone] == [ASKER]  # the neighbour was never refused
+
+
+def _asks_or_runs_a_forbidden_command(body: Body) -> Reply:
+    if not previous_results(body) and last_user(body) == "clean up":
+        return Reply(tool_calls=calls(("shell_run", {"command": "rm -rf build"})).tool_calls, usage=USAGE)
+    return Reply(content=QUESTION, usage=USAGE)
+
+
+def _forbidding_commands(config: BotConfig) -> None:
+    config.tool_policy = config.tool_policy.model_copy(update={"commands": commands(default="forbid")})
+
+
+async def _scrape(h: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    url = h.url.replace("/slack/events", "/metrics")
+    async with h.http.get(url) as response:
+        assert response.status == 200 and response.headers["Content-Type"].startswith("text/plain")
+        text = await response.text()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def test_metrics_after_a_run_agree_with_what_happened(project: Path) -> None:
+    async with bot_harness(project, ["multi-workflows"], configure=_forbidding_commands) as h:
+        h.llm.responder = _asks_or_runs_a_forbidden_command
+        top = await h.start_waiting_run("hello-linear")
+        mark = h.mark()
+        await h.reply(top, "clean up")  # the model asks for a command the policy forbids, then asks again
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        h.llm.add_error(500, "upstream exploded")
+        await h.reply(top, "go on")  # the model fails: the run fails
+        await h.posted_text("kept failing (HTTP 500", since=mark)
+        await h.settle()
+        answered = [r for r in h.llm.requests][:-1]  # every request but the failed one was answered
+        metrics = await _scrape(h)
+    assert metrics[("crewagent_model_tokens_total", (("direction", "input"),))] == 100 * len(answered)
+    assert metrics[("crewagent_model_tokens_total", (("direction", "output"),))] == 20 * len(answered)
+    assert metrics[("crewagent_runs_total", (("outcome", "failed"),))] == 1
+    assert metrics[("crewagent_command_decisions_total", (("decision", "refused"),))] == 1
+    events = metrics[("crewagent_events_received_total", ())]
+    assert events >= 3 and metrics[("crewagent_ack_seconds_count", ())] == events
+    assert metrics[("crewagent_model_call_seconds_count", (("outcome", "error"),))] == 1
+    assert metrics[("crewagent_outbox_pending", ())] == 0
