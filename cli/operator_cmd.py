@@ -109,7 +109,10 @@ def _audit(log: OperatorLog, args: argparse.Namespace, since: str | None, write:
 def _what(entry: AuditEntry) -> str:
     detail = entry.detail
     if entry.kind == "approval.decided":
-        return f"{detail.get('decision', '?')} {detail.get('tool', '')}: {detail.get('title', '')}".rstrip(": ")
+        given = detail.get("input")
+        command = given.get("command") if isinstance(given, dict) else None
+        what = f"`{command}`" if command else detail.get("title", "")
+        return f"{detail.get('decision', '?')} {detail.get('tool', '')}: {what}".rstrip(": ")
     if entry.kind == "delivery":
         return f"{detail.get('outcome', '?')} {detail.get('branch', '')}".strip()
     if entry.kind == "budget.refused":

@@ -141,3 +141,40 @@ async def test_metrics_after_a_run_agree_with_what_happened(project: Path) -> No
     assert events >= 3 and metrics[("crewagent_ack_seconds_count", ())] == events
     assert metrics[("crewagent_model_call_seconds_count", (("outcome", "error"),))] == 1
     assert metrics[("crewagent_outbox_pending", ())] == 0
+
+
+def _asks_to_run_a_command(body: Body) -> Reply:
+    if not previous_results(body) and last_user(body) == "build it":
+        return calls(("shell_run", {"command": "make build"}))
+    return Reply(content=QUESTION, usage=USAGE)
+
+
+def _asking_commands(config: BotConfig) -> None:
+    config.tool_policy = config.tool_policy.model_copy(update={"commands": commands(default="ask")})
+
+
+async def test_a_denied_command_is_in_the_audit_with_who_denied_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with bot_harness(project, ["multi-workflows"], configure=_asking_commands) as h:
+        h.llm.responder = _asks_to_run_a_command
+        top = await h.start_waiting_run("hello-linear")
+        mark = h.mark()
+        await h.reply(top, "build it")
+        await h.posted_text("Run a command?", since=mark)
+        await h.settle()
+        deny, card = h.button(top, "Deny")
+        await h.click(deny, card, user=ASKER)
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        [entry] = await _report(["audit", "--since", "1h"], monkeypatch, capsys)
+        assert entry["run_id"]
+        same = await _report(["audit", "--run", entry["run_id"]], monkeypatch, capsys)
+        code, table, _ = await cli(["audit", "--user", ASKER], "", monkeypatch, capsys)
+        metrics = await _scrape(h)
+    assert entry["kind"] == "approval.decided" and entry["person"] == ASKER and entry["channel"] == "C1"
+    assert entry["detail"]["decision"] == "denied" and entry["detail"]["tool"] == "shell_run"
+    assert entry["detail"]["input"] == {"command": "make build"} and entry["detail"]["title"] == "Run a command?"
+    assert same == [entry]
+    assert code == 0 and "denied shell_run: `make build`" in table and ASKER in table
+    assert metrics[("crewagent_command_decisions_total", (("decision", "denied"),))] == 1
