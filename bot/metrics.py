@@ -94,8 +94,14 @@ class BotMetrics:
             if event.get("durationMs") is not None:
                 self.command_seconds.observe(float(event["durationMs"]) / 1000)
 
-    def slack_error(self, method: str) -> None:
-        self.slack_errors.labels(method=method).inc()
+    def slack_call(self, method: str) -> Callable[[BaseException | None], None]:
+        """A Slack client call watcher: counts the calls that failed, by method."""
+
+        def ended(error: BaseException | None) -> None:
+            if error is not None:
+                self.slack_errors.labels(method=method).inc()
+
+        return ended
 
     # ---- the endpoint ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from bot.config import FileConfig, terminal_config, tool_policy_of
 from core.api.runs import EngineSettings, LLMClient, LLMSettings
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost
-from core.api.usage import TERMINAL_CHANNEL, UsageMeter, attributed
+from core.api.usage import TERMINAL_CHANNEL, UsageMeter, attributed, tracing_from_env
 
 from .paths import existing_path
 
@@ -39,8 +39,13 @@ def tool_host(cfg: FileConfig, store: RuntimeStore) -> ToolHost:
 
 
 def metered(llm: LLMClient, store: RuntimeStore) -> LLMClient:
-    """The client with each call's usage booked in the store's operator log (`crewagent usage`)."""
+    """The client with each call's usage booked in the store's operator log (`crewagent usage`), and traced
+    when an OTLP endpoint is configured."""
     llm.watchers.append(UsageMeter(store.operator_log))
+    tracing = tracing_from_env()  # OTEL_EXPORTER_OTLP_ENDPOINT: model and tool calls as spans
+    if tracing is not None:
+        llm.watchers.append(tracing.model_call)
+        store.audit_listeners.append(tracing.audited)
     return llm
 
 

@@ -30,7 +30,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
-from core.api.usage import UsageMeter
+from core.api.usage import UsageMeter, tracing_from_env
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
 from core.api.packages import Graph
 from core.api.sessions import SessionService
@@ -438,6 +438,7 @@ def _build(
     )
     llm.watchers.append(UsageMeter(store.operator_log))  # each call's tokens, per person and channel
     metrics = BotMetrics()
+    tracing = tracing_from_env()
     llm.watchers.append(metrics.model_call)
     store.audit_listeners.append(metrics.audited)
     engine = _engine(config, store, runs, llm)
@@ -447,7 +448,11 @@ def _build(
     work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     bolt_app = _bolt_app(config, client)
     bolt_app.use(metrics.bolt_middleware)
-    work_client.on_error = metrics.slack_error
+    work_client.call_watchers.append(metrics.slack_call)
+    if tracing is not None:  # OTEL_EXPORTER_OTLP_ENDPOINT: spans for model calls, tool calls, Slack calls
+        llm.watchers.append(tracing.model_call)
+        store.audit_listeners.append(tracing.audited)
+        work_client.call_watchers.append(tracing.slack_call)
     io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore

@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..base.attribution import TERMINAL_CHANNEL, Attribution, attributed, current
+from ..base.tracing import Tracing, tracing_from_env
 from ..model.api import CallEnded, LLMReply
 from ..run.budgets import BudgetCheck, BudgetRefusal, Budgets, day_start, stamp
 from ..run.usage_meter import UsageMeter
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "OPERATOR_KINDS", "TERMINAL_CHANNEL", "Attribution", "CallEnded", "LLMReply", "AuditEntry", "BudgetCheck", "BudgetRefusal", "Budgets",
     "OperatorLog", "PostgresOperatorLog", "SqliteOperatorLog", "UsageBy", "UsageEntry", "UsageMeter", "UsageTotal", "attributed",
-    "current", "day_start", "stamp",
+    "Tracing", "current", "day_start", "stamp", "tracing_from_env",
 ]
 
 
