@@ -206,6 +206,8 @@ class FileConfig(_Strict):
     """Who may use the bot, where, and who administers it."""
     budgets: Budgets = Field(default_factory=Budgets)
     """Daily model-token budgets per Slack user and per channel (none by default); see docs/operations.md."""
+    metrics: bool = True
+    """Serve GET /metrics (Prometheus' text format) on the HTTP port beside /healthz; false: no metrics are kept."""
     resume_on_start: bool = True
     """Resume the runs a stopped bot left in flight when it starts again."""
     log_level: str = "INFO"
@@ -230,6 +232,7 @@ class BotConfig(BaseModel):
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     access: Access = Field(default_factory=Access)
     budgets: Budgets = Field(default_factory=Budgets)
+    metrics: bool = True  # GET /metrics (bot.metrics)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     git: GitOptions = Field(default_factory=GitOptions)
@@ -337,6 +340,7 @@ def load_config(
         mcp_servers=file_cfg.mcp_servers,
         access=file_cfg.access,
         budgets=file_cfg.budgets,
+        metrics=file_cfg.metrics,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
         git=file_cfg.git,

@@ -30,7 +30,6 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from core.api.checkout import Checkout
-from core.api.usage import UsageMeter, tracing_from_env
 from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
 from core.api.packages import Graph
 from core.api.sessions import SessionService
@@ -47,6 +46,7 @@ from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
 from ..metrics import BotMetrics
+from .observability import observe
 from .front_door import EVENTS_PATH, METRICS_PATH, events_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .bound_packages import load_packages
@@ -436,23 +436,13 @@ def _build(
             stream=config.llm.stream,
         )
     )
-    llm.watchers.append(UsageMeter(store.operator_log))  # each call's tokens, per person and channel
-    metrics = BotMetrics()
-    tracing = tracing_from_env()
-    llm.watchers.append(metrics.model_call)
-    store.audit_listeners.append(metrics.audited)
     engine = _engine(config, store, runs, llm)
     bindings = _bindings(config, store, engine, runs)
     token = config.slack.bot_token.get_secret_value() if config.slack.bot_token else None
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)
     work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     bolt_app = _bolt_app(config, client)
-    bolt_app.use(metrics.bolt_middleware)
-    work_client.call_watchers.append(metrics.slack_call)
-    if tracing is not None:  # OTEL_EXPORTER_OTLP_ENDPOINT: spans for model calls, tool calls, Slack calls
-        llm.watchers.append(tracing.model_call)
-        store.audit_listeners.append(tracing.audited)
-        work_client.call_watchers.append(tracing.slack_call)
+    metrics = observe(config, llm, store, bolt_app, work_client)  # usage, metrics, traces
     io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
@@ -504,6 +494,7 @@ def _build(
     )
     bot.home = home
     bot.metrics = metrics
-    metrics.watch_outbox(outbox.waiting)
+    if metrics is not None:
+        metrics.watch_outbox(outbox.waiting)
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot
