@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
+from .reader_gone import discard_stdout
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, SEE_TABLE, TABLE
 
 DISTRIBUTION = "crewagent-slack"
@@ -306,18 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nStopped.", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `crewagent import … | head`: the reader has what it wanted
-        _discard_stdout()
+        discard_stdout()
         return EXIT_BROKEN_PIPE
-
-
-def _discard_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail a second time."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout is not a real file (captured in tests)
-        pass
 
 
 if __name__ == "__main__":

@@ -20,8 +20,9 @@ from core.api.packages import load_package, Package, PackageInvalid
 from core.api.checkout import Checkout, CheckoutSpec
 from core.api.stores import RuntimeStore
 
-from .exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
 from .package_errors import print_invalid
+from .reader_gone import ReaderWatch
 from .paths import existing_folder, existing_path
 from .render import (
     EventPrinter,
@@ -31,6 +32,7 @@ from .render import (
     agents_line,
     ask_widget,
     stdin_read_line,
+    stdout_pieces,
     stdout_write,
 )
 
@@ -148,6 +150,9 @@ async def _drive(
     engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write,
     *, where: str | None = None,
 ) -> int:
+    reader = ReaderWatch(lambda: engine.request_stop(record.run_id))  # `| head`: end the run saved, not cut off
+    pieces = reader.guard(stdout_pieces) if write is stdout_write else None
+    write = reader.guard(write)
     snapshot = engine.runs.snapshot(record, package)
     if intent == "resume" and record.phase is RunPhase.COMPLETED:
         write(f"Run {record.run_id} is already complete.")
@@ -161,12 +166,14 @@ async def _drive(
         f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
         f"with {agents_line(snapshot)}. Ctrl-C stops between turns."
     )
-    printer = EventPrinter(package, write, steps_done=snapshot.steps_done)
+    printer = EventPrinter(package, write, steps_done=snapshot.steps_done, pieces=pieces)
     interrupted = _install_stop_handler(engine, record.run_id)
     user_input: str | None = None
     while True:
         result = await engine.pump(record, package, intent=intent, user_input=user_input, on_event=printer)  # type: ignore[arg-type]
         intent = "continue"
+        if reader.gone:
+            return EXIT_BROKEN_PIPE  # the run stopped between turns and is saved (nobody reads what it says)
         if result.phase is RunPhase.COMPLETED:
             write(f"\nRun complete. {record.usage.line()}.")
             _print_artifacts(write, engine.runs.snapshot(record, package).artifacts)
