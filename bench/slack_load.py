@@ -706,6 +706,7 @@ async def _latency_scenarios(
 ) -> bool:
     """The ack and run scenarios (those `--metrics both` runs twice); False when a target is missed."""
     ok = True
+    workdir = Path(tempfile.mkdtemp(prefix="pass-", dir=workdir))  # a fresh home and project per pass
     if "ack" in args.only:
         ack = await ack_latency(
             http, workdir, args.threads, args.bursts, args.burst_size, args.replicas,

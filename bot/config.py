@@ -19,6 +19,8 @@ from core.api.errors import CrewError
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
 from core.api.usage import Budgets
 
+from .config_problems import problem_lines
+
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
 EXAMPLE_PACKAGES = ("create-story-micro", "hello-branch", "multi-workflows")
@@ -32,7 +34,8 @@ WORKERS_REMOVED = (
 
 class ConfigError(CrewError):
     def __init__(self, problems: list[str]) -> None:
-        super().__init__("CONFIG_INVALID", "Invalid configuration:\n  " + "\n  ".join(problems), {"problems": problems})
+        # One line (`error: FILE: KEY: reason; FILE: KEY: reason`), as every command-line error is.
+        super().__init__("CONFIG_INVALID", "; ".join(problems), {"problems": problems})
         self.problems = problems
 
 
@@ -261,14 +264,6 @@ def example_packages(cwd: Path) -> list[Path]:
     return []
 
 
-def _format_errors(source: str, exc: ValidationError, prefix: str = "") -> list[str]:
-    problems = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in (*([prefix] if prefix else []), *err["loc"])) or "(top level)"
-        problems.append(f"{source}: {key}: {err['msg']}")
-    return problems
-
-
 def read_file_config(path: Path) -> FileConfig:
     source = str(path)
     try:
@@ -290,7 +285,7 @@ def read_file_config(path: Path) -> FileConfig:
     try:
         return FileConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+        raise ConfigError(problem_lines(source, exc, FileConfig)) from None
 
 
 def _absolute(path: Path, base: Path) -> Path:
