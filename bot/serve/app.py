@@ -195,6 +195,10 @@ class CrewBot:
             body["socket_mode"] = body["slack"]
         return web.json_response(body, status=200 if body["ok"] else 503)
 
+    async def _announce_sandbox(self) -> None:
+        """Whether shell_run's sandbox works here, said before Slack is reached (which may take long)."""
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)
+
     async def _check_bot_token(self, backoff: Backoff | None) -> None:
         self.bolt_app.remember_identity(await check_bot_token(self.client, backoff or Backoff()))
         self._token_checked = True
@@ -204,6 +208,7 @@ class CrewBot:
 
         The port answers at once (/healthz: 503 "not connected", events: 503) while the bot token is checked.
         """
+        await self._announce_sandbox()
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
@@ -222,6 +227,7 @@ class CrewBot:
         app_token = self.config.slack.app_token
         if app_token is None:
             raise RuntimeError("Socket Mode needs SLACK_APP_TOKEN")
+        await self._announce_sandbox()
         bound = None
         if health_port is not None:
             health = web.Application()
