@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from core.api.checkout import CheckoutSpec, GitSettings, scrub
 from core.api.errors import CrewError
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
-from core.api.usage import Budgets
+from core.api.runs import Budgets
 
 from .config_problems import problem_lines
 

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
 from core.api.errors import CrewError
-from core.api.stores import RuntimeStore
-from core.api.usage import AuditEntry, OperatorLog, UsageTotal, stamp
+from core.api.runs import stamp
+from core.api.stores import AuditEntry, OperatorLog, RuntimeStore, UsageTotal
 
 from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .render import Write, stdout_write
@@ -64,14 +64,13 @@ def _operator_log(url: str | None) -> Iterator[OperatorLog]:
     if not url:
         yield RuntimeStore().operator_log
         return
-    from core.api.usage import PostgresOperatorLog
-    from core.store.database import open_pool
+    from core.api.stores import PostgresOperatorLog
 
-    pool = open_pool(url, max_size=1)
+    log = PostgresOperatorLog.connect(url)
     try:
-        yield PostgresOperatorLog(pool)
+        yield log
     finally:
-        pool.close()
+        log.close()
 
 
 def _usage(log: OperatorLog, by: str, since: str | None, as_json: bool, write: Write) -> int:

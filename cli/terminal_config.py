@@ -8,10 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bot.config import FileConfig, terminal_config, tool_policy_of
-from core.api.runs import EngineSettings, LLMClient, LLMSettings
+from core.api.runs import TERMINAL_CHANNEL, EngineSettings, LLMClient, LLMSettings, UsageMeter, attributed, tracing_from_env
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost
-from core.api.usage import TERMINAL_CHANNEL, UsageMeter, attributed, tracing_from_env
 
 from .paths import existing_path
 

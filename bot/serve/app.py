@@ -47,7 +47,7 @@ from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
 from ..metrics import BotMetrics
 from .observability import observe
-from .front_door import EVENTS_PATH, METRICS_PATH, events_app, numeric_timestamp, serve_web
+from .front_door import EVENTS_PATH, events_app, health_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
@@ -195,10 +195,6 @@ class CrewBot:
             body["socket_mode"] = body["slack"]
         return web.json_response(body, status=200 if body["ok"] else 503)
 
-    async def _announce_sandbox(self) -> None:
-        """Whether shell_run's sandbox works here, said before Slack is reached (which may take long)."""
-        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)
-
     async def _check_bot_token(self, backoff: Backoff | None) -> None:
         self.bolt_app.remember_identity(await check_bot_token(self.client, backoff or Backoff()))
         self._token_checked = True
@@ -208,7 +204,7 @@ class CrewBot:
 
         The port answers at once (/healthz: 503 "not connected", events: 503) while the bot token is checked.
         """
-        await self._announce_sandbox()
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
@@ -227,13 +223,10 @@ class CrewBot:
         app_token = self.config.slack.app_token
         if app_token is None:
             raise RuntimeError("Socket Mode needs SLACK_APP_TOKEN")
-        await self._announce_sandbox()
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         bound = None
         if health_port is not None:
-            health = web.Application()
-            health.router.add_get("/healthz", self._health)
-            if self.metrics is not None:
-                health.router.add_get(METRICS_PATH, self.metrics.serve)
+            health = health_app(self._health, self.metrics.serve if self.metrics else None)
             self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
             bound = int(runner.addresses[0][1])
         await self._check_bot_token(backoff)

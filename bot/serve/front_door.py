@@ -13,8 +13,14 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def events_app(events: Handler, health: Handler, metrics: Handler | None = None) -> web.Application:
-    app = web.Application()
+    app = health_app(health, metrics)
     app.router.add_post(EVENTS_PATH, events)
+    return app
+
+
+def health_app(health: Handler, metrics: Handler | None = None) -> web.Application:
+    """GET /healthz, and GET /metrics unless metrics are off (Socket Mode serves only these)."""
+    app = web.Application()
     app.router.add_get("/healthz", health)
     if metrics is not None:
         app.router.add_get(METRICS_PATH, metrics)

@@ -4,9 +4,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT). Nothing here changes what the bot does."""
 
 from __future__ import annotations
 
-from core.api.runs import LLMClient
+from core.api.runs import LLMClient, UsageMeter, tracing_from_env
 from core.api.stores import RuntimeStore
-from core.api.usage import UsageMeter, tracing_from_env
 
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig

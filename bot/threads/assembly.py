@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.api.runs import Engine, RunManager
-from core.api.usage import BudgetCheck
+from core.api.runs import BudgetCheck, Engine, RunManager
 
 from ..access import AccessPolicy
 from ..completion.push import Deliveries

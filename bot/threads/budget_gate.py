@@ -11,7 +11,8 @@ import asyncio
 import logging
 from datetime import datetime, timezone
 
-from core.api.usage import AuditEntry, BudgetCheck, OperatorLog
+from core.api.runs import BudgetCheck
+from core.api.stores import AuditEntry, OperatorLog
 
 from ..render import blocks
 from ..slack_io import SlackIO

@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
+from .database import open_pool
 from .operator_log import (
     AUDIT_INSERT,
     USAGE_INSERT,
@@ -64,3 +65,12 @@ class PostgresOperatorLog:
         with self.pool.connection() as conn:
             rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
         return [AuditEntry.of_row(tuple(r)) for r in rows]
+
+    @classmethod
+    def connect(cls, url: str) -> PostgresOperatorLog:
+        """A reader's own small pool on the database (the tables are ensured); `close()` lets it go.
+        Raises CrewError for a bad URL or an unreachable database."""
+        return cls(open_pool(url, max_size=1))
+
+    def close(self) -> None:
+        self.pool.close()

@@ -10,15 +10,14 @@ import sys
 import pytest
 
 from bot.slack_client import PacedWebClient
-from core.api.runs import LLMClient, LLMSettings
-from core.api.usage import attributed, tracing_from_env
+from core.api.runs import LLMClient, LLMSettings, attributed, tracing_from_env
 from tests.support.fakes import BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.paths import REPO
 
 
 def test_without_an_endpoint_nothing_of_opentelemetry_is_imported() -> None:
     probe = (
-        "import sys; from core.api.usage import tracing_from_env; import bot.serve.app; "
+        "import sys; from core.api.runs import tracing_from_env; import bot.serve.app; "
         "assert tracing_from_env({}) is None; "
         "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sorted(sys.modules)"
     )
