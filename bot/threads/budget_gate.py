@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from datetime import datetime, timezone
 
+from core.api.errors import CrewError
 from core.api.runs import BudgetCheck
 from core.api.stores import AuditEntry, OperatorLog
 
@@ -33,7 +35,7 @@ class BudgetGate:
         key = call.record.key
         try:
             refusal = await asyncio.wait_for(asyncio.to_thread(self.check.refusal, call.user, key.channel), CHECK_TIMEOUT)
-        except (TimeoutError, OSError) as exc:  # a slow or unreachable database must not stop everyone
+        except (TimeoutError, OSError, sqlite3.Error, CrewError) as exc:  # a slow or lost database stops nobody
             log.warning("the budget check failed; the request goes ahead", extra={"error": type(exc).__name__})
             return False
         if refusal is None:

@@ -73,8 +73,14 @@ class CallRunner:
         with attributed(person=call.user, channel=call.record.key.channel):
             if call.now:
                 await self._run_now(call)
-            elif not (call.call.gated and self.budget is not None and await self.budget.refused(call)):
+            elif not await self._over_budget(call):
                 await self._run(call)
+
+    async def _over_budget(self, call: ThreadCall) -> bool:
+        """A request that may use the model, refused (and told so) once its person's or channel's budget is spent."""
+        if self.budget is None or not call.call.gated or not call.budgeted:
+            return False
+        return await self.budget.refused(call)
 
     async def _run(self, call: ThreadCall) -> None:
         record = call.record

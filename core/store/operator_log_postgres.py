@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
+
+from ..base.errors import CrewError
 
 from .database import open_pool
 from .operator_log import (
@@ -49,22 +52,26 @@ class PostgresOperatorLog:
 
     def usage_totals(self, by: UsageBy, since: str | None = None) -> list[UsageTotal]:
         sql, params = totals_query(by, since, "%s")
-        with self.pool.connection() as conn:
-            rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        rows = self._rows(sql, params)
         return [UsageTotal(key=r[0], calls=r[1], input_tokens=r[2], output_tokens=r[3]) for r in rows]
 
     def tokens_spent(self, by: UsageBy, key: str, since: str) -> int:
-        with self.pool.connection() as conn:
-            row = conn.execute(spent_query(by, "%s"), (key, since)).fetchone()  # type: ignore[arg-type]
-        return int(row[0]) if row else 0
+        rows = self._rows(spent_query(by, "%s"), [key, since])
+        return int(rows[0][0]) if rows else 0
 
     def audit_entries(
         self, *, run_id: str | None = None, person: str | None = None, since: str | None = None
     ) -> list[AuditEntry]:
         sql, params = audit_query(run_id, person, since, "%s")
-        with self.pool.connection() as conn:
-            rows = conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
-        return [AuditEntry.of_row(tuple(r)) for r in rows]
+        return [AuditEntry.of_row(tuple(r)) for r in self._rows(sql, params)]
+
+    def _rows(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The query's rows; an unreachable database is a CrewError (its callers decide what that means)."""
+        try:
+            with self.pool.connection() as conn:
+                return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise CrewError("DATABASE_UNREACHABLE", f"The operator log cannot be read ({type(exc).__name__}).") from None
 
     @classmethod
     def connect(cls, url: str) -> PostgresOperatorLog:
