@@ -18,6 +18,9 @@ from core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
 from core.api.errors import CrewError
 from core.api.runs import ModelChoice
 from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
+from core.api.runs import Budgets
+
+from .config_problems import problem_lines
 
 DEFAULT_API_URL = "https://slack.com/api/"
 DEFAULT_HOST = "0.0.0.0"  # HTTP mode listens on every interface unless told otherwise
@@ -32,7 +35,8 @@ WORKERS_REMOVED = (
 
 class ConfigError(CrewError):
     def __init__(self, problems: list[str]) -> None:
-        super().__init__("CONFIG_INVALID", "Invalid configuration:\n  " + "\n  ".join(problems), {"problems": problems})
+        # One line (`error: FILE: KEY: reason; FILE: KEY: reason`), as every command-line error is.
+        super().__init__("CONFIG_INVALID", "; ".join(problems), {"problems": problems})
         self.problems = problems
 
 
@@ -208,6 +212,10 @@ class FileConfig(_Strict):
     """Listing it turns the shell_run tool on: the command policy and the sandbox (docs/commands.md)."""
     access: Access = Field(default_factory=Access)
     """Who may use the bot, where, and who administers it."""
+    budgets: Budgets = Field(default_factory=Budgets)
+    """Daily model-token budgets per Slack user and per channel (none by default); see docs/operations.md."""
+    metrics: bool = True
+    """Serve GET /metrics (Prometheus' text format) on the HTTP port beside /healthz; false: no metrics are kept."""
     resume_on_start: bool = True
     """Resume the runs a stopped bot left in flight when it starts again."""
     log_level: str = "INFO"
@@ -232,6 +240,8 @@ class BotConfig(BaseModel):
     tool_policy: SystemToolPolicy = Field(default_factory=SystemToolPolicy)  # `servers`: the mcp_servers names
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     access: Access = Field(default_factory=Access)
+    budgets: Budgets = Field(default_factory=Budgets)
+    metrics: bool = True  # GET /metrics (bot.metrics)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     home: Path | None = None  # CREWAGENT_HOME; None = the RuntimeStore default
     git: GitOptions = Field(default_factory=GitOptions)
@@ -261,14 +271,6 @@ def example_packages(cwd: Path) -> list[Path]:
     return []
 
 
-def _format_errors(source: str, exc: ValidationError, prefix: str = "") -> list[str]:
-    problems = []
-    for err in exc.errors():
-        key = ".".join(str(p) for p in (*([prefix] if prefix else []), *err["loc"])) or "(top level)"
-        problems.append(f"{source}: {key}: {err['msg']}")
-    return problems
-
-
 def read_file_config(path: Path) -> FileConfig:
     source = str(path)
     try:
@@ -290,7 +292,7 @@ def read_file_config(path: Path) -> FileConfig:
     try:
         return FileConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(source, exc)) from None
+        raise ConfigError(problem_lines(source, exc, FileConfig)) from None
 
 
 def _absolute(path: Path, base: Path) -> Path:
@@ -339,6 +341,8 @@ def load_config(
         tool_policy=tool_policy_of(file_cfg),
         mcp_servers=file_cfg.mcp_servers,
         access=file_cfg.access,
+        budgets=file_cfg.budgets,
+        metrics=file_cfg.metrics,
         slack=SlackSettings.from_env(env),
         home=Path(home_text).expanduser() if home_text else None,
         git=file_cfg.git, forge=file_cfg.forge,

@@ -15,6 +15,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackRequestError
 from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
@@ -125,6 +127,10 @@ class RepeatableConnectionErrorRetryHandler(AsyncConnectionErrorRetryHandler):
         return await super()._can_retry_async(state=state, request=request, response=response, error=error)
 
 
+# Told a Web API call's method as it starts; what it returns hears the call end (None, or the error).
+SlackCallWatcher = Callable[[str], Callable[[BaseException | None], None]]
+
+
 class PacedWebClient(AsyncWebClient):
     """AsyncWebClient whose calls wait while their method is rate limited (see RetryAfterGate)."""
 
@@ -134,13 +140,23 @@ class PacedWebClient(AsyncWebClient):
         # Awaited before every call: a replica cut off from its database holds what its runs show
         # until it knows the threads are still its own (bot.replicas.handover).
         self.before_call: Callable[[], Awaitable[None]] | None = None
+        self.call_watchers: list[SlackCallWatcher] = []  # metrics, traces: told of each call and how it ended
         attach_retry_handlers(self)
 
     async def api_call(self, api_method: str, **kwargs: Any) -> AsyncSlackResponse:  # type: ignore[override]
         if self.before_call is not None:
             await self.before_call()
         await self.gate.wait(api_method)
-        return await super().api_call(api_method, **kwargs)
+        ends = [watch(api_method) for watch in self.call_watchers]
+        try:
+            response = await super().api_call(api_method, **kwargs)
+        except (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError) as exc:
+            for ended in ends:
+                ended(exc)
+            raise
+        for ended in ends:
+            ended(None)
+        return response
 
 
 def attach_retry_handlers(client: AsyncWebClient) -> None:

@@ -22,7 +22,7 @@ from core.api.checkout import Checkout, CheckoutSpec
 from core.api.runs import Engine, LLMClient, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import RunPhase, engine_events
-from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
+from .terminal_config import as_terminal_user, file_config, llm_settings, metered, tool_host, with_tool_policy
 from core.api.sessions import outputs, Session, SessionService, TypedText
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.stores import RuntimeStore
@@ -81,7 +81,7 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     # What was typed is checked first (package, project), then the model settings.
     package = load_package(existing_path(path), cache_dir=store.packages_dir)
     chosen_project = existing_folder(args.project, option="--project") if args.project else None
-    llm = LLMClient(llm_settings(cfg))  # fails early when no model is configured
+    llm = metered(LLMClient(llm_settings(cfg)), store)  # fails early when no model is configured
     tools = tool_host(cfg, store)
     try:
         if chosen_project is not None:
@@ -98,7 +98,8 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
         service = SessionService(
             [package], project, engine, runs, surface="ide", checkout=checkout, models=cfg.models
         )
-        return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
+        with as_terminal_user():
+            return await Terminal(service, package, LineFeed(read_line, prompt), write).run()
     finally:
         await tools.close()
         await llm.aclose()

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
+from .reader_gone import discard_stdout
 from .exit_codes import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, SEE_TABLE, TABLE
 
 DISTRIBUTION = "crewagent-slack"
@@ -138,6 +139,27 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
     rs.set_defaults(module="cli.runs_cmd")
 
 
+def _add_operator_reports(sub: argparse._SubParsersAction) -> None:
+    """`crewagent usage` and `crewagent audit`: the operator log."""
+    database = ("the operator log the replicas share in this database (default: CREWAGENT_DATABASE_URL; without "
+                "either, the one under CREWAGENT_HOME)")
+    since = "only what happened since then: a date (2026-01-31, UTC), a time (2026-01-31T09:00Z) or an age (7d, 12h)"
+    u = _command(sub, "usage", "model tokens used, per user or channel",
+                 "Sum every model call's tokens (as the endpoint reported them) per Slack user (or terminal login) "
+                 "or per channel.")
+    u.add_argument("--by", choices=("user", "channel"), default="user", help="group by user (default) or channel")
+    a = _command(sub, "audit", "who approved, confirmed, delivered or was refused, and when",
+                 "List the operator's audit: approvals and denials of commands and tools, Confirms of state "
+                 "changes, deliveries (Commit & push) and budget refusals, with the Slack user and the time.")
+    a.add_argument("--run", metavar="RUN_ID", help="only this run's entries")
+    a.add_argument("--user", metavar="USER", help="only this Slack user's (or terminal login's) entries")
+    for parser in (u, a):
+        parser.add_argument("--since", metavar="WHEN", help=since)
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        parser.add_argument("--database-url", metavar="postgresql://…", help=database)
+        parser.set_defaults(module="cli.operator_cmd")
+
+
 def _add_chat(sub: argparse._SubParsersAction) -> None:
     """`crewagent chat`: the agents' conversation in the terminal."""
     c = _command(sub, "chat", "talk to a package's agents in the terminal",
@@ -199,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"crewagent {installed_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_commands in (_add_serve, _add_migrate, _add_package_checks, _add_run, _add_deliver, _add_runs,
-                         _add_chat, _add_import, _add_config):
+                         _add_operator_reports, _add_chat, _add_import, _add_config):
         add_commands(sub)
     return p
 
@@ -285,18 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nStopped.", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # `crewagent import … | head`: the reader has what it wanted
-        _discard_stdout()
+        discard_stdout()
         return EXIT_BROKEN_PIPE
-
-
-def _discard_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not fail a second time."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # stdout is not a real file (captured in tests)
-        pass
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def _validate_config(path: Path) -> int:
         config = load_config(config_path=path)
     except ConfigError as exc:
         for problem in exc.problems:
-            print(problem, file=sys.stderr)
+            print(f"error: {problem}", file=sys.stderr)
         return 1
     servers = ", ".join(config.mcp_servers) or "none"
     print(f"{path}: ok ({len(config.bindings())} binding(s); MCP servers: {servers})")

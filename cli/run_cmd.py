@@ -15,13 +15,14 @@ from pathlib import Path
 from core.api.runs import Engine, EngineSettings, LLMClient, PumpResult, RunManager, RunRecord
 from core.api.errors import CrewError
 from core.api.events import RunPhase
-from .terminal_config import file_config, llm_settings, tool_host, with_tool_policy
+from .terminal_config import as_terminal_user, file_config, llm_settings, metered, tool_host, with_tool_policy
 from core.api.packages import load_package, Package, PackageInvalid
 from core.api.checkout import Checkout, CheckoutSpec
 from core.api.stores import RuntimeStore
 
-from .exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
+from .exit_codes import EXIT_BROKEN_PIPE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
 from .package_errors import print_invalid
+from .reader_gone import ReaderWatch
 from .paths import existing_folder, existing_path
 from .render import (
     EventPrinter,
@@ -31,6 +32,7 @@ from .render import (
     agents_line,
     ask_widget,
     stdin_read_line,
+    stdout_pieces,
     stdout_write,
 )
 
@@ -73,7 +75,7 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             raise CrewError("USAGE", "give a package path (crewagent run PATH --project DIR) or --resume RUN_ID.")
         package = load_package(existing_path(args.path), cache_dir=store.packages_dir)
         project = store.check_project(existing_folder(args.project or ".", option="--project"))
-    llm = LLMClient(llm_settings(cfg))  # fails early, before a run is created, if no model is set
+    llm = metered(LLMClient(llm_settings(cfg)), store)  # fails early, before a run is created, if no model is set
     tools = tool_host(cfg, store)
     try:
         if args.resume:
@@ -93,7 +95,8 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
             runs.update(record)
         engine = Engine(store, runs, llm, with_tool_policy(engine_settings(), cfg), tools)
         where = where_files_go(record, chosen=bool(args.project) or bool(args.resume))
-        return await _drive(engine, record, package, intent, read_line, write, where=where)
+        with as_terminal_user():
+            return await _drive(engine, record, package, intent, read_line, write, where=where)
     finally:
         await tools.close()
         await llm.aclose()
@@ -147,6 +150,9 @@ async def _drive(
     engine: Engine, record: RunRecord, package: Package, intent: str, read_line: ReadLine, write: Write,
     *, where: str | None = None,
 ) -> int:
+    reader = ReaderWatch(lambda: engine.request_stop(record.run_id))  # `| head`: end the run saved, not cut off
+    pieces = reader.guard(stdout_pieces) if write is stdout_write else None
+    write = reader.guard(write)
     snapshot = engine.runs.snapshot(record, package)
     if intent == "resume" and record.phase is RunPhase.COMPLETED:
         write(f"Run {record.run_id} is already complete.")
@@ -160,12 +166,14 @@ async def _drive(
         f"{verb} run {record.run_id}: {snapshot.workflow_name} ({snapshot.steps_total} steps) "
         f"with {agents_line(snapshot)}. Ctrl-C stops between turns."
     )
-    printer = EventPrinter(package, write, steps_done=snapshot.steps_done)
+    printer = EventPrinter(package, write, steps_done=snapshot.steps_done, pieces=pieces)
     interrupted = _install_stop_handler(engine, record.run_id)
     user_input: str | None = None
     while True:
         result = await engine.pump(record, package, intent=intent, user_input=user_input, on_event=printer)  # type: ignore[arg-type]
         intent = "continue"
+        if reader.gone:
+            return EXIT_BROKEN_PIPE  # the run stopped between turns and is saved (nobody reads what it says)
         if result.phase is RunPhase.COMPLETED:
             write(f"\nRun complete. {record.usage.line()}.")
             _print_artifacts(write, engine.runs.snapshot(record, package).artifacts)

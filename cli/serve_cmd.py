@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(config_path=config_path, project=project, packages=args.package or (), host=args.host)
     except ConfigError as exc:
-        print(exc.message, file=sys.stderr)
+        print(f"error: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     try:
         log_format = resolve_format(getattr(args, "log_format", None))

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import getpass
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from bot.config import FileConfig, terminal_config, tool_policy_of
-from core.api.runs import EngineSettings, LLMSettings
+from core.api.runs import TERMINAL_CHANNEL, EngineSettings, LLMClient, LLMSettings, UsageMeter, attributed, tracing_from_env
 from core.api.stores import RuntimeStore
 from core.api.tools import ToolHost
 
@@ -33,3 +36,25 @@ def with_tool_policy(settings: EngineSettings, cfg: FileConfig) -> EngineSetting
 def tool_host(cfg: FileConfig, store: RuntimeStore) -> ToolHost:
     """The tools of this terminal session: built-in ones and the configured MCP servers (ended by close())."""
     return ToolHost.with_servers(cfg.mcp_servers, store.home)
+
+
+def metered(llm: LLMClient, store: RuntimeStore) -> LLMClient:
+    """The client with each call's usage booked in the store's operator log (`crewagent usage`), and traced
+    when an OTLP endpoint is configured."""
+    llm.watchers.append(UsageMeter(store.operator_log))
+    tracing = tracing_from_env()  # OTEL_EXPORTER_OTLP_ENDPOINT: model and tool calls as spans
+    if tracing is not None:
+        llm.watchers.append(tracing.model_call)
+        store.audit_listeners.append(tracing.audited)
+    return llm
+
+
+@contextmanager
+def as_terminal_user() -> Iterator[None]:
+    """What this terminal session spends and decides is booked to its login name, in the channel `terminal`."""
+    try:
+        person = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        person = "terminal"
+    with attributed(person=person, channel=TERMINAL_CHANNEL):
+        yield

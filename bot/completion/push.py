@@ -86,6 +86,10 @@ class Deliveries:
             outcome = blocks.error(exc.message)
         else:
             outcome = await self._delivered(key, checkout, run, package, result, requested_by, completion_ts)
+            await asyncio.to_thread(  # the operator's audit: who delivered which run, where
+                self.runs.store.audit, run, "delivery", by=user, channel=channel, outcome=result.outcome,
+                branch=result.branch, pushed=result.pushed,
+            )
         if note_ts is None or not await self.io.update(channel, note_ts, outcome):
             await self.io.post(channel, thread_ts, outcome)
 

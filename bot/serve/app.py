@@ -45,7 +45,9 @@ from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import build_thread_work
 from ..threads.intake import ThreadIntake
-from .front_door import EVENTS_PATH, events_app, numeric_timestamp, serve_web
+from ..metrics import BotMetrics
+from .observability import observe
+from .front_door import EVENTS_PATH, events_app, health_app, numeric_timestamp, serve_web
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
@@ -109,6 +111,7 @@ class CrewBot:
         self.slots = slots
         self.resumed = 0  # runs resumed (threads taken over) at start-up
         self.home: HomePublisher | None = None  # the Home tab's publisher
+        self.metrics: BotMetrics | None = None  # GET /metrics (bot.metrics)
         self._prepared = False
         self._runner: web.AppRunner | None = None
         self._health_runner: web.AppRunner | None = None
@@ -161,7 +164,7 @@ class CrewBot:
 
     def web_app(self) -> web.Application:
         """POST /slack/events (Bolt verifies the signature and the 5-minute timestamp window), GET /healthz."""
-        return events_app(self._handle_http, self._health)
+        return events_app(self._handle_http, self._health, self.metrics.serve if self.metrics else None)
 
     async def _handle_http(self, request: web.Request) -> web.Response:
         if not self._prepared or not self.lanes.accepting:  # starting or stopping: Slack delivers it again later
@@ -202,6 +205,7 @@ class CrewBot:
 
         The port answers at once (/healthz: 503 "not connected", events: 503) while the bot token is checked.
         """
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
@@ -220,10 +224,10 @@ class CrewBot:
         app_token = self.config.slack.app_token
         if app_token is None:
             raise RuntimeError("Socket Mode needs SLACK_APP_TOKEN")
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         bound = None
         if health_port is not None:
-            health = web.Application()
-            health.router.add_get("/healthz", self._health)
+            health = health_app(self._health, self.metrics.serve if self.metrics else None)
             self._health_runner = runner = await serve_web(health, lambda r: web.TCPSite(r, health_host, health_port))
             bound = int(runner.addresses[0][1])
         await self._check_bot_token(backoff)
@@ -442,6 +446,7 @@ def _build(
     client = AsyncWebClient(token=token, base_url=config.slack.api_url)
     work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     bolt_app = _bolt_app(config, client)
+    metrics = observe(config, llm, store, bolt_app, work_client)  # usage, metrics, traces
     io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
@@ -492,5 +497,8 @@ def _build(
         slots=slots,
     )
     bot.home = home
+    bot.metrics = metrics
+    if metrics is not None:
+        metrics.watch_outbox(outbox.waiting)
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot

@@ -1,4 +1,4 @@
-"""The HTTP front door: POST /slack/events and GET /healthz on one aiohttp app, served on a TCP site."""
+"""The HTTP front door: POST /slack/events, GET /healthz and GET /metrics on one aiohttp app, served on a TCP site."""
 
 from __future__ import annotations
 
@@ -7,14 +7,23 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 EVENTS_PATH = "/slack/events"
+METRICS_PATH = "/metrics"  # Prometheus' text format (bot.metrics)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def events_app(events: Handler, health: Handler) -> web.Application:
-    app = web.Application()
+def events_app(events: Handler, health: Handler, metrics: Handler | None = None) -> web.Application:
+    app = health_app(health, metrics)
     app.router.add_post(EVENTS_PATH, events)
+    return app
+
+
+def health_app(health: Handler, metrics: Handler | None = None) -> web.Application:
+    """GET /healthz, and GET /metrics unless metrics are off (Socket Mode serves only these)."""
+    app = web.Application()
     app.router.add_get("/healthz", health)
+    if metrics is not None:
+        app.router.add_get(METRICS_PATH, metrics)
     return app
 
 

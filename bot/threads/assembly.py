@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.api.runs import Engine, RunManager
+from core.api.runs import BudgetCheck, Engine, RunManager
 
 from ..access import AccessPolicy
 from ..completion.push import Deliveries
@@ -16,6 +16,7 @@ from ..event_journal import EventJournal
 from ..native.surface import AgentSurface
 from ..slack_io import SlackIO
 from ..status import StatusBoard
+from .budget_gate import BudgetGate
 from .call_runner import CallRunner, Slots, local_slots
 from .channel_binding import BindingRuntime
 from .click_events import ClickEvents
@@ -69,6 +70,7 @@ def build_thread_work(
         deliveries=deliveries,
         surface=surface,
         before_call=upkeep.maybe_tidy,
+        budget=_budget_gate(config, engine, io),
     )
     clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs, engine.off_limits), deliveries=deliveries)
     forms = FormEvents(state=state, notes=notes, io=io)
@@ -91,3 +93,9 @@ def build_thread_work(
     if handover is not None:  # replicas: events come back from the shared queue to this replica's pipeline
         handover.connect(intake.handover_callbacks())
     return intake
+
+
+def _budget_gate(config: BotConfig, engine: Engine, io: SlackIO) -> BudgetGate | None:
+    """The daily token budgets of `budgets:` (None when none is set)."""
+    check = BudgetCheck(config.budgets, engine.store.operator_log, frozenset(config.access.admins))
+    return BudgetGate(check, engine.store.operator_log, io) if check.active else None

@@ -9,11 +9,14 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from core.api.runs import attributed
+
 from ..completion.push import Deliveries
 from ..base.thread import ThreadRecord
 from ..native.surface import AgentSurface
 from ..slack_io import SlackIO
 from ..status import StatusBoard
+from .budget_gate import BudgetGate
 from .renderer import ThreadRenderer
 from .output_sink import OutputSink, PhaseWatcher
 from .session_calls import OpenThread, ThreadCall, start
@@ -44,6 +47,7 @@ class CallRunner:
         deliveries: Deliveries,
         surface: AgentSurface | None,
         before_call: Callable[[], None],
+        budget: BudgetGate | None = None,
     ) -> None:
         self.state = state
         self.io = io
@@ -53,6 +57,7 @@ class CallRunner:
         self.surface = surface  # streams, status line, plan, titles (None: plain posts and edits)
         self.before_call = before_call  # e.g. the hourly worktree clean-up
         self.phase_watchers: list[PhaseWatcher] = []  # told when a thread's run changes phase
+        self.budget = budget  # daily token budgets (None: none configured)
 
     def _renderer(self, call: ThreadCall) -> ThreadRenderer:
         return ThreadRenderer(
@@ -66,10 +71,21 @@ class CallRunner:
         )
 
     async def run(self, call: ThreadCall) -> None:
-        """Run the call for the thread, draw its outputs, persist the record."""
-        if call.now:
-            await self._run_now(call)
-            return
+        """Run the call for the thread, draw its outputs, persist the record. What the call spends and decides
+        is attributed to the person who acted, in the thread's channel (usage, audit)."""
+        with attributed(person=call.user, channel=call.record.key.channel):
+            if call.now:
+                await self._run_now(call)
+            elif not await self._over_budget(call):
+                await self._run(call)
+
+    async def _over_budget(self, call: ThreadCall) -> bool:
+        """A request that may use the model, refused (and told so) once its person's or channel's budget is spent."""
+        if self.budget is None or not call.call.gated or not call.budgeted:
+            return False
+        return await self.budget.refused(call)
+
+    async def _run(self, call: ThreadCall) -> None:
         record = call.record
         lane = self.state.lanes.lane(record.key)
         if lane is not None:

@@ -101,6 +101,7 @@ class ThreadCall:
     user: str  # who acted (whom a streamed reply is for)
     reaction_ts: str | None = None  # the message to mark as being worked on
     now: bool = False  # pause/stop of a pumping run: no run slot, outputs straight to the thread
+    budgeted: bool = True  # False: work a request that passed the budget check already began (a resume at start-up)
 
     @property
     def fresh_status(self) -> bool:

@@ -110,4 +110,4 @@ class Upkeep:
             return None
         notice = blocks.notice("The bot restarted; resuming this run where it stopped.")
         await self.io.post(key.channel, key.thread_ts, notice)
-        return ThreadCall(record, RunControl("resume"), record.session.owner or "")
+        return ThreadCall(record, RunControl("resume"), record.session.owner or "", budgeted=False)

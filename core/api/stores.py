@@ -1,6 +1,8 @@
-"""Stores: where runs persist — files on disk or a shared Postgres database.
+"""Stores: where runs persist — files on disk or a shared Postgres database — and the operator log beside them
+(each model call's usage, the decisions an operator is asked about).
 
-`PostgresRuntimeStore` loads psycopg when first asked for: a bot without a database never imports it.
+`PostgresRuntimeStore` and `PostgresOperatorLog` load psycopg when first asked for: a bot without a database
+never imports it.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..store.files import RuntimeStore
+from ..store.operator_log import AuditEntry, OperatorLog, UsageTotal
 
 if TYPE_CHECKING:
+    from ..store.operator_log_postgres import PostgresOperatorLog
     from ..store.postgres import PostgresRuntimeStore
 
-__all__ = ["PostgresRuntimeStore", "RuntimeStore"]
+__all__ = ["AuditEntry", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore", "UsageTotal"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "PostgresRuntimeStore":
         return importlib.import_module("..store.postgres", __package__).PostgresRuntimeStore
+    if name == "PostgresOperatorLog":
+        return importlib.import_module("..store.operator_log_postgres", __package__).PostgresOperatorLog
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,6 +12,11 @@ from pydantic import BaseModel, Field, ValidationError
 from ..base.errors import CrewError
 
 RetryListener = Callable[[int, str], Awaitable[None] | None]
+# Hears a model call end: its reply, or the error it ended with (a CrewError, a cancellation).
+CallEnded = Callable[["LLMReply | None", "BaseException | None"], None]
+# Told when a model call starts (with the model's name); what it returns hears the call end. Usage,
+# metrics and traces watch calls this way, so the client itself stays one call to the endpoint.
+CallWatcher = Callable[[str], CallEnded]
 
 
 class DeltaListener(Protocol):

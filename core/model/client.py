@@ -12,13 +12,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ..base.errors import CrewError
-from .api import DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall
+from .api import CallWatcher, DeltaListener, LLMReply, LLMSettings, RetryListener, ToolCall
 from .wire import MessageJSON, ToolSet
 
 if TYPE_CHECKING:
     from .sdk import SdkCalls
 
-__all__ = ["DeltaListener", "LLMClient", "LLMReply", "LLMSettings", "RetryListener", "ToolCall"]
+__all__ = ["CallWatcher", "DeltaListener", "LLMClient", "LLMReply", "LLMSettings", "RetryListener", "ToolCall"]
 
 
 class LLMClient:
@@ -32,6 +32,7 @@ class LLMClient:
         self.settings = settings
         self.model: str = settings.model
         self._sdk: SdkCalls | None = None
+        self.watchers: list[CallWatcher] = []  # usage, metrics, traces (see CallWatcher)
 
     async def _calls(self) -> SdkCalls:
         if self._sdk is None:
@@ -66,6 +67,15 @@ class LLMClient:
         choice); None is the configured one.
         """
         calls = await self._calls()
-        return await calls.complete(
-            messages, tools, on_retry=on_retry, message_json=message_json, on_delta=on_delta, model=model
-        )
+        ends = [watch(model or self.model) for watch in self.watchers]
+        try:
+            reply = await calls.complete(
+                messages, tools, on_retry=on_retry, message_json=message_json, on_delta=on_delta, model=model
+            )
+        except BaseException as exc:
+            for ended in ends:
+                ended(None, exc)
+            raise
+        for ended in ends:
+            ended(reply, None)
+        return reply

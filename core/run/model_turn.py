@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..base.attribution import attributed
 from ..base.errors import CrewError
 from ..base.events import AssistantTextDelta, EngineEvent, LLMRetrying
 from ..model.client import LLMReply
@@ -101,7 +102,8 @@ class ModelTurns:
             on_delta=on_delta if self.streaming else None,
             model=self.model,
         )
-        task = asyncio.create_task(call)
+        with attributed(run_id=run_id):  # the task copies it: the call's usage is booked to this run
+            task = asyncio.create_task(call)
         self.control.llm_task = task
         started = time.perf_counter()
         try:

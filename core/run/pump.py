@@ -145,6 +145,8 @@ class Pump:
             full_history=deps.settings.full_history,
         )
         self.confirmation = Confirmation(granted=confirms_state_change(user_input))
+        if self.confirmation.granted:
+            audit({"kind": "state.confirmed"})  # the operator's audit asks who let a finished run change
         self.recorder = ToolRecorder(
             deps.tools,
             history,

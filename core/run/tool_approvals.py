@@ -20,6 +20,7 @@ found again from the conversation log.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal
 
@@ -27,6 +28,7 @@ from ..base.wrappers import parse_widget_submit
 from ..model.client import ToolCall
 from ..prompts.composer import render
 from ..store.history import History
+from ..tools.audit import sanitise_input
 from ..tools.base import ApprovalRequest, ToolContext, ToolOutcome, fail
 from ..tools.registry import wire_name
 from .tool_round import ToolRecorder
@@ -141,7 +143,7 @@ class ToolApprovals:
         self.history.append_mark("released", toolCallId=held.call.id, decision=decision, by=by, allowForRun=prefix)
         self.audit({"kind": "approval.decided", "toolCallId": held.call.id, "tool": wire_name(held.call.name),
                     "approvalKind": held.widget.get("kind"), "decision": _AUDIT_WORD[decision], "by": by,
-                    "allowForRun": prefix})
+                    "allowForRun": prefix, "title": held.widget.get("title"), "input": _logged(held.call)})
         ctx = replace(ctx, allowed_for_run=self.allowed_for_run())
         if decision == "deny":
             self.recorder.tools.record_denial(held.call.name, held.call.arguments, ctx, by)
@@ -190,6 +192,14 @@ def denied(code: str, why: str | None) -> ToolOutcome:
     else:
         message = f"{why}: the call was not made. Do not retry it; tell the user it was not done and go on."
     return ToolOutcome(fail(code, message))
+
+
+def _logged(call: ToolCall) -> Any:
+    """The call's arguments as audit logs keep them (file contents as hashes, long strings shortened)."""
+    try:
+        return sanitise_input(json.loads(call.arguments or "{}"))
+    except ValueError:
+        return sanitise_input(call.arguments)
 
 
 def _tool_call(raw: dict[str, Any]) -> ToolCall:

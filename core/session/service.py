@@ -258,6 +258,10 @@ class SessionService:
     async def _agent_text(self, session: Session, text: str, out: OutputStream) -> None:
         package, agent = self.deps.bound(session)
         cmd = resolve(agent, text, surface=self.deps.surface, workflows=package.workflows)
+        if cmd.kind == "Chat" and looks_like_command(text):  # a mistyped command or trigger is not a chat message
+            hint = "Type *menu for this agent's menu, or the text without the leading * to ask the agent."
+            await out.put(Notice(text=f"{unknown_command(text, self.deps.surface)} {hint}", level="warning"))
+            return
         await dispatch(self.deps, session, package, agent, cmd, text, out)
 
     async def _run_text(self, session: Session, text: str, out: OutputStream) -> None:

@@ -16,6 +16,7 @@ from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
 from ..base.errors import CrewError
+from .operator_log import SCHEMA_STATEMENTS as OPERATOR_LOG_SCHEMA
 
 DATABASE_ENV = "CREWAGENT_DATABASE_URL"
 _SCHEMA_LOCK = 0x63726577  # advisory lock key held while the schema is created
@@ -41,7 +42,7 @@ CREATE TABLE IF NOT EXISTS crew_run_lines (
     line bytea NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_run_lines_by_run ON crew_run_lines (run_id, rel, seq);
-"""
+""" + ";\n".join(OPERATOR_LOG_SCHEMA) + ";\n"  # the operator log (core.store.operator_log)
 
 
 def database_url(explicit: str | None = None) -> str | None:

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,9 @@ from pydantic import ValidationError
 
 from ..base.atomic import AppendLog, atomic_write_text
 from ..base.errors import CrewError
+from ..base.attribution import current as current_attribution
+from .operator_log import OPERATOR_LOG_FILE, OperatorLog, SqliteOperatorLog
+from .operator_audit import operator_log_entry
 from .runs_model import RunRecord, utc_now
 
 INDEX_FILE = "runs-index.json"
@@ -70,6 +73,19 @@ class RuntimeStore:
         self._home_str = os.fspath(self.home)
         self._index_file = os.path.join(self.home, INDEX_FILE)
         self._lock_file = os.path.join(self.home, f".{INDEX_FILE}.lock")
+        self._operator_log: OperatorLog | None = None
+        # Told of every audit event after it is logged (e.g. the bot's metrics); each must not raise.
+        self.audit_listeners: list[AuditListener] = []
+
+    @property
+    def operator_log(self) -> OperatorLog:
+        """Usage and audit rows across runs (core.store.operator_log), opened on first use."""
+        if self._operator_log is None:
+            self._operator_log = self._open_operator_log()
+        return self._operator_log
+
+    def _open_operator_log(self) -> OperatorLog:
+        return SqliteOperatorLog(self.home / OPERATOR_LOG_FILE)
 
     # ---- paths -------------------------------------------------------------
 
@@ -128,7 +144,15 @@ class RuntimeStore:
 
     def audit_sink(self, record: RunRecord) -> AuditSink:
         """A callable for ToolContext.audit that stamps and appends events (see AuditSink)."""
-        return AuditSink(self.execution_log(record), record.run_id)
+        return AuditSink(self.execution_log(record), record.run_id, self._audited)
+
+    def _audited(self, run_id: str, event: dict[str, Any]) -> None:
+        """An event just logged: the ones an operator asks about go to the operator log too, then the listeners hear it."""
+        entry = operator_log_entry(event, run_id, current_attribution())
+        if entry is not None:
+            self.operator_log.add_audit(entry)
+        for listener in self.audit_listeners:
+            listener(run_id, event)
 
     # ---- run index ---------------------------------------------------------
 
@@ -221,6 +245,9 @@ class RuntimeStore:
             self._cache_signature = self._signature(lock_fd)
 
 
+AuditListener = Callable[[str, dict[str, Any]], None]  # (run id, event)
+
+
 class AuditSink:
     """Stamps events and appends them to one run's execution.jsonl; `log` can be held open.
 
@@ -228,13 +255,16 @@ class AuditSink:
     already logged. Like the conversation log it is not fsynced (power-loss durability is out of scope).
     """
 
-    def __init__(self, path: Path, run_id: str) -> None:
+    def __init__(self, path: Path, run_id: str, then: AuditListener | None = None) -> None:
         self.log = AppendLog(path)
         self.run_id = run_id
+        self.then = then  # hears each event once it is logged
 
     def __call__(self, event: dict[str, Any]) -> None:
         line = _AUDIT_JSON.encode({"ts": utc_now(), "runId": self.run_id, **event}) + "\n"
         self.log.write(line.encode("utf-8"))
+        if self.then is not None:
+            self.then(self.run_id, event)
 
 
 def _dumps(item: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ from ..base.atomic import add_mirror, remove_mirror
 from .database import open_pool
 from .runs_model import RunRecord
 from .files import RuntimeStore
+from .operator_log_postgres import PostgresOperatorLog
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,13 @@ _RETRY_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class _Write:
-    kind: str  # "file" | "line" | "record"
+    kind: str  # "file" | "line" | "record" | "operator_log"
     run_id: str
     rel: str = ""
     data: bytes = b""
     record: dict[str, Any] | None = None
     phase: str = ""
+    row: tuple[Any, ...] = ()  # an "operator_log" write's parameters (its statement is `rel`)
 
 
 class PostgresRuntimeStore(RuntimeStore):
@@ -76,6 +78,10 @@ class PostgresRuntimeStore(RuntimeStore):
         self._writer = threading.Thread(target=self._write_loop, name="crewagent-pg-writer", daemon=True)
         self._writer.start()
         add_mirror(os.path.join(self._home_str, "projects"), self._mirror)
+
+    def _open_operator_log(self) -> PostgresOperatorLog:
+        """Usage and audit rows in the shared database, queued with the run writes (never dropped with a run)."""
+        return PostgresOperatorLog(self.pool, lambda statement, row: self._enqueue(_Write("operator_log", "", statement, row=row)))
 
     def close(self) -> None:
         """Stop copying writes (after copying every queued one)."""
@@ -184,6 +190,8 @@ class PostgresRuntimeStore(RuntimeStore):
                     "ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
                     (w.run_id, w.rel, w.data),
                 )
+            elif w.kind == "operator_log":
+                conn.execute(w.rel, w.row)  # type: ignore[arg-type]
             else:
                 conn.execute(
                     "INSERT INTO crew_run_lines (run_id, rel, line) VALUES (%s, %s, %s)", (w.run_id, w.rel, w.data)

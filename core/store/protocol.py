@@ -11,12 +11,17 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Protocol
 
-from .files import AuditSink
+from .files import AuditListener, AuditSink
+from .operator_log import OperatorLog
 from .runs_model import RunRecord
 
 
 class RunStore(Protocol):
     home: Path
+    audit_listeners: list[AuditListener]
+
+    @property
+    def operator_log(self) -> OperatorLog: ...
 
     @property
     def packages_dir(self) -> Path: ...

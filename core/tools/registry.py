@@ -119,6 +119,7 @@ class ToolHost:
     def __init__(self, mcp: McpHub | None = None) -> None:
         self.mcp = mcp
         self._warm_up: asyncio.Task[None] | None = None
+        self._announced = False  # the sandbox line is logged once (announce_sandbox)
 
     @property
     def generation(self) -> int:
@@ -137,8 +138,15 @@ class ToolHost:
         if self.mcp is not None and self._warm_up is None:
             self._warm_up = asyncio.create_task(self.mcp.discover(self.mcp.names))
         if commands is not None:
-            log.log(*await start_up_line(commands))
+            await self.announce_sandbox(commands)
             await warm_scripts(commands.scripts_cache, packages)
+
+    async def announce_sandbox(self, commands: CommandsConfig | None) -> None:
+        """With commands on, log once whether the sandbox works here (or the fix). A surface calls it first
+        thing, so an operator reads it before anything else can go wrong (Slack unreachable, say)."""
+        if commands is not None and not self._announced:
+            self._announced = True
+            log.log(*await start_up_line(commands))
 
     async def close(self) -> None:
         """End the MCP servers (stdio ones with their process group) and the script preparations."""

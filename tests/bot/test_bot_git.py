@@ -108,6 +108,10 @@ async def test_two_threads_run_the_same_workflow_on_two_branches_and_push_with_t
         updated = h.slack.messages[("C1", completion_a["ts"])]
         assert "is on the team repository" in message_text(updated)
         assert "Commit & push" not in message_text(updated)
+        deliveries = h.bot.engine.store.operator_log.audit_entries()  # the operator's audit: who delivered what
+        assert sorted((e.kind, e.person, e.run_id, e.detail["outcome"]) for e in deliveries) == sorted(
+            [("delivery", "U1", run_a.run_id, "pushed"), ("delivery", "U2", run_b.run_id, "pushed")]
+        )
 
     assert {run_a.worktree.branch, run_b.worktree.branch} <= set(team_repo.branches())
     assert KEY_A in team_repo.show(run_a.worktree.branch, TARGET)

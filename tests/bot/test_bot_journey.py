@@ -255,6 +255,8 @@ async def test_post_completion_change_needs_confirm_and_cancel_changes_nothing(p
         confirmed = next(m for m in h.thread(top) if m["ts"] == widget["ts"])
         assert "Confirmed by User U1" in message_text(confirmed) and elements(confirmed) == []
         assert read_state(state_file.parent)["variables"]["reviewed"] == "yes"
+        confirms = h.bot.engine.store.operator_log.audit_entries()  # the operator's audit names who confirmed
+        assert [(e.kind, e.person, e.channel) for e in confirms] == [("state.confirmed", "U1", "C1")]
         completions = [m for m in h.thread(top) if "completed." in message_text(m)]
         assert len(completions) == 1, "staying complete does not repeat the completion message"
 

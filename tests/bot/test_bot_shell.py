@@ -90,3 +90,42 @@ async def test_serve_says_in_one_line_whether_the_sandbox_works(project: Path, c
     assert len(lines) == 1
     assert "sandbox bubblewrap ready" in lines[0] or "does not work here" in lines[0]
 
+
+
+async def test_serve_says_whether_the_sandbox_works_before_slack_is_reached(project: Path) -> None:
+    """Slack unreachable (a port nobody listens on): start-up retries it, but the sandbox line is already out."""
+    import asyncio
+    import logging
+
+    from bot.serve.app import build
+    from core.model.client import LLMSettings
+    from tests.support.bot_harness import make_config
+    from tests.support.fakes import FakeSlack
+
+    async with FakeSlack() as slack:
+        config = make_config(slack, project, ["create-story-micro"])
+    config.slack.api_url = slack.api_url  # its server has stopped: nothing answers there now
+    with_commands(config)
+    said = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("commands: "):
+                loop.call_soon_threadsafe(said.set)
+
+    heard, logger = Heard(), logging.getLogger("core.tools.registry")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(heard)
+    bot = build(config, llm_settings=LLMSettings(model="scripted", base_url="http://127.0.0.1:9/v1", max_retries=0))
+    starting = asyncio.create_task(bot.start_http("127.0.0.1", 0))
+    try:
+        await asyncio.wait_for(said.wait(), WAIT)
+        assert not starting.done() and not bot._token_checked  # still trying to reach Slack
+    finally:
+        logger.removeHandler(heard)
+        logger.setLevel(level)
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await bot.close(grace=0)

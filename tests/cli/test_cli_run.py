@@ -215,3 +215,40 @@ def test_widgets_typed_answers() -> None:
         "decision": "request_changes", "feedback": "smaller scope"}
     with pytest.raises(InputClosed):
         ask_widget(confirm, answers(), shown.append)
+
+
+async def test_a_reader_that_goes_away_leaves_the_run_saved_not_running(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    """`crewagent run … | head -3`: once head has its lines, the next write finds the pipe closed; the run
+    stops between turns, saved and resumable, instead of being cut off and left `running`."""
+    async with ScriptedLLM() as llm:
+        model = create_story_responder()
+        release = asyncio.Event()
+
+        async def respond(body: dict[str, Any]) -> Reply:
+            if len(llm.requests) == 2:
+                await release.wait()  # hold the second call until head has gone
+            return model(body)
+
+        llm.responder = respond
+        env = {**os.environ, "CREWAGENT_MODEL": "scripted", "OPENAI_BASE_URL": llm.base_url,
+               "PYTHONPATH": str(REPO)}
+        read_end, write_end = os.pipe()
+        proc = await spawn(
+            sys.executable, "-m", "cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE, env=env, cwd=str(REPO),
+        )
+        head = await spawn("head", "-3", stdin=read_end, stdout=asyncio.subprocess.PIPE)
+        os.close(read_end)
+        os.close(write_end)
+        try:
+            shown, _ = await asyncio.wait_for(head.communicate(), timeout=60)
+            await llm.wait_for_requests(2, timeout=60)
+        finally:
+            release.set()
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert len(shown.decode().splitlines()) == 3
+    assert proc.returncode == 141 and "Traceback" not in err.decode(), err.decode()
+    [saved] = RunManager(RuntimeStore()).list()
+    assert saved.phase.value == "waiting-user" and saved.paused

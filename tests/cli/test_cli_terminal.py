@@ -149,6 +149,19 @@ async def test_unknown_commands_and_numbers_say_what_is_possible(
     assert not any("frobnicate" in t for t in sent)  # never sent to the model
 
 
+async def test_an_unknown_command_to_a_picked_agent_is_not_sent_to_the_model(
+    project: Path, scripted_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with ScriptedLLM(responder=create_story_responder()) as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        code, out = await chat(project, ["1", "*frobnicate", "*quit"])
+        sent = [t for body in llm.requests for t in user_inputs(body)]
+    assert code == 0
+    assert "I don't know the command *frobnicate." in out
+    assert "Type *menu for this agent's menu, or the text without the leading * to ask the agent." in out
+    assert not any("frobnicate" in t for t in sent)
+
+
 async def test_terminal_text_has_no_slack_wording_and_errors_print_once(
     project: Path, scripted_env: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

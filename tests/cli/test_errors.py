@@ -90,6 +90,20 @@ def test_a_missing_config_file_is_named_as_typed(
     assert capsys.readouterr().err == "error: --config conf/crewagent.yml: no such file or folder\n"
 
 
+@pytest.mark.parametrize(("command", "code"), [("validate", 1), ("run", EXIT_USAGE), ("chat", EXIT_USAGE),
+                                            ("serve", EXIT_USAGE)])
+def test_a_config_error_is_one_line_naming_the_unknown_key_and_the_near_one(
+        command: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "crewagent.yml").write_text("modle: gpt-x\n", encoding="utf-8")
+    where = ["crewagent.yml"] if command == "validate" else ["--config", "crewagent.yml"]
+    package = [str(EXAMPLES / "hello-branch")] if command in ("run", "chat") else []
+    assert main([command, *package, *where]) == code
+    err = capsys.readouterr().err
+    assert err == f"error: {tmp_path / 'crewagent.yml'}: modle: unknown key; did you mean `model`?\n"
+
+
 @pytest.mark.parametrize("option", ["--project", "--package"])
 def test_serve_names_a_missing_project_or_package_as_typed(
         option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
