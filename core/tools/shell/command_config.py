@@ -98,7 +98,7 @@ class CommandsConfig(BaseModel):
     """Landlock inside the sandbox, where the kernel has it: writes only to the project, /tmp and /dev/shm,
     and no reaching the host's abstract Unix sockets or signalling outside. auto: for commands with the
     host's network (there it closes sockets nothing else does; otherwise the sandbox's own mounts and user
-    already give the same, and it costs one Python start, 15-40 ms, a command); on: every command (a command
+    already give the same, and it costs one Python start, 15-60 ms, a command); on: every command (a command
     fails if the kernel lacks it); off: never."""
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
     scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
