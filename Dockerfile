@@ -17,9 +17,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CREWAGENT_PACKAGES=/packages
 
 # git (and ssh for SSH remotes): runs in a git checkout work in their own worktrees and push branches.
-# ripgrep (for fs_search) comes with `pip install` as the `ripgrep` wheel.
+# ripgrep (for fs_search) comes with `pip install` as the `ripgrep` wheel. libseccomp2: the command
+# sandbox's seccomp filter.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git openssh-client \
+    && apt-get install -y --no-install-recommends git openssh-client libseccomp2 \
     && rm -rf /var/lib/apt/lists/* \
     && git config --system --add safe.directory /project
 

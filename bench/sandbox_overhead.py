@@ -9,12 +9,15 @@
 3. Event-loop lag (a proxy for how fast the bot acks Slack) while four CPU-busy commands run.
    Target: p99 ≤ 20 ms.
 
-    python bench/sandbox_overhead.py [--runs 40] [--suite-runs 5] [--no-cgroup]
+    python bench/sandbox_overhead.py [--runs 40] [--suite-runs 5] [--no-cgroup] [--landlock auto|on|off]
 
 Where the host gives one, each command also joins a cgroup (its process count and its memory together;
 the kernel exempts root from RLIMIT_NPROC); --no-cgroup measures the rlimits-only path. Every command
 also pays for its disk budget (a walk of the worktree as it starts and as it ends) and for covering the
 socket files of the folders it sees (the worktree searched each time, the others cached).
+--landlock on measures the Landlock launcher on every command (the default, auto, uses it only for
+commands with network, which these are not). The suite part also times the setuid/setgid sweep that
+follows every command (in the background), over the copied repository.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from core.tools.shell.command_runner import run  # noqa: E402
 from core.tools.shell.command_sandbox import bounds_summary, execute, prepare, sandbox_state  # noqa: E402
 from core.tools.shell.output_capture import OutputCapture  # noqa: E402
 from core.tools.shell.sandbox_layout import layout_for  # noqa: E402
+from core.tools.shell.special_bits import clear_special_bits  # noqa: E402
 
 TOOLCHAIN = tuple(dict.fromkeys((sys.prefix, sys.base_prefix)))
 
@@ -62,6 +66,7 @@ async def bare(command: str, cwd: Path, timeout: float = 600) -> float:
 
 
 CGROUP = True  # --no-cgroup: measure what a bot running as a normal user gets (rlimits only)
+LANDLOCK = "auto"
 
 
 async def sandboxed(config: CommandsConfig, project: Path, pkg: Path, command: str, timeout: int = 600) -> tuple[float, int | None]:
@@ -79,7 +84,7 @@ async def per_command(runs: int, root: Path) -> None:
     project, pkg, state_dir = root / "project", root / "pkg", root / "state"
     for folder in (project, pkg, state_dir):
         folder.mkdir()
-    config = CommandsConfig(default="allow", toolchain=TOOLCHAIN)
+    config = CommandsConfig(default="allow", toolchain=TOOLCHAIN, landlock=LANDLOCK)
     state = await sandbox_state(config)
     if not state.usable:
         raise SystemExit(f"the sandbox does not work here: {state.problem}")
@@ -112,7 +117,7 @@ async def suite(runs: int, root: Path) -> None:
     shutil.copytree(REPO, project, ignore=shutil.ignore_patterns(".venv*", ".git", "__pycache__", ".pytest_cache"))
     pkg = root / "suite-pkg"
     pkg.mkdir()
-    config = CommandsConfig(default="allow", toolchain=TOOLCHAIN)
+    config = CommandsConfig(default="allow", toolchain=TOOLCHAIN, landlock=LANDLOCK)
     command = "python -m pytest -q -x -p no:cacheprovider tests/core/tools/test_tools.py"
     bare_s, box_s = [], []
     for _ in range(runs):
@@ -120,6 +125,13 @@ async def suite(runs: int, root: Path) -> None:
         ms, code = await sandboxed(config, project, pkg, command)
         assert code == 0, "the suite failed inside the sandbox"
         box_s.append(ms / 1000)
+    files = sum(len(f) + len(d) for _, d, f in os.walk(project))
+    sweeps = []
+    for _ in range(5):
+        started = time.perf_counter()
+        clear_special_bits(project)
+        sweeps.append((time.perf_counter() - started) * 1000)
+    print(f"setuid/setgid sweep after each command: {statistics.median(sweeps):.1f} ms for {files} files and folders")
     ratio = statistics.median(box_s) / statistics.median(bare_s)
     print(f"test suite (tests/core/tools/test_tools.py, {runs} runs each): bare {statistics.median(bare_s):.2f} s, "
           f"sandboxed {statistics.median(box_s):.2f} s, ratio {ratio:.3f} (target <= 1.1)")
@@ -151,9 +163,11 @@ async def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--suite-runs", type=int, default=5)
     parser.add_argument("--no-cgroup", action="store_true", help="rlimits only: no cgroup per command")
+    parser.add_argument("--landlock", choices=("auto", "on", "off"), default="auto")
     args = parser.parse_args()
-    global CGROUP
+    global CGROUP, LANDLOCK
     CGROUP = not args.no_cgroup
+    LANDLOCK = args.landlock
     with tempfile.TemporaryDirectory(prefix="crewagent-bench-") as folder:
         root = Path(folder)
         await per_command(args.runs, root)

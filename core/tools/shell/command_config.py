@@ -18,6 +18,7 @@ Decision = Literal["allow", "ask", "forbid"]
 STRICTNESS: dict[str, int] = {"allow": 0, "ask": 1, "forbid": 2}
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ID = re.compile(r"[0-9]+|[A-Za-z_][A-Za-z0-9_.-]*\$?")
 
 
 class CommandRule(BaseModel):
@@ -88,11 +89,34 @@ class CommandsConfig(BaseModel):
     """Extra host folders visible read-only at the same path (e.g. a virtualenv); their bin/ goes first on PATH."""
     limits: CommandLimits = Field(default_factory=CommandLimits)
     """Process count, memory, file size, disk and CPU bounds of each command."""
+    run_as: str | None = None
+    """When the bot runs as root, the host user commands run as instead: `uid:gid`, `uid`, `user` or `user:group`
+    (never root). Default: the project folder's owner when that is not root, else nobody (65534:65534). A
+    worktree the bot made as root is handed to this user before its first command. Ignored when the bot is
+    not root (commands then run as the bot's own user)."""
+    landlock: Literal["auto", "on", "off"] = "auto"
+    """Landlock inside the sandbox, where the kernel has it: writes only to the project, /tmp and /dev/shm,
+    and no reaching the host's abstract Unix sockets or signalling outside. auto: for commands with the
+    host's network (there it closes sockets nothing else does; otherwise the sandbox's own mounts and user
+    already give the same, and it costs one Python start, 15-60 ms, a command); on: every command (a command
+    fails if the kernel lacks it); off: never."""
     extras: SandboxExtras = Field(default_factory=SandboxExtras, exclude=True)
     scripts_cache: str | None = Field(default=None, exclude=True)  # prepared BMAD script dependencies (start-up)
 
     def __hash__(self) -> int:  # the engine caches tool sets by policy; `env` is a mapping
         return hash(json.dumps(self.model_dump(mode="json"), sort_keys=True))
+
+    @field_validator("run_as")
+    @classmethod
+    def _run_as(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        user, _, group = value.strip().partition(":")
+        if not _ID.fullmatch(user) or (group and not _ID.fullmatch(group)):
+            raise ValueError("run_as is `uid:gid`, `uid`, `user` or `user:group`")
+        if any(part == "root" or (part.isdigit() and int(part) == 0) for part in (user, group)):
+            raise ValueError("run_as must not be root: commands would hold root's rights on the host")
+        return value.strip()
 
     @field_validator("env")
     @classmethod

