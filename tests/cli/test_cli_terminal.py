@@ -142,7 +142,7 @@ async def test_unknown_commands_and_numbers_say_what_is_possible(
         code, out = await chat(project, ["*frobnicate", "7", "1", "1", "*frobnicate now", "*quit"])
         sent = [t for body in llm.requests for t in user_inputs(body)]
     assert code == 0
-    assert "I don't know the command *frobnicate. Commands: *menu, *status, *pause, *stop, *resume, *dismiss, *help, *quit." in out
+    assert "I don't know the command *frobnicate. Commands: *menu, *status, *pause, *stop, *resume, *dismiss, *model, *help, *quit." in out
     assert "Or pick an agent by number or name." in out
     assert "There is no agent number 7; pick 1 to 2, or type a name." in out
     assert "To send it to the run as an answer, type it without the leading *." in out
