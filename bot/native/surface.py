@@ -47,6 +47,14 @@ class AgentSurface:
     plans: PlanBook = field(default_factory=PlanBook)
     append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST))
 
+    async def idle(self, timeout: float | None = None) -> bool:
+        """True once the status lines and the agent sessions have sent what they hold."""
+        return await self.lines.idle(timeout) and await self.sessions.idle(timeout)
+
+    async def close(self) -> None:
+        await self.lines.close()
+        await self.sessions.close()
+
     def reply_stream(self, key: ThreadKey, recipient: str | None, agent: outputs.AgentCard | None, run_id: str | None) -> ReplyStream:
         stop = (lambda: self.stop_run(run_id)) if run_id else None
         return ReplyStream(

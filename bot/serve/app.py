@@ -158,7 +158,7 @@ class CrewBot:
         return (
             await self.lanes.idle(timeout)
             and await self.board.idle(timeout)
-            and (surface is None or (await surface.lines.idle(timeout) and await surface.sessions.idle(timeout)))
+            and (surface is None or await surface.idle(timeout))
             and await self.outbox.idle(timeout)
         )
 
@@ -183,8 +183,8 @@ class CrewBot:
     async def _health(self, request: web.Request) -> web.Response:
         connected = await self.slack_connected()
         ok = self._prepared and connected
-        body: dict[str, object] = {"ok": ok, "slack": "connected" if connected else "not connected"}
-        body["busy_threads"] = len(self.lanes)
+        body: dict[str, object] = {"ok": ok, "slack": "connected" if connected else "not connected",
+                                   "busy_threads": len(self.lanes)}
         if self.shared is not None:
             body["replica"] = self.shared.replicas.id
             reachable = not self.shared.replicas.database_lost and await self.shared.reachable()
@@ -197,6 +197,7 @@ class CrewBot:
         return web.json_response(body, status=200 if body["ok"] else 503)
 
     async def _check_bot_token(self, backoff: Backoff | None) -> None:
+        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         self.bolt_app.remember_identity(await check_bot_token(self.client, backoff or Backoff()))
         self._token_checked = True
 
@@ -205,7 +206,6 @@ class CrewBot:
 
         The port answers at once (/healthz: 503 "not connected", events: 503) while the bot token is checked.
         """
-        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         self._runner = runner = await serve_web(self.web_app(), lambda r: web.TCPSite(r, host, port))
         bound = int(runner.addresses[0][1])
         log.info("listening for Slack events", extra={"mode": "http", "host": host, "port": bound, "path": EVENTS_PATH})
@@ -216,15 +216,11 @@ class CrewBot:
     async def start_socket(
         self, *, health_host: str = "0.0.0.0", health_port: int | None = None, backoff: Backoff | None = None
     ) -> int | None:
-        """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too).
-
-        With `health_port`, first serve GET /healthz there (503 "not connected" until connected);
-        returns its bound port.
-        """
+        """Connect to Slack over Socket Mode (apps.connections.open goes to SLACK_API_URL too); with `health_port`,
+        first serve GET /healthz and /metrics there (503 "not connected" until connected) and return its port."""
         app_token = self.config.slack.app_token
         if app_token is None:
             raise RuntimeError("Socket Mode needs SLACK_APP_TOKEN")
-        await self.engine.tools.announce_sandbox(self.engine.settings.system_policy.commands)  # before Slack
         bound = None
         if health_port is not None:
             health = health_app(self._health, self.metrics.serve if self.metrics else None)
@@ -259,8 +255,7 @@ class CrewBot:
         if self.home is not None:
             await self.home.close()
         if self.dispatcher.surface is not None:
-            await self.dispatcher.surface.lines.close()
-            await self.dispatcher.surface.sessions.close()
+            await self.dispatcher.surface.close()
         try:  # the last status edits; a slow Slack must not hold up saving the thread store
             async with asyncio.timeout(FINAL_EDITS_SECONDS):
                 await self.board.close()
@@ -357,9 +352,8 @@ def _bindings(config: BotConfig, store: RuntimeStore, engine: Engine, runs: RunM
         checkout = checkouts.get((spec.project, spec.repo))
         if checkout is None:  # bindings sharing a project share its repository lock and clone
             checkout = checkouts[(spec.project, spec.repo)] = Checkout(spec, store.home, config.git.settings())
-        service = SessionService(
-            bound, checkout.root, engine, runs, surface="web", checkout=checkout, models=config.models
-        )
+        service = SessionService(bound, checkout.root, engine, runs, surface="web", checkout=checkout,
+                                 models=config.models)
         bindings[name] = BindingRuntime(
             name=name, project=checkout.root, packages=bound, service=service, checkout=checkout
         )
