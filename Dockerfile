@@ -29,6 +29,8 @@ COPY pyproject.toml README.md ./
 COPY core ./core
 COPY bot ./bot
 COPY cli ./cli
+COPY crewagent ./crewagent
+COPY setup.py ./
 RUN pip install .
 COPY examples ./examples
 COPY manifest.yml ./

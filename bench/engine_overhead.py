@@ -39,14 +39,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.base.atomic import atomic_write_bytes  # noqa: E402
-from core.run.engine import Engine  # noqa: E402
-from core.base.events import RunPhase  # noqa: E402
-from core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
-from core.package.loader import load_package  # noqa: E402
-from core.store.run_manager import RunManager  # noqa: E402
-from core.store.files import RuntimeStore  # noqa: E402
-from core.tools.registry import ToolHost  # noqa: E402
+from crewagent.core.base.atomic import atomic_write_bytes  # noqa: E402
+from crewagent.core.run.engine import Engine  # noqa: E402
+from crewagent.core.base.events import RunPhase  # noqa: E402
+from crewagent.core.model.client import LLMClient, LLMReply, LLMSettings  # noqa: E402
+from crewagent.core.package.loader import load_package  # noqa: E402
+from crewagent.core.store.run_manager import RunManager  # noqa: E402
+from crewagent.core.store.files import RuntimeStore  # noqa: E402
+from crewagent.core.tools.registry import ToolHost  # noqa: E402
 from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.support.scripts import (  # noqa: E402
     FEATURE_ANSWER,

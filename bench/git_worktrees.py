@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.checkout.project import Author, Checkout, CheckoutSpec  # noqa: E402
-from core.store.runs_model import RunRecord  # noqa: E402
+from crewagent.core.checkout.project import Author, Checkout, CheckoutSpec  # noqa: E402
+from crewagent.core.store.runs_model import RunRecord  # noqa: E402
 
 
 def _git(cwd: Path, *args: str) -> None:

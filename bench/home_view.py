@@ -26,16 +26,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bot.access import AccessPolicy  # noqa: E402
-from bot.home.overview import RunOverview  # noqa: E402
-from bot.home.tab import AgentEntry, HomeContext, home_view  # noqa: E402
-from bot.base.thread import ThreadKey, ThreadRecord  # noqa: E402
-from bot.threads.store import ThreadStore  # noqa: E402
-from core.base.events import RunPhase  # noqa: E402
-from core.package.loader import load_package  # noqa: E402
-from core.store.files import INDEX_FILE, RuntimeStore  # noqa: E402
-from core.store.run_manager import RunManager  # noqa: E402
-from core.store.runs_model import RunUsage  # noqa: E402
+from crewagent.bot.access import AccessPolicy  # noqa: E402
+from crewagent.bot.home.overview import RunOverview  # noqa: E402
+from crewagent.bot.home.tab import AgentEntry, HomeContext, home_view  # noqa: E402
+from crewagent.bot.base.thread import ThreadKey, ThreadRecord  # noqa: E402
+from crewagent.bot.threads.store import ThreadStore  # noqa: E402
+from crewagent.core.base.events import RunPhase  # noqa: E402
+from crewagent.core.package.loader import load_package  # noqa: E402
+from crewagent.core.store.files import INDEX_FILE, RuntimeStore  # noqa: E402
+from crewagent.core.store.run_manager import RunManager  # noqa: E402
+from crewagent.core.store.runs_model import RunUsage  # noqa: E402
 
 USER = "UMANY"
 

@@ -113,7 +113,7 @@ async def main(database: str | None, settle: float) -> int:
             }
             if database:
                 env["CREWAGENT_DATABASE_URL"] = database
-            argv = [sys.executable, "-m", "cli", "serve", "--project", str(project), "--port", str(port),
+            argv = [sys.executable, "-m", "crewagent.cli", "serve", "--project", str(project), "--port", str(port),
                     "--package", str(EXAMPLES / "hello-branch"), "--package", str(EXAMPLES / "create-story-micro")]
             pid, idle = await measure(argv, env, port, settle)
             pids.append(pid)

@@ -37,15 +37,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.tools.base import EffectivePolicy, Mounts, ToolContext  # noqa: E402
-from core.tools.registry import ToolHost  # noqa: E402
-from core.tools.shell.bwrap import find_uv  # noqa: E402
-from core.tools.shell.command_config import CommandsConfig  # noqa: E402
-from core.tools.shell.command_runner import run  # noqa: E402
-from core.tools.shell.command_sandbox import bounds_summary, execute, prepare, sandbox_state  # noqa: E402
-from core.tools.shell.output_capture import OutputCapture  # noqa: E402
-from core.tools.shell.sandbox_layout import layout_for  # noqa: E402
-from core.tools.shell.special_bits import clear_special_bits  # noqa: E402
+from crewagent.core.tools.base import EffectivePolicy, Mounts, ToolContext  # noqa: E402
+from crewagent.core.tools.registry import ToolHost  # noqa: E402
+from crewagent.core.tools.shell.bwrap import find_uv  # noqa: E402
+from crewagent.core.tools.shell.command_config import CommandsConfig  # noqa: E402
+from crewagent.core.tools.shell.command_runner import run  # noqa: E402
+from crewagent.core.tools.shell.command_sandbox import bounds_summary, execute, prepare, sandbox_state  # noqa: E402
+from crewagent.core.tools.shell.output_capture import OutputCapture  # noqa: E402
+from crewagent.core.tools.shell.sandbox_layout import layout_for  # noqa: E402
+from crewagent.core.tools.shell.special_bits import clear_special_bits  # noqa: E402
 
 TOOLCHAIN = tuple(dict.fromkeys((sys.prefix, sys.base_prefix)))
 

@@ -57,9 +57,9 @@ def _bot_main(
 
 
 async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int, lease: float) -> None:
-    from bot.serve.app import build, freeze_startup_heap
-    from bot.config import load_config
-    from bot.logging import setup_logging
+    from crewagent.bot.serve.app import build, freeze_startup_heap
+    from crewagent.bot.config import load_config
+    from crewagent.bot.logging import setup_logging
 
     setup_logging("WARNING")
     config = load_config(project=project, packages=packages)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 import aiohttp  # noqa: E402
 
-from bot.config import Limits  # noqa: E402
+from crewagent.bot.config import Limits  # noqa: E402
 from tests.support.fakes.llm_server import Reply, ScriptedLLM  # noqa: E402
 from tests.support.fakes.slack_api import FakeSlack  # noqa: E402
 from tests.support.scripts import STORY_KEY, create_story_responder  # noqa: E402

@@ -41,12 +41,12 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from core.run.engine import Engine, EngineSettings  # noqa: E402
-from core.base.events import RunPhase  # noqa: E402
-from core.model.client import LLMClient, LLMSettings  # noqa: E402
-from core.package.loader import load_package  # noqa: E402
-from core.store.run_manager import RunManager  # noqa: E402
-from core.store.files import RuntimeStore  # noqa: E402
+from crewagent.core.run.engine import Engine, EngineSettings  # noqa: E402
+from crewagent.core.base.events import RunPhase  # noqa: E402
+from crewagent.core.model.client import LLMClient, LLMSettings  # noqa: E402
+from crewagent.core.package.loader import load_package  # noqa: E402
+from crewagent.core.store.run_manager import RunManager  # noqa: E402
+from crewagent.core.store.files import RuntimeStore  # noqa: E402
 from tests.support.fakes.llm_server import ScriptedLLM  # noqa: E402
 from tests.support.linear_package import (  # noqa: E402
     CODENAME_ANSWER,

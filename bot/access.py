@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.api.sessions import Session
+from crewagent.core.api.sessions import Session
 
 
 @dataclass(frozen=True)

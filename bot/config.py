@@ -14,11 +14,11 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
-from core.api.errors import CrewError
-from core.api.runs import ModelChoice
-from core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
-from core.api.runs import Budgets
+from crewagent.core.api.checkout import CheckoutSpec, ForgeSettings, GitSettings, scrub
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import ModelChoice
+from crewagent.core.api.tools import CommandsConfig, McpServerConfig, SystemToolPolicy
+from crewagent.core.api.runs import Budgets
 
 from .config_problems import problem_lines
 

@@ -16,7 +16,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Literal, TextIO
 
-from core.api.checkout import scrub as scrub_url_credentials
+from crewagent.core.api.checkout import scrub as scrub_url_credentials
 
 LogFormat = Literal["text", "json"]
 FORMATS: tuple[LogFormat, ...] = ("text", "json")

@@ -18,14 +18,14 @@ from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.api.checkout import Checkout, CheckoutSpec
-from core.api.runs import Engine, LLMClient, RunManager, RunRecord
-from core.api.errors import CrewError
-from core.api.events import RunPhase, engine_events
+from crewagent.core.api.checkout import Checkout, CheckoutSpec
+from crewagent.core.api.runs import Engine, LLMClient, RunManager, RunRecord
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.events import RunPhase, engine_events
 from .terminal_config import as_terminal_user, file_config, llm_settings, metered, tool_host, with_tool_policy
-from core.api.sessions import outputs, Session, SessionService, TypedText
-from core.api.packages import load_package, Package, PackageInvalid
-from core.api.stores import RuntimeStore
+from crewagent.core.api.sessions import outputs, Session, SessionService, TypedText
+from crewagent.core.api.packages import load_package, Package, PackageInvalid
+from crewagent.core.api.stores import RuntimeStore
 
 from .exit_codes import EXIT_INTERRUPTED, EXIT_USAGE, EXIT_WAITING
 from .package_errors import print_invalid

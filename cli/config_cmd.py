@@ -18,7 +18,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 def config_schema() -> dict[str, Any]:
     """crewagent.yml's JSON Schema; fields the file may not set (marked `exclude`) are left out."""
-    from bot.config import FileConfig
+    from crewagent.bot.config import FileConfig
 
     schema = FileConfig.model_json_schema(mode="serialization")
     return {"$schema": SCHEMA_DIALECT, "title": "crewagent.yml", **{k: v for k, v in schema.items() if k != "title"}}

@@ -11,12 +11,12 @@ import asyncio
 import re
 import sys
 
-from core.api.checkout import Author
-from core.api.errors import CrewError
-from core.api.events import RunPhase
-from core.api.packages import load_package
-from core.api.runs import RunManager, RunRecord
-from core.api.stores import RuntimeStore
+from crewagent.core.api.checkout import Author
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.packages import load_package
+from crewagent.core.api.runs import RunManager, RunRecord
+from crewagent.core.api.stores import RuntimeStore
 
 from .render import Write, stdout_write
 from .run_cmd import resume_hint, run_checkout

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.api.packages import PackageInvalid, importer
+from crewagent.core.api.packages import PackageInvalid, importer
 
 from .exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .import_summary import import_summary

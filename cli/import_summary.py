@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from core.api.packages import importer
+from crewagent.core.api.packages import importer
 
 REPORT_FILE = "IMPORT-REPORT.md"
 MAX_LISTED = 3  # unavailable menu items named in the terminal; the report has them all

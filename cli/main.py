@@ -58,7 +58,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         "--log-format", choices=("text", "json"),
         help="log lines: readable text (default) or one JSON object per line (also: CREWAGENT_LOG_FORMAT)",
     )
-    s.set_defaults(module="cli.serve_cmd")
+    s.set_defaults(module="crewagent.cli.serve_cmd")
 
 
 def _add_migrate(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +67,7 @@ def _add_migrate(sub: argparse._SubParsersAction) -> None:
                  "Copy this machine's runs and conversations (CREWAGENT_HOME) into the Postgres database that "
                  "several bot replicas will share. Stop the bot first.")
     m.add_argument("--to", required=True, metavar="postgresql://…", help="the database the replicas will share")
-    m.set_defaults(module="cli.migrate_cmd")
+    m.set_defaults(module="crewagent.cli.migrate_cmd")
 
 
 def _add_package_checks(sub: argparse._SubParsersAction) -> None:
@@ -77,14 +77,14 @@ def _add_package_checks(sub: argparse._SubParsersAction) -> None:
                  "printed with its file, place and a fix. A BMAD-METHOD source tree (src/) or an installed "
                  "_bmad/ folder is not a package yet: turn it into one with `crewagent import bmad`.")
     v.add_argument("path", metavar="PACKAGE", help="package directory (holding bmad.json) or .bmad file, or a crewagent.yml to check as serve would")
-    v.set_defaults(module="cli.package_cmd", action="validate")
+    v.set_defaults(module="crewagent.cli.package_cmd", action="validate")
 
     k = _command(sub, "pack", "zip a package directory into a .bmad file",
                  "Validate a package directory, then zip it into one .bmad file (nothing is written if it "
                  "has errors).")
     k.add_argument("path", metavar="DIR", help="package directory (holding bmad.json)")
     k.add_argument("-o", "--output", required=True, metavar="NAME.bmad", help="the file to write")
-    k.set_defaults(module="cli.package_cmd", action="pack")
+    k.set_defaults(module="crewagent.cli.package_cmd", action="pack")
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -109,7 +109,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     r.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
-    r.set_defaults(module="cli.run_cmd")
+    r.set_defaults(module="crewagent.cli.run_cmd")
 
 
 def _add_deliver(sub: argparse._SubParsersAction) -> None:
@@ -119,7 +119,7 @@ def _add_deliver(sub: argparse._SubParsersAction) -> None:
                  "on that branch and push it, as the Commit & push button does in Slack.")
     d.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
     d.add_argument("--author", help='commit author as "Name <email>" (default: git\'s own identity)')
-    d.set_defaults(module="cli.deliver_cmd")
+    d.set_defaults(module="crewagent.cli.deliver_cmd")
 
 
 def _add_runs(sub: argparse._SubParsersAction) -> None:
@@ -136,7 +136,7 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
     for parser in (rl, rsh):
         parser.add_argument("--database-url", metavar="postgresql://…", help="the runs the replicas share in this "
                             "database (default: CREWAGENT_DATABASE_URL; without either, those under CREWAGENT_HOME)")
-    rs.set_defaults(module="cli.runs_cmd")
+    rs.set_defaults(module="crewagent.cli.runs_cmd")
 
 
 def _add_operator_reports(sub: argparse._SubParsersAction) -> None:
@@ -157,7 +157,7 @@ def _add_operator_reports(sub: argparse._SubParsersAction) -> None:
         parser.add_argument("--since", metavar="WHEN", help=since)
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
         parser.add_argument("--database-url", metavar="postgresql://…", help=database)
-        parser.set_defaults(module="cli.operator_cmd")
+        parser.set_defaults(module="crewagent.cli.operator_cmd")
 
 
 def _add_chat(sub: argparse._SubParsersAction) -> None:
@@ -173,7 +173,7 @@ def _add_chat(sub: argparse._SubParsersAction) -> None:
                    "it says where)")
     c.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     c.add_argument("--config", help="crewagent.yml: model, tool policy and MCP servers, as for serve")
-    c.set_defaults(module="cli.chat_cmd")
+    c.set_defaults(module="crewagent.cli.chat_cmd")
 
 
 def _add_import(sub: argparse._SubParsersAction) -> None:
@@ -197,7 +197,7 @@ def _add_import(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--custom", metavar="DIR",
                    help="team customizations: a folder of <skill-name>.toml overrides (BMAD's _bmad/custom/ layout); "
                         "an installed _bmad/custom/ is applied automatically, personal *.user.toml files never")
-    imp.set_defaults(module="cli.import_cmd")
+    imp.set_defaults(module="crewagent.cli.import_cmd")
 
 
 def _add_config(sub: argparse._SubParsersAction) -> None:
@@ -209,7 +209,7 @@ def _add_config(sub: argparse._SubParsersAction) -> None:
              "Print the JSON Schema of crewagent.yml, built from the settings the bot reads, so an editor "
              "can complete and check the file (a first line `# yaml-language-server: $schema=FILE` points "
              "the YAML language server at it).")
-    cfg.set_defaults(module="cli.config_cmd")
+    cfg.set_defaults(module="crewagent.cli.config_cmd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     module = import_module(args.module)
     if args.command in ("run", "chat"):
-        from bot.logging import setup_terminal_logging
+        from crewagent.bot.logging import setup_terminal_logging
 
         setup_terminal_logging(args.verbose)
     try:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 from psycopg.types.json import Jsonb
 
-from bot.base.thread import ThreadRecord
-from bot.replicas.tables import REPLICA_SCHEMA
-from bot.threads.store import open_table
-from core.api.stores import PostgresRuntimeStore, RuntimeStore
-from core.api.errors import CrewError
+from crewagent.bot.base.thread import ThreadRecord
+from crewagent.bot.replicas.tables import REPLICA_SCHEMA
+from crewagent.bot.threads.store import open_table
+from crewagent.core.api.stores import PostgresRuntimeStore, RuntimeStore
+from crewagent.core.api.errors import CrewError
 
 EXIT_USAGE = 2
 

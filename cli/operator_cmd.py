@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 
-from core.api.errors import CrewError
-from core.api.runs import stamp
-from core.api.stores import AuditEntry, OperatorLog, RuntimeStore, UsageTotal
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import stamp
+from crewagent.core.api.stores import AuditEntry, OperatorLog, RuntimeStore, UsageTotal
 
 from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .render import Write, stdout_write
@@ -64,7 +64,7 @@ def _operator_log(url: str | None) -> Iterator[OperatorLog]:
     if not url:
         yield RuntimeStore().operator_log
         return
-    from core.api.stores import PostgresOperatorLog
+    from crewagent.core.api.stores import PostgresOperatorLog
 
     log = PostgresOperatorLog.connect(url)
     try:

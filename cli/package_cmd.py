@@ -7,8 +7,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.api.errors import CrewError
-from core.api.packages import pack_package, Package, PackageInvalid, Problem, validate_path
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.packages import pack_package, Package, PackageInvalid, Problem, validate_path
 
 from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .package_errors import bmad_tree_advice
@@ -60,7 +60,7 @@ def _print_problems(problems: list[Problem], stream) -> None:
 
 def _validate_config(path: Path) -> int:
     """A crewagent.yml: every key checked as `serve` checks it (bindings, packages, MCP servers)."""
-    from bot.config import ConfigError, load_config
+    from crewagent.bot.config import ConfigError, load_config
 
     try:
         config = load_config(config_path=path)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from core.api.packages import bmad_tree_kind, Problem
+from crewagent.core.api.packages import bmad_tree_kind, Problem
 
 
 def bmad_tree_advice(path: Path) -> str | None:

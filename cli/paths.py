@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.api.errors import CrewError
+from crewagent.core.api.errors import CrewError
 
 NO_SUCH = "no such file or folder"
 

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from core.api.events import RunPhase, engine_events
-from core.api.packages import Package
-from core.api.runs import RunSnapshot
+from crewagent.core.api.events import RunPhase, engine_events
+from crewagent.core.api.packages import Package
+from crewagent.core.api.runs import RunSnapshot
 
 Write = Callable[[str], None]
 ReadLine = Callable[[str], str | None]

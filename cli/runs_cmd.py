@@ -9,13 +9,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from core.api.errors import CrewError
-from core.api.events import RunPhase
-from core.api.runs import History, ModelSpan, RunManager, RunRecord, RunSnapshot
-from core.api.packages import load_package, Package
-from core.api.stores import PostgresRuntimeStore, RuntimeStore
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.runs import History, ModelSpan, RunManager, RunRecord, RunSnapshot
+from crewagent.core.api.packages import load_package, Package
+from crewagent.core.api.stores import PostgresRuntimeStore, RuntimeStore
 
-from bot.outbox.given_up import given_up_for_run
+from crewagent.bot.outbox.given_up import given_up_for_run
 
 from .exit_codes import EXIT_FAILED, EXIT_USAGE
 from .render import Write, render_snapshot, stdout_write
@@ -44,7 +44,7 @@ def _inspect(args: argparse.Namespace, runs: RunManager, write: Write) -> int:
 def _in_database(args: argparse.Namespace, url: str, write: Write) -> int:
     """The runs the replicas share. Their files are copied into a scratch folder to be read, never into
     this machine's CREWAGENT_HOME, where a replica may be working on the same run."""
-    from bot.replicas.tables import REPLICA_SCHEMA
+    from crewagent.bot.replicas.tables import REPLICA_SCHEMA
 
     with tempfile.TemporaryDirectory(prefix="crewagent-runs-") as scratch:
         try:
@@ -163,7 +163,7 @@ def _model_span(span: ModelSpan) -> str:
 
 def _given_up(store: RuntimeStore, run_id: str) -> list[tuple[str, str]]:
     if isinstance(store, PostgresRuntimeStore):
-        from bot.replicas.outbox_table import given_up_in_database
+        from crewagent.bot.replicas.outbox_table import given_up_in_database
 
         return given_up_in_database(store.pool, run_id)
     return given_up_for_run(store.home, run_id)

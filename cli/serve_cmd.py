@@ -12,12 +12,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bot.serve.app import CrewBot, build, freeze_startup_heap
-from bot.serve.bound_packages import PackageLoadFailed
-from bot.connection import TokenRefused
-from bot.config import BotConfig, ConfigError, describe, load_config
-from bot.logging import resolve_format, setup_logging
-from core.api.errors import CrewError
+from crewagent.bot.serve.app import CrewBot, build, freeze_startup_heap
+from crewagent.bot.serve.bound_packages import PackageLoadFailed
+from crewagent.bot.connection import TokenRefused
+from crewagent.bot.config import BotConfig, ConfigError, describe, load_config
+from crewagent.bot.logging import resolve_format, setup_logging
+from crewagent.core.api.errors import CrewError
 
 from .exit_codes import EXIT_USAGE
 from .paths import NO_SUCH

@@ -7,10 +7,10 @@ import getpass
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from bot.config import FileConfig, terminal_config, tool_policy_of
-from core.api.runs import TERMINAL_CHANNEL, EngineSettings, LLMClient, LLMSettings, UsageMeter, attributed, tracing_from_env
-from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost
+from crewagent.bot.config import FileConfig, terminal_config, tool_policy_of
+from crewagent.core.api.runs import TERMINAL_CHANNEL, EngineSettings, LLMClient, LLMSettings, UsageMeter, attributed, tracing_from_env
+from crewagent.core.api.stores import RuntimeStore
+from crewagent.core.api.tools import ToolHost
 
 from .paths import existing_path
 

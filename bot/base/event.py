@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from core.api.sessions import TypedText
+from crewagent.core.api.sessions import TypedText
 
 from .actions import ButtonValue, Clicked, FormContext
 from .thread import ThreadKey

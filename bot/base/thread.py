@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from core.api.events import RunPhase
-from core.api.sessions import Session
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.sessions import Session
 
 
 class ThreadKey(NamedTuple):

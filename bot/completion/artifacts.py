@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from core.api.errors import CrewError
-from core.api.tools import Mounts, OffLimits, resolve
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.tools import Mounts, OffLimits, resolve
 
 UPLOAD_LIMIT = 5 * 1024 * 1024
 

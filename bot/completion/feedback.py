@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from core.api.errors import CrewError
-from core.api.runs import RunManager
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import RunManager
 
 from ..base.actions import ButtonValue
 from ..render.feedback_buttons import THANKS

@@ -7,8 +7,8 @@ repository; a refusal comes back as a sentence for the thread.
 
 from __future__ import annotations
 
-from core.api.checkout import Checkout, ForgeSettings, PullRequestAsk, PullRequestResult, open_pull_request
-from core.api.runs import RunRecord, RunSnapshot
+from crewagent.core.api.checkout import Checkout, ForgeSettings, PullRequestAsk, PullRequestResult, open_pull_request
+from crewagent.core.api.runs import RunRecord, RunSnapshot
 
 BODY_FILES = 20  # artifacts listed in the body
 

@@ -11,11 +11,11 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from core.api.checkout import Author, Checkout, Delivery, ForgeSettings
-from core.api.errors import CrewError
-from core.api.events import RunPhase
-from core.api.packages import Package
-from core.api.runs import RunManager, RunRecord
+from crewagent.core.api.checkout import Author, Checkout, Delivery, ForgeSettings
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.packages import Package
+from crewagent.core.api.runs import RunManager, RunRecord
 
 from ..render import blocks
 from ..render.message import SlackMessage

@@ -8,9 +8,9 @@ import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from core.api.errors import CrewError
-from core.api.runs import RunManager, RunSnapshot
-from core.api.tools import OffLimits
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import RunManager, RunSnapshot
+from crewagent.core.api.tools import OffLimits
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.packages import Package
-from core.api.runs import RunManager
+from crewagent.core.api.packages import Package
+from crewagent.core.api.runs import RunManager
 
 from ..threads.channel_binding import BindingRuntime
 from ..threads.intake import ThreadIntake

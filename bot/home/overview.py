@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from core.api.events import RunPhase
-from core.api.packages import Package
-from core.api.runs import History, RunManager, RunRecord
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.packages import Package
+from crewagent.core.api.runs import History, RunManager, RunRecord
 
 from ..base.thread import ThreadBrief, ThreadKey
 

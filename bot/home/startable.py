@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.api.sessions import SessionService
+from crewagent.core.api.sessions import SessionService
 
 from ..threads.channel_binding import BindingRuntime
 from .overview import Access

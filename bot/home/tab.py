@@ -22,7 +22,7 @@ from slack_sdk.models.blocks import (
 )
 from slack_sdk.models.views import View
 
-from core.api.events import RunPhase
+from crewagent.core.api.events import RunPhase
 
 from ..render.mrkdwn import escape
 from ..base.thread import ThreadKey

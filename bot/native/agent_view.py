@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from core.api.packages import Package
-from core.api.runs import RunRecord
+from crewagent.core.api.packages import Package
+from crewagent.core.api.runs import RunRecord
 
 MAX_PROMPTS = 4  # Slack shows up to four
 AGENT_PROMPTS = 2

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.sessions import outputs
+from crewagent.core.api.sessions import outputs
 
 from ..render import blocks
 from ..render.message import SlackMessage, defused

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.sessions import outputs
-from core.api.packages import Graph
-from core.api.runs import RunSnapshot
+from crewagent.core.api.sessions import outputs
+from crewagent.core.api.packages import Graph
+from crewagent.core.api.runs import RunSnapshot
 
 from .fallbacks import SLACK_FAILURES, TITLE, Fallbacks
 from ..render.plan import PlanBook

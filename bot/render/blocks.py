@@ -25,9 +25,9 @@ from slack_sdk.models.blocks import (
     StaticSelectElement,
 )
 
-from core.api.events import RunPhase
-from core.api.sessions import outputs
-from core.api.runs import RunSnapshot
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.sessions import outputs
+from crewagent.core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked

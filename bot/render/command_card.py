@@ -3,7 +3,7 @@ message with its exit code, duration and last output lines, and a "Show output" 
 
 from __future__ import annotations
 
-from core.api.events import engine_events
+from crewagent.core.api.events import engine_events
 
 from ..base import actions as act
 from ..base.actions import ButtonValue

@@ -10,8 +10,8 @@ from typing import Any
 
 from slack_sdk.models.blocks import ActionsBlock, ButtonElement, ContextBlock, MarkdownTextObject, PlainTextObject
 
-from core.api.events import RunPhase
-from core.api.runs import RunSnapshot
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue

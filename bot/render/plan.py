@@ -15,9 +15,9 @@ from typing import Any
 
 from slack_sdk.models.blocks import PlanBlock, TaskCardBlock
 
-from core.api.events import RunPhase
-from core.api.packages import Graph
-from core.api.runs import RunSnapshot
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.packages import Graph
+from crewagent.core.api.runs import RunSnapshot
 
 from . import blocks
 from .next_step_blocks import cycle_line

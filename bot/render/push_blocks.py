@@ -16,8 +16,8 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from core.api.checkout import Delivery
-from core.api.runs import RunSnapshot
+from crewagent.core.api.checkout import Delivery
+from crewagent.core.api.runs import RunSnapshot
 
 from ..base import actions as act
 from ..base.actions import ButtonValue

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from core.api.events import RunPhase
-from core.api.runs import RunRecord
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.runs import RunRecord
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
@@ -27,7 +27,7 @@ from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
 from ..event_journal import EventJournal
 
 if TYPE_CHECKING:
-    from core.api.stores import PostgresRuntimeStore
+    from crewagent.core.api.stores import PostgresRuntimeStore
 
     from .membership import Replicas
 

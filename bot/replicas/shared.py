@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_sdk.errors import SlackApiError
 
-from core.api.stores import PostgresRuntimeStore
+from crewagent.core.api.stores import PostgresRuntimeStore
 
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier

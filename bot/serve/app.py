@@ -29,12 +29,12 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.api.checkout import Checkout
-from core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
-from core.api.packages import Graph
-from core.api.sessions import SessionService
-from core.api.stores import RuntimeStore
-from core.api.tools import ToolHost
+from crewagent.core.api.checkout import Checkout
+from crewagent.core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
+from crewagent.core.api.packages import Graph
+from crewagent.core.api.sessions import SessionService
+from crewagent.core.api.stores import RuntimeStore
+from crewagent.core.api.tools import ToolHost
 
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp

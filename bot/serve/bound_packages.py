@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.api.errors import CrewError
-from core.api.packages import load_package, Package, PackageInvalid
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.packages import load_package, Package, PackageInvalid
 
 from ..config import BotConfig
 

@@ -4,8 +4,8 @@ OTEL_EXPORTER_OTLP_ENDPOINT). Nothing here changes what the bot does."""
 
 from __future__ import annotations
 
-from core.api.runs import LLMClient, UsageMeter, tracing_from_env
-from core.api.stores import RuntimeStore
+from crewagent.core.api.runs import LLMClient, UsageMeter, tracing_from_env
+from crewagent.core.api.stores import RuntimeStore
 
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig

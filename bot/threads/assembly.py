@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.api.runs import BudgetCheck, Engine, RunManager
+from crewagent.core.api.runs import BudgetCheck, Engine, RunManager
 
 from ..access import AccessPolicy
 from ..completion.push import Deliveries

@@ -12,9 +12,9 @@ import logging
 import sqlite3
 from datetime import datetime, timezone
 
-from core.api.errors import CrewError
-from core.api.runs import BudgetCheck
-from core.api.stores import AuditEntry, OperatorLog
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import BudgetCheck
+from crewagent.core.api.stores import AuditEntry, OperatorLog
 
 from ..render import blocks
 from ..slack_io import SlackIO

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from core.api.runs import attributed
+from crewagent.core.api.runs import attributed
 
 from ..completion.push import Deliveries
 from ..base.thread import ThreadRecord

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.api.checkout import Checkout
-from core.api.packages import Package
-from core.api.sessions import SessionService
+from crewagent.core.api.checkout import Checkout
+from crewagent.core.api.packages import Package
+from crewagent.core.api.sessions import SessionService
 
 
 @dataclass

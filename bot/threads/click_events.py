@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.api.events import RunPhase
-from core.api.sessions import TypedText
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.sessions import TypedText
 
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.api.sessions import outputs
+from crewagent.core.api.sessions import outputs
 
 from ..base.thread import ThreadRecord
 from .renderer import ThreadRenderer

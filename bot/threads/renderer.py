@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from core.api.events import RunPhase, engine_events
-from core.api.sessions import outputs
-from core.api.runs import RunSnapshot
+from crewagent.core.api.events import RunPhase, engine_events
+from crewagent.core.api.sessions import outputs
+from crewagent.core.api.runs import RunSnapshot
 
 from ..render import blocks, command_card
 from ..native.agent_view import thread_title

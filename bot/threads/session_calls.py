@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from core.api.sessions import outputs, Session, SessionService, TypedText
+from crewagent.core.api.sessions import outputs, Session, SessionService, TypedText
 
 from ..base.thread import ThreadRecord
 

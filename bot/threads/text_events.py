@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.api.sessions import TypedText
+from crewagent.core.api.sessions import TypedText
 
 from ..access import AccessPolicy, Verdict
 from ..base.event import ThreadEvent

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from core.api.errors import CrewError
-from core.api.runs import Engine, RunManager, RunSnapshot
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import Engine, RunManager, RunSnapshot
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadKey, ThreadRecord

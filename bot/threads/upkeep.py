@@ -10,8 +10,8 @@ from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from core.api.errors import CrewError
-from core.api.runs import Engine, RunManager
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.runs import Engine, RunManager
 
 from ..base.thread import ThreadKey, ThreadRecord
 from ..render import blocks

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from core.base import safe_yaml
+from crewagent.core.base import safe_yaml
 
 from .config_map import substitute
 from .references import PACKAGE_PREFIX, Resolver, package_alias

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from core.base import safe_yaml
+from crewagent.core.base import safe_yaml
 
 from .classic_render import ENGINE_RULES, GOTO_TEXT, MAX_DEPTH, RenderContext, clean, render_step
 from .classic_tasks import ENGINE_FILE, TaskInliner

@@ -18,7 +18,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from core.package.next_steps import MAX_NEXT, NEXT_STEPS_FILE, NextStep, NextSteps, StepLinks
+from crewagent.core.package.next_steps import MAX_NEXT, NEXT_STEPS_FILE, NextStep, NextSteps, StepLinks
 
 from .agents import ImportedAgent
 from .step_workflows import WorkflowPlan

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from core.base import safe_yaml
+from crewagent.core.base import safe_yaml
 
 from .agents import ImportedAgent, convert_agent
 from .help_catalog import next_steps_file

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import posixpath
 
-from core.package.script_metadata import ScriptMetadataError, parse_script_metadata
+from crewagent.core.package.script_metadata import ScriptMetadataError, parse_script_metadata
 
 from .references import package_alias
 from .report import ScriptLine

@@ -17,7 +17,7 @@ from typing import Literal
 
 import yaml
 
-from core.base import safe_yaml
+from crewagent.core.base import safe_yaml
 
 Layout = Literal["source", "installed"]
 CLASSIC_WORKFLOW_NAMES = ("workflow.yaml", "workflow.yml", "instructions.xml", "workflow.xml")

@@ -11,7 +11,7 @@ import json
 import posixpath
 from typing import Any
 
-from core.base.frontmatter import render as render_frontmatter
+from crewagent.core.base.frontmatter import render as render_frontmatter
 
 from .config_map import ConfigMap, substitute
 from .references import Resolver, package_alias

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from core.base import safe_yaml
-from core.base.frontmatter import FrontmatterError
-from core.base.frontmatter import parse as parse_frontmatter
+from crewagent.core.base import safe_yaml
+from crewagent.core.base.frontmatter import FrontmatterError
+from crewagent.core.base.frontmatter import parse as parse_frontmatter
 
 from .references import PACKAGE_PREFIX, Ref, Resolver
 from .report import WorkflowReport

@@ -11,9 +11,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from core.package.archive import pack_package
-from core.package.loader import validate_path
-from core.package.problems import PackageInvalid
+from crewagent.core.package.archive import pack_package
+from crewagent.core.package.loader import validate_path
+from crewagent.core.package.problems import PackageInvalid
 
 from .importer import BmadImportError, ImportResult
 

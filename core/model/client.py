@@ -38,7 +38,7 @@ class LLMClient:
         if self._sdk is None:
             # The openai SDK is imported with the first model call, in a worker thread: importing it
             # takes a few hundred ms of CPU, and the event loop keeps answering Slack meanwhile.
-            sdk = await asyncio.to_thread(importlib.import_module, "core.model.sdk")
+            sdk = await asyncio.to_thread(importlib.import_module, "crewagent.core.model.sdk")
             if self._sdk is None:  # another first call may have finished first
                 self._sdk = sdk.SdkCalls(self.settings)
         return self._sdk

@@ -40,7 +40,7 @@ from .api import ASK_THE_OPERATOR, DeltaListener, LLMReply, LLMSettings, RetryLi
 from .completion_stream import StreamedCalls, StreamMode
 from .wire import MessageJSON, ToolSet, request_body
 
-log = logging.getLogger("core.model.client")  # the model client's log, whichever module writes it
+log = logging.getLogger("crewagent.core.model.client")  # the model client's log, whichever module writes it
 
 PLACEHOLDER_API_KEY = "not-needed"  # keyless local servers (Ollama, llama.cpp) still need a non-empty value
 

@@ -25,8 +25,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.base.atomic import atomic_write_bytes
-from core.base.errors import CrewError
+from crewagent.core.base.atomic import atomic_write_bytes
+from crewagent.core.base.errors import CrewError
 
 from .validate import PackageInvalid, Problem, check_package_dir
 

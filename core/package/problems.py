@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from jsonschema import ValidationError
 
-from core.base.errors import CrewError
-from core.schemas import validator
+from crewagent.core.base.errors import CrewError
+from crewagent.core.schemas import validator
 
 Level = Literal["error", "warning"]
 

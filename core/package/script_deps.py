@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.base.atomic import atomic_write_bytes
+from crewagent.core.base.atomic import atomic_write_bytes
 
 from .models import Package
 from .script_metadata import ScriptMetadata, ScriptMetadataError, read_script_metadata

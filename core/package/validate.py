@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.base.frontmatter import FrontmatterError
-from core.base.frontmatter import parse as parse_frontmatter
-from core.base.nesting import MAX_DEPTH, too_deep
+from crewagent.core.base.frontmatter import FrontmatterError
+from crewagent.core.base.frontmatter import parse as parse_frontmatter
+from crewagent.core.base.nesting import MAX_DEPTH, too_deep
 
 from .docs import PackageDocs, StepDoc, WorkflowDocs, WorkflowRef, package_ref
 from .foreign import BMAD_TREE_CODE, bmad_tree_kind, classic_workflow_files, missing_manifest

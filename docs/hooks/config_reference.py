@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cli.config_cmd import config_schema
+from crewagent.cli.config_cmd import config_schema
 
 PAGE = "configuration.md"
 MARKER = "<!-- crewagent.yml reference: generated from the schema at build time -->"

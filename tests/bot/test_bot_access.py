@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.config import Access
+from crewagent.bot.config import Access
 from tests.support.scripts import STORY_KEY, hello_branch_responder, script_create_story, script_hello_branch
 from tests.support.bot_harness import bot_harness, elements, element_text, file_option, file_select, is_status, message_text
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.config import BotConfig
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.bot.config import BotConfig
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.bot_harness import bot_harness, element_text, elements, message_text
 from tests.support.fakes.llm_server import Reply
 from tests.support.mcp.tracker import ASK, mcp_package

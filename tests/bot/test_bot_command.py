@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import Access
-from bot.base.thread import ThreadKey
+from crewagent.bot.config import Access
+from crewagent.bot.base.thread import ThreadKey
 from tests.support.scripts import hello_branch_responder, script_create_story
 from tests.support.bot_harness import Harness, Mode, bot_harness, elements, element_text, message_text
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.serve.app import build
-from bot.config import ConfigError, load_config
-from bot.logging import JsonFormatter, redact
-from cli.main import build_parser
-from cli.serve_cmd import run as serve_run
+from crewagent.bot.serve.app import build
+from crewagent.bot.config import ConfigError, load_config
+from crewagent.bot.logging import JsonFormatter, redact
+from crewagent.cli.main import build_parser
+from crewagent.cli.serve_cmd import run as serve_run
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.support.processes import Spawner, free_port, kill_group, wait_healthy
@@ -164,7 +164,7 @@ async def test_serve_process_connects_over_socket_mode_serves_health_and_stops_o
             "CREWAGENT_LOG_FORMAT": "json",
         }
         proc = await spawn(
-            sys.executable, "-m", "cli", "serve", "--project", str(project),
+            sys.executable, "-m", "crewagent.cli", "serve", "--project", str(project),
             "--package", str(EXAMPLES / "hello-branch"), "--port", str(port),
             cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )

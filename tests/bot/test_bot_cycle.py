@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bot.config import BotConfig
-from core.api.checkout import ForgeSettings
-from core.store.files import RuntimeStore
-from core.store.run_manager import RunManager
-from core.store.runs_model import RunRecord
+from crewagent.bot.config import BotConfig
+from crewagent.core.api.checkout import ForgeSettings
+from crewagent.core.store.files import RuntimeStore
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.runs_model import RunRecord
 from tests.support.bot_harness import Harness, bot_harness, elements, message_text
 from tests.support.fakes import ScriptedLLM
 from tests.support.fakes.github_api import TOKEN, FakeGitHub, Refusal

@@ -38,7 +38,7 @@ async def test_a_model_that_is_down_is_explained_once_with_retry(
     port = closed_port()
     down = {"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 1}
     async with bot_harness(project, ["multi-workflows"], llm_settings=down) as h:
-        caplog.set_level(logging.WARNING, logger="core.model.client")
+        caplog.set_level(logging.WARNING, logger="crewagent.core.model.client")
         top = await h.mention("hello-linear")
         await h.wait_status(top, "Failed", timeout=30)
         await h.settle()

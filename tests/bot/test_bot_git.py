@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from bot.config import BotConfig, ConfigError, describe, load_config
-from bot.logging import JsonFormatter
-from core.store.run_manager import RunManager
-from core.store.runs_model import RunRecord
-from core.store.files import RuntimeStore
+from crewagent.bot.config import BotConfig, ConfigError, describe, load_config
+from crewagent.bot.logging import JsonFormatter
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.runs_model import RunRecord
+from crewagent.core.store.files import RuntimeStore
 from tests.support.fakes import ScriptedLLM
 from tests.support.gitrepos import TeamRepo, git, refusing_git_server
 from tests.support.scripts import EXAMPLES, create_story_responder
@@ -206,7 +206,7 @@ async def test_no_credentials_or_server_paths_in_slack_or_the_log(
     logged = "\n".join(formatter.format(record) for record in caplog.records)
     assert "push refused" in logged and "fetch failed" in logged
     assert "hunter2secret" not in logged
-    ours = [r for r in caplog.records if r.name.startswith(("core.checkout", "bot.completion.push"))]
+    ours = [r for r in caplog.records if r.name.startswith(("crewagent.core.checkout", "crewagent.bot.completion.push"))]
     raw = "\n".join(f"{r.getMessage()} {_extras(r)}" for r in ours)
     assert "hunter2secret" not in raw, "git's words are scrubbed before they are logged at all"
     assert str(tmp_path) not in raw, "git's log lines name no server path"

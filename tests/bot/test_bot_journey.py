@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.base.wrappers import parse_widget_submit
-from core.document.state import read_state
+from crewagent.core.base.wrappers import parse_widget_submit
+from crewagent.core.document.state import read_state
 from tests.support.fakes import Reply
 from tests.support.fakes.slack_events import message_event, new_ts
 from tests.support.scripts import (

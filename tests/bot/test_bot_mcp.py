@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import BotConfig
+from crewagent.bot.config import BotConfig
 from tests.support.mcp.tracker import CREATED, LOOKED_UP, NOT_CREATED, TrackerModel, mcp_package, tracker_config
 from tests.support.bot_harness import bot_harness, element_text, elements, message_text
 
@@ -99,13 +99,13 @@ async def test_owner_approves_in_the_thread_after_a_restart_and_denies_later(pro
 async def test_serve_starts_when_a_server_cannot_and_says_why_in_the_log(
     project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from core.tools.mcp.server_config import McpServerConfig
+    from crewagent.core.tools.mcp.server_config import McpServerConfig
 
     def configure(config: BotConfig) -> None:
         config.mcp_servers = {"broken": McpServerConfig(command="/nonexistent/mcp-server")}
         config.tool_policy = config.tool_policy.model_copy(update={"servers": ("broken",)})
 
-    caplog.set_level("WARNING", logger="core.tools.mcp.hub")
+    caplog.set_level("WARNING", logger="crewagent.core.tools.mcp.hub")
     model = TrackerModel()
     async with bot_harness(project, [str(mcp_package(tmp_path))], configure=configure) as h:
         h.llm.responder = model
@@ -120,7 +120,7 @@ async def test_allow_for_this_run_button_approves_and_remembers_the_prefix(
 ) -> None:
     """A command-like tool's card: its command in a code block, Approve / Deny / Allow `git diff` for this
     run; the owner's Allow runs it and the next `git diff` call is not asked; the card shows the outcome."""
-    from core.tools import registry
+    from crewagent.core.tools import registry
     from tests.support.probe_tool import PROBE, commands_model, probe_tool
 
     ran: list[tuple[str, str | None]] = []

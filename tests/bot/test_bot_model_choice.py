@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import BotConfig
-from core.api.runs import ModelChoice, ModelSpan
+from crewagent.bot.config import BotConfig
+from crewagent.core.api.runs import ModelChoice, ModelSpan
 from tests.support.bot_harness import bot_harness, message_text
 from tests.support.cli_driver import cli
 from tests.support.scripts import STORY_KEY, script_create_story

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.config import BotConfig
+from crewagent.bot.config import BotConfig
 from tests.support.bot_harness import bot_harness, message_text
 from tests.support.cli_driver import cli
 from tests.support.fakes.llm_server import Reply

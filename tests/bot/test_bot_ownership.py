@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.config import Access
+from crewagent.bot.config import Access
 from tests.support.scripts import FORM_WIDGET, STORY_KEY, current_node, hello_branch_responder, script_create_story
 from tests.support.bot_harness import Harness, bot_harness, elements, is_status, message_text
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.base.events import RunPhase
+from crewagent.core.base.events import RunPhase
 from tests.support.scripts import HELLO_LINEAR_ANSWER, script_hello_linear
 from tests.support.bot_harness import bot_harness, element_text, elements, is_status, message_text, plan_tasks
 

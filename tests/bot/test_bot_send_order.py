@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import BotConfig
-from bot.native.fallbacks import STREAM, Fallbacks
-from bot.native.status_line import StatusLines
-from bot.native.stream import ReplyStream
-from bot.render.message import SlackMessage
-from bot.slack_io import SlackIO
-from bot.slack_send import CallBudget, Priority
-from bot.status import StatusBoard
-from bot.base.thread import ThreadKey
+from crewagent.bot.config import BotConfig
+from crewagent.bot.native.fallbacks import STREAM, Fallbacks
+from crewagent.bot.native.status_line import StatusLines
+from crewagent.bot.native.stream import ReplyStream
+from crewagent.bot.render.message import SlackMessage
+from crewagent.bot.slack_io import SlackIO
+from crewagent.bot.slack_send import CallBudget, Priority
+from crewagent.bot.status import StatusBoard
+from crewagent.bot.base.thread import ThreadKey
 from tests.support.fakes import FakeSlack
 from tests.support.scripts import script_create_story
 from tests.support.bot_harness import bot_harness, message_text

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from bot.config import BotConfig
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.bot.config import BotConfig
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.fakes import ScriptedLLM
 from tests.support.gitrepos import TeamRepo, git
 from tests.support.linear_package import make_linear_package, node_id
@@ -83,7 +83,7 @@ async def test_a_dev_agent_fixes_its_worktrees_tests_in_slack(team_repo: TeamRep
 async def test_serve_says_in_one_line_whether_the_sandbox_works(project: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    with caplog.at_level(logging.INFO, logger="core.tools.registry"):
+    with caplog.at_level(logging.INFO, logger="crewagent.core.tools.registry"):
         async with bot_harness(project, configure=with_commands):
             pass
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commands: ")]
@@ -97,8 +97,8 @@ async def test_serve_says_whether_the_sandbox_works_before_slack_is_reached(proj
     import asyncio
     import logging
 
-    from bot.serve.app import build
-    from core.model.client import LLMSettings
+    from crewagent.bot.serve.app import build
+    from crewagent.core.model.client import LLMSettings
     from tests.support.bot_harness import make_config
     from tests.support.fakes import FakeSlack
 
@@ -114,7 +114,7 @@ async def test_serve_says_whether_the_sandbox_works_before_slack_is_reached(proj
             if record.getMessage().startswith("commands: "):
                 loop.call_soon_threadsafe(said.set)
 
-    heard, logger = Heard(), logging.getLogger("core.tools.registry")
+    heard, logger = Heard(), logging.getLogger("crewagent.core.tools.registry")
     level = logger.level
     logger.setLevel(logging.INFO)
     logger.addHandler(heard)

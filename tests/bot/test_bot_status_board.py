@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.render.message import SlackMessage
-from bot.slack_io import SlackIO
-from bot.slack_send import Priority
-from bot.status import StatusBoard
+from crewagent.bot.render.message import SlackMessage
+from crewagent.bot.slack_io import SlackIO
+from crewagent.bot.slack_send import Priority
+from crewagent.bot.status import StatusBoard
 from tests.support.fakes import FakeSlack
 
 WAIT = 30.0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.native.agent_view import suggested_prompts, thread_title
-from bot.bolt_app import is_own_edit
-from bot.render.plan import PlanBook, describe_tool, plan_status
-from bot.slack_send import CallBudget
-from core.base.events import RunPhase
-from core.package.loader import load_package
-from core.store.runs_model import RunError, RunRecord, RunSnapshot
+from crewagent.bot.native.agent_view import suggested_prompts, thread_title
+from crewagent.bot.bolt_app import is_own_edit
+from crewagent.bot.render.plan import PlanBook, describe_tool, plan_status
+from crewagent.bot.slack_send import CallBudget
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.runs_model import RunError, RunRecord, RunSnapshot
 from tests.support.paths import EXAMPLES
 from tests.support.fakes.slack_events import event_envelope
 
@@ -103,10 +103,10 @@ def test_a_call_budget_allows_its_burst_then_refills_at_its_rate() -> None:
 
 
 async def test_a_status_line_still_wanted_is_sent_again_before_slack_drops_it() -> None:
-    from bot.native.fallbacks import Fallbacks
-    from bot.slack_io import SlackIO
-    from bot.native.status_line import StatusLines
-    from bot.base.thread import ThreadKey
+    from crewagent.bot.native.fallbacks import Fallbacks
+    from crewagent.bot.slack_io import SlackIO
+    from crewagent.bot.native.status_line import StatusLines
+    from crewagent.bot.base.thread import ThreadKey
     from tests.support.fakes import FakeSlack
 
     async with FakeSlack() as slack:

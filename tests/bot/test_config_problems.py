@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, read_file_config
+from crewagent.bot.config import ConfigError, read_file_config
 
 
 @pytest.mark.parametrize(("text", "line"), [

@@ -13,8 +13,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.config import load_config
-from cli.main import build_parser
+from crewagent.bot.config import load_config
+from crewagent.cli.main import build_parser
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import BOT_TOKEN, FakeSlack
 from tests.support.processes import wait_healthy
@@ -64,7 +64,7 @@ async def test_serve_listens_only_on_the_host_it_is_given(project: Path, tmp_pat
             "CREWAGENT_HOME": str(tmp_path / "home"),
         }
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "cli", "serve", "--project", str(project), "--package", str(EXAMPLES / "hello-branch"),
+            sys.executable, "-m", "crewagent.cli", "serve", "--project", str(project), "--package", str(EXAMPLES / "hello-branch"),
             "--host", "127.0.0.2", "--port", "0",
             cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )

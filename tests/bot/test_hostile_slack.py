@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.base.actions import ButtonValue
+from crewagent.bot.base.actions import ButtonValue
 from tests.support.fakes import Reply
 from tests.support.scripts import Body, hello_branch_responder, hello_linear_responder
 from tests.support.bot_harness import bot_harness, file_option, file_select, message_text

@@ -11,14 +11,14 @@ import subprocess
 import sys
 from tests.support.paths import REPO
 
-HEAVY = ("psycopg", "psycopg_pool", "re2", "openai", "mcp", "core.bmad_import")
+HEAVY = ("psycopg", "psycopg_pool", "re2", "openai", "mcp", "crewagent.core.bmad_import")
 
 
 def test_starting_serve_in_one_process_loads_no_optional_part() -> None:
     probe = (
         "import json, sys\n"
         "import cli.serve_cmd, cli.main\n"
-        "print(json.dumps(sorted({m for m in sys.modules if m.split('.')[0] in %r or m.startswith('core.bmad_import')})))\n"
+        "print(json.dumps(sorted({m for m in sys.modules if m.split('.')[0] in %r or m.startswith('crewagent.core.bmad_import')})))\n"
         % (HEAVY,)
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.logging import JsonFormatter, TextFormatter, resolve_format, setup_logging
-from cli.main import build_parser
-from cli.serve_cmd import run as serve_run
+from crewagent.bot.logging import JsonFormatter, TextFormatter, resolve_format, setup_logging
+from crewagent.cli.main import build_parser
+from crewagent.cli.serve_cmd import run as serve_run
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import APP_TOKEN, BOT_TOKEN
 from tests.support.processes import Spawner
@@ -46,9 +46,9 @@ def test_an_expected_failure_is_one_line_and_a_crash_keeps_its_traceback() -> No
     root = logging.getLogger()
     root.setLevel(logging.INFO)
     text, as_json = TextFormatter(), JsonFormatter()
-    retried = _record("bot.connection", logging.WARNING, "auth.test failed; retrying", exc=True)
+    retried = _record("crewagent.bot.connection", logging.WARNING, "auth.test failed; retrying", exc=True)
     sdk = _record("crewagent.socket_mode", logging.ERROR, "Failed to connect; Retrying...", exc=True)
-    crash = _record("bot.threads.lanes", logging.ERROR, "thread job failed", exc=True)
+    crash = _record("crewagent.bot.threads.lanes", logging.ERROR, "thread job failed", exc=True)
 
     for record in (retried, sdk):
         line = text.format(record)
@@ -113,7 +113,7 @@ async def test_the_terminal_shows_the_user_facing_error_without_log_lines(
     }
     argv = ["run", str(EXAMPLES / "hello-branch"), "--project", str(project)] + (["--verbose"] if verbose else [])
     proc = await spawn(
-        sys.executable, "-m", "cli", *argv, cwd=REPO, env=env,
+        sys.executable, "-m", "crewagent.cli", *argv, cwd=REPO, env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
@@ -125,4 +125,4 @@ async def test_the_terminal_shows_the_user_facing_error_without_log_lines(
         assert shown.count("127.0.0.1:9") > 1  # the log, for whoever debugs it
     else:
         assert shown.count("127.0.0.1:9") == 1 and "check OPENAI_BASE_URL" in shown
-        assert "core.model" not in shown and "Traceback" not in shown
+        assert "crewagent.core.model" not in shown and "Traceback" not in shown

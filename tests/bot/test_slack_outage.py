@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.base.thread import ThreadKey
-from bot.native.fallbacks import STATUS, STREAM
+from crewagent.bot.base.thread import ThreadKey
+from crewagent.bot.native.fallbacks import STATUS, STREAM
 from tests.support.scripts import HELLO_LINEAR_ANSWER, hello_linear_responder
 from tests.support.outage_bot import outage_bot
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.waits import wait_set
+from crewagent.bot.waits import wait_set
 
 
 async def _started(task: asyncio.Task[object]) -> None:

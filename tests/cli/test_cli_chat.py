@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli import chat_cmd
+from crewagent.cli import chat_cmd
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.processes import Spawner
 from tests.support.scripts import EXAMPLES, STORY_KEY, script_create_story, script_hello_branch
@@ -111,7 +111,7 @@ async def test_python_m_cli_chat_subprocess(project: Path, tmp_path: Path, spawn
             "CREWAGENT_HOME": str(tmp_path / "home"),
         }
         proc = await spawn(
-            sys.executable, "-m", "cli", "chat", "--project", str(project),  # default package
+            sys.executable, "-m", "crewagent.cli", "chat", "--project", str(project),  # default package
             cwd=REPO, env=env,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )

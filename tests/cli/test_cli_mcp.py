@@ -91,7 +91,7 @@ async def test_run_offers_allow_for_the_run_with_a(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`a` approves the call and allows its prefix for the rest of the run; a later call outside it asks."""
-    from core.tools import registry
+    from crewagent.core.tools import registry
     from tests.support.probe_tool import PROBE, commands_model, probe_tool
 
     ran: list[tuple[str, str | None]] = []

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import build_parser, main
-from core.base.errors import CrewError
-from core.model.client import LLMClient, LLMSettings
+from crewagent.cli.main import build_parser, main
+from crewagent.core.base.errors import CrewError
+from crewagent.core.model.client import LLMClient, LLMSettings
 from tests.support.bmad_trees import installed_bmad
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.processes import kill_group
@@ -42,7 +42,7 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) 
 def _run(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real command line (`python -m cli`, what the `crewagent` script runs), bounded in time."""
     env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crewagent.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=WAIT, start_new_session=True)
 
 
@@ -189,7 +189,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the command writes a byte
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cli", "import", "bmad", str(tmp_path / "team"), "-o", str(tmp_path / "t.bmad")],
+        [sys.executable, "-m", "crewagent.cli", "import", "bmad", str(tmp_path / "team"), "-o", str(tmp_path / "t.bmad")],
         cwd=REPO, env=env, stdout=write_end, stderr=subprocess.PIPE, start_new_session=True,
     )
     os.close(write_end)

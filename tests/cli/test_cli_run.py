@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.cli_driver import cli
 from tests.support.fakes.llm_server import Reply, ScriptedLLM
 from tests.support.processes import Spawner
@@ -158,7 +158,7 @@ async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_
         env = {**os.environ, "CREWAGENT_MODEL": "scripted", "OPENAI_BASE_URL": llm.base_url,
                "PYTHONPATH": str(REPO)}
         proc = await spawn(
-            sys.executable, "-m", "cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            sys.executable, "-m", "crewagent.cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=env, cwd=str(REPO),
         )
@@ -183,7 +183,7 @@ def answers(*lines: str):  # noqa: ANN201 - a tiny stdin stand-in
 
 
 def test_widgets_typed_answers() -> None:
-    from cli.render import InputClosed, ask_widget
+    from crewagent.cli.render import InputClosed, ask_widget
 
     shown: list[str] = []
     confirm = {"widgetId": "c", "type": "confirmation", "message": "Overwrite?"}
@@ -236,7 +236,7 @@ async def test_a_reader_that_goes_away_leaves_the_run_saved_not_running(
                "PYTHONPATH": str(REPO)}
         read_end, write_end = os.pipe()
         proc = await spawn(
-            sys.executable, "-m", "cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
+            sys.executable, "-m", "crewagent.cli", "run", str(EXAMPLES / "create-story-micro"), "--project", str(project),
             stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE, env=env, cwd=str(REPO),
         )
         head = await spawn("head", "-3", stdin=read_end, stdout=asyncio.subprocess.PIPE)

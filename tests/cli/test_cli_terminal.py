@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from cli import chat_cmd
-from cli.main import main
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.cli import chat_cmd
+from crewagent.cli.main import main
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.cli_driver import STORY, WAIT, chat, crewagent, model_env
 from tests.support.fakes.llm_server import Reply, ScriptedLLM
 from tests.support.linear_package import CODENAME_ANSWER, linear_responder, make_linear_package

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 
-from bot.config import ConfigError, FileConfig, read_file_config
-from cli.config_cmd import config_schema
-from cli.main import main
+from crewagent.bot.config import ConfigError, FileConfig, read_file_config
+from crewagent.cli.config_cmd import config_schema
+from crewagent.cli.main import main
 from tests.support.paths import EXAMPLES, REPO
 
 EXAMPLE_CONFIG = EXAMPLES / "crewagent.yml"

@@ -94,7 +94,7 @@ def test_any_other_command_runs_as_given(image: dict[str, str]) -> None:
 
 def test_serve_honours_crewagent_project_and_crewagent_config(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from cli.main import main
+    from crewagent.cli.main import main
 
     monkeypatch.setenv("CREWAGENT_PROJECT", str(tmp_path / "no-checkout"))
     assert main(["serve"]) == 2

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.exit_codes import EXIT_USAGE
-from cli.main import main
+from crewagent.cli.exit_codes import EXIT_USAGE
+from crewagent.cli.main import main
 from tests.support.paths import EXAMPLES
 
 NO_MODEL_WORDS = ("CREWAGENT_MODEL", "model")

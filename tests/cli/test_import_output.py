@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.exit_codes import EXIT_USAGE
-from cli.main import main
+from crewagent.cli.exit_codes import EXIT_USAGE
+from crewagent.cli.main import main
 from tests.support.bmad_trees import installed_bmad
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from crewagent.cli.main import main
 from tests.support.package_files import edit_json, make_package
 from tests.support.paths import EXAMPLES
 

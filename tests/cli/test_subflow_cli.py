@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.base.frontmatter import parse
-from core.schemas import validator
+from crewagent.core.base.frontmatter import parse
+from crewagent.core.schemas import validator
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.processes import Spawner
 from tests.support.scripts import EXAMPLES, FEATURE_ANSWER, PLAN_FEATURE_ARTIFACTS, current_node, hello_subflow_responder

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot.serve.app import CrewBot, build
-from bot.config import Access, BotConfig, load_config
-from core.model.client import LLMSettings
+from crewagent.bot.serve.app import CrewBot, build
+from crewagent.bot.config import Access, BotConfig, load_config
+from crewagent.core.model.client import LLMSettings
 from tests.support.paths import EXAMPLES
 from tests.support.fakes import BOT_TOKEN, APP_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_api import STREAMED

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cli import chat_cmd
-from cli.main import main
+from crewagent.cli import chat_cmd
+from crewagent.cli.main import main
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.processes import Spawner, kill_group
@@ -87,7 +87,7 @@ class Cli:
 async def crewagent(env: dict[str, str], *args: str, cwd: Path = REPO) -> AsyncIterator[Cli]:
     """A `python -m cli ARGS` process to talk to; its whole process group is killed on exit."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "cli", *args, cwd=cwd, env=env, start_new_session=True,
+        sys.executable, "-m", "crewagent.cli", *args, cwd=cwd, env=env, start_new_session=True,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -128,7 +128,7 @@ async def start_crewagent(
 ) -> asyncio.subprocess.Process:
     """Start `python -m cli ARGS` through `spawn` (its process group ends with the test), `stdin` already written."""
     proc = await spawn(
-        sys.executable, "-m", "cli", *args,
+        sys.executable, "-m", "crewagent.cli", *args,
         cwd=REPO, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )

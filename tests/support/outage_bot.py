@@ -15,9 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from bot.config import BotConfig, load_config
-from bot.serve.app import CrewBot, build
-from core.model.client import LLMSettings
+from crewagent.bot.config import BotConfig, load_config
+from crewagent.bot.serve.app import CrewBot, build
+from crewagent.core.model.client import LLMSettings
 from tests.support.fakes import BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from core.tools.base import ApprovalRequest, ToolContext, ToolOutcome, ok
-from core.base.wrappers import unwrap_user_input
-from core.tools.registry import Tool
+from crewagent.core.tools.base import ApprovalRequest, ToolContext, ToolOutcome, ok
+from crewagent.core.base.wrappers import unwrap_user_input
+from crewagent.core.tools.registry import Tool
 from tests.support.fakes.llm_server import Reply
 from tests.support.scripts import Body, calls, messages, previous_results
 

@@ -85,7 +85,7 @@ class Cluster:
             )
             packages = [arg for name in self.packages for arg in ("--package", str(EXAMPLES / name))]
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "cli", "serve", "--project", str(self.project), *packages,
+                sys.executable, "-m", "crewagent.cli", "serve", "--project", str(self.project), *packages,
                 "--config", str(config), "--port", str(port),
                 cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL,
                 stderr=open(self.workdir / f"replica-{index}.log", "wb"),  # noqa: SIM115

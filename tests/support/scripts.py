@@ -33,15 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from core.run.engine import Engine, EngineSettings, PumpResult
-from core.base.events import EngineEvent, RunPhase
-from core.model.client import LLMClient, LLMSettings
-from core.package.loader import load_package
-from core.package.models import Package
-from core.base.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
-from core.store.run_manager import RunManager
-from core.store.runs_model import RunRecord
-from core.store.files import RuntimeStore
+from crewagent.core.run.engine import Engine, EngineSettings, PumpResult
+from crewagent.core.base.events import EngineEvent, RunPhase
+from crewagent.core.model.client import LLMClient, LLMSettings
+from crewagent.core.package.loader import load_package
+from crewagent.core.package.models import Package
+from crewagent.core.base.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.runs_model import RunRecord
+from crewagent.core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import Reply, ScriptedLLM
 from tests.support.paths import EXAMPLES
 

@@ -34,7 +34,7 @@ async def start_serve(
     env.pop("SLACK_APP_TOKEN", None)
     if database_url is not None:
         env["CREWAGENT_DATABASE_URL"] = database_url
-    argv = [sys.executable, "-m", "cli", "serve", "--project", str(project), "--port", str(port), "--host", "127.0.0.1"]
+    argv = [sys.executable, "-m", "crewagent.cli", "serve", "--project", str(project), "--port", str(port), "--host", "127.0.0.1"]
     for package in packages:
         argv += ["--package", str(EXAMPLES / package)]
     if config is not None:

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.session.outputs import Output
-from core.package.loader import load_package
-from core.package.models import Package
-from core.session.model import Session
-from core.session.service import SessionService
+from crewagent.core.session.outputs import Output
+from crewagent.core.package.loader import load_package
+from crewagent.core.package.models import Package
+from crewagent.core.session.model import Session
+from crewagent.core.session.service import SessionService
 from tests.support.scripts import EXAMPLES, EngineHarness, engine_harness
 
 LAB_ITEMS: list[dict[str, Any]] = [

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from core.tools.base import EffectivePolicy, GitView, Mounts, ToolContext, ToolOutcome
-from core.tools.off_limits import OffLimits
+from crewagent.core.tools.base import EffectivePolicy, GitView, Mounts, ToolContext, ToolOutcome
+from crewagent.core.tools.off_limits import OffLimits
 from tests.support.fakes.llm_server import Reply
 from tests.support.linear_package import node_id
 from tests.support.scripts import Body, calls, complete_node, current_node, is_post_completion, previous_calls, previous_results
-from core.tools.registry import ToolHost
-from core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.registry import ToolHost
+from crewagent.core.tools.shell.command_config import CommandsConfig
 
 TOOLCHAIN = tuple(dict.fromkeys((sys.prefix, sys.base_prefix)))  # this Python and pytest, read-only inside
 

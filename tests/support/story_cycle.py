@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from core.bmad_import import import_bmad, write_package
+from crewagent.core.bmad_import import import_bmad, write_package
 from tests.support.bmad_trees import CYCLE_STEPS, STORY_CYCLE_HELP, story_cycle_bmad
 from tests.support.fakes.llm_server import Reply
 from tests.support.scripts import Body, _post_completion_reply, calls, complete_node, current_node, is_post_completion

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from core.document.state import STATE_FILE, init_state_text
-from core.package.models import Graph
-from core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
-from core.tools.registry import ToolHost
+from crewagent.core.document.state import STATE_FILE, init_state_text
+from crewagent.core.package.models import Graph
+from crewagent.core.tools.base import EffectivePolicy, Mounts, ToolContext, ToolOutcome
+from crewagent.core.tools.registry import ToolHost
 
 GRAPH = Graph.model_validate(
     {

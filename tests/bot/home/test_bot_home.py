@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from bot.config import Access
-from bot.home.overview import Overview, RunLine
-from bot.home.tab import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
-from bot.base.thread import ThreadKey
-from core.base.events import RunPhase
+from crewagent.bot.config import Access
+from crewagent.bot.home.overview import Overview, RunLine
+from crewagent.bot.home.tab import MESSAGE_BLOCKS, VIEW_BLOCKS, AgentEntry, HomeContext, home_view, overview_blocks
+from crewagent.bot.base.thread import ThreadKey
+from crewagent.core.base.events import RunPhase
 from tests.support.scripts import hello_branch_responder
 from tests.support.bot_harness import Harness, Mode, bot_harness, element_text, message_text
 

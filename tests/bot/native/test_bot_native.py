@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.base.events import RunPhase
+from crewagent.core.base.events import RunPhase
 from tests.support.fakes.slack_events import event_envelope, message_event, new_ts
 from tests.support.scripts import STORY_KEY, script_create_story, script_hello_linear
 from tests.support.bot_harness import bot_harness, is_status, message_text, plan_tasks

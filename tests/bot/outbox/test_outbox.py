@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from slack_sdk.errors import SlackApiError
 
-from bot.native.fallbacks import STATUS, Fallbacks
-from cli.runs_cmd import run as runs_command
-from bot.outbox.courier import Courier
-from bot.outbox.entry import OutboxEntry, with_marker
-from bot.outbox.sqlite_ledger import SqliteLedger, read_given_up
-from bot.slack_client import PacedWebClient
+from crewagent.bot.native.fallbacks import STATUS, Fallbacks
+from crewagent.cli.runs_cmd import run as runs_command
+from crewagent.bot.outbox.courier import Courier
+from crewagent.bot.outbox.entry import OutboxEntry, with_marker
+from crewagent.bot.outbox.sqlite_ledger import SqliteLedger, read_given_up
+from crewagent.bot.slack_client import PacedWebClient
 from tests.support.fakes import BOT_TOKEN, FakeSlack
 from tests.support.fakes.slack_events import app_home_opened_event
 from tests.support.scripts import hello_linear_responder

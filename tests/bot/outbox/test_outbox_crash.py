@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.outbox.entry import marked_entry
+from crewagent.bot.outbox.entry import marked_entry
 from tests.support.fakes import FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, new_ts
 from tests.support.processes import Spawner, kill_group, wait_healthy

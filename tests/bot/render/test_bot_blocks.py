@@ -7,14 +7,14 @@ import json
 import pytest
 from slack_sdk.errors import SlackObjectFormationError
 
-from bot.render import blocks
-from bot.base.actions import ButtonValue, FormContext
-from bot.render.modals import build_modal, parse_submission
-from bot.render.mrkdwn import split_text, to_mrkdwn
-from bot.render.widgets import answer_for, widget_messages
-from core.base.events import RunPhase
-from core.session.outputs import AgentCard, MenuEntry
-from core.store.runs_model import RunError, RunSnapshot, RunUsage
+from crewagent.bot.render import blocks
+from crewagent.bot.base.actions import ButtonValue, FormContext
+from crewagent.bot.render.modals import build_modal, parse_submission
+from crewagent.bot.render.mrkdwn import split_text, to_mrkdwn
+from crewagent.bot.render.widgets import answer_for, widget_messages
+from crewagent.core.base.events import RunPhase
+from crewagent.core.session.outputs import AgentCard, MenuEntry
+from crewagent.core.store.runs_model import RunError, RunSnapshot, RunUsage
 
 KEY = "T1:C1:1700000000.000100"
 

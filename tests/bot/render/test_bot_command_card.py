@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from bot.base.actions import ButtonValue
-from bot.render import command_card
-from bot.render.plan import PlanBook
-from core.api.events import engine_events
+from crewagent.bot.base.actions import ButtonValue
+from crewagent.bot.render import command_card
+from crewagent.bot.render.plan import PlanBook
+from crewagent.core.api.events import engine_events
 
 KEY = "T1:C1:1700000000.000100"
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from bot.base.actions import ButtonValue
-from bot.render.next_step_blocks import LABEL_LIMIT, cycle_line, next_step_blocks
-from core.api.events import RunPhase
-from core.api.runs import RunSnapshot
-from core.store.runs_model import OfferedStep
+from crewagent.bot.base.actions import ButtonValue
+from crewagent.bot.render.next_step_blocks import LABEL_LIMIT, cycle_line, next_step_blocks
+from crewagent.core.api.events import RunPhase
+from crewagent.core.api.runs import RunSnapshot
+from crewagent.core.store.runs_model import OfferedStep
 
 KEY = "T1:C1:1700000000.000100"
 

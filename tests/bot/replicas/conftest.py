@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from bot.replicas.tables import REPLICA_SCHEMA
-from core.store.database import open_pool
+from crewagent.bot.replicas.tables import REPLICA_SCHEMA
+from crewagent.core.store.database import open_pool
 from tests.support.postgres import PostgresServer, running_server
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.outbox.entry import marked_entry
+from crewagent.bot.outbox.entry import marked_entry
 from tests.support.fakes import FakeSlack, Reply, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 from tests.support.postgres import PostgresServer

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from bot.outbox.entry import marked_entry
+from crewagent.bot.outbox.entry import marked_entry
 from tests.support.bot_harness import message_text
 from tests.support.processes import wait_healthy
 from tests.support.replica_cluster import WAIT, Cluster, cluster, hold_second_call

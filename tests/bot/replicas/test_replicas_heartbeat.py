@@ -11,9 +11,9 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 import pytest
 
-from bot.replicas.heartbeat import HeartbeatThread
-from bot.replicas.membership import Replicas
-from bot.base.thread import ThreadKey
+from crewagent.bot.replicas.heartbeat import HeartbeatThread
+from crewagent.bot.replicas.membership import Replicas
+from crewagent.bot.base.thread import ThreadKey
 
 pytestmark = pytest.mark.slow  # a real Postgres and a blocked event loop
 

@@ -13,22 +13,22 @@ import pytest
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from bot.outbox.entry import OutboxEntry
-from bot.replicas.slots import GlobalSlots
-from bot.replicas.tables import REPLICA_SCHEMA
-from bot.replicas.membership import Replicas
-from bot.base.thread import ThreadKey, ThreadRecord
-from bot.threads.store import ThreadStore
-from bot.replicas.threads import PostgresThreadStore
-from cli.main import main as cli_main
-from core.base.atomic import append_line, atomic_write_text
-from core.store.database import open_pool
-from core.base.errors import CrewError
-from core.base.events import RunPhase
-from core.package.loader import load_package
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
-from core.store.postgres import PostgresRuntimeStore
+from crewagent.bot.outbox.entry import OutboxEntry
+from crewagent.bot.replicas.slots import GlobalSlots
+from crewagent.bot.replicas.tables import REPLICA_SCHEMA
+from crewagent.bot.replicas.membership import Replicas
+from crewagent.bot.base.thread import ThreadKey, ThreadRecord
+from crewagent.bot.threads.store import ThreadStore
+from crewagent.bot.replicas.threads import PostgresThreadStore
+from crewagent.cli.main import main as cli_main
+from crewagent.core.base.atomic import append_line, atomic_write_text
+from crewagent.core.store.database import open_pool
+from crewagent.core.base.errors import CrewError
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
+from crewagent.core.store.postgres import PostgresRuntimeStore
 from tests.support.paths import EXAMPLES
 from tests.support.postgres import PostgresServer
 
@@ -159,7 +159,7 @@ async def _until(call, done, *, beat: Replicas, timeout: float = 20.0) -> None: 
 async def test_threads_with_queued_events_or_a_running_run_and_no_live_driver_are_orphans(
     async_pool: AsyncConnectionPool, sync_pool: ConnectionPool, tmp_path: Path, project: Path
 ) -> None:
-    from bot.base.event import ThreadEvent
+    from crewagent.bot.base.event import ThreadEvent
 
     a = Replicas(async_pool, "", lease_seconds=30, replica_id="a")
     async with async_pool.connection() as conn:
@@ -270,7 +270,7 @@ def test_migrate_to_a_database_that_is_not_there_says_so(capsys: pytest.CaptureF
 async def test_signals_arrive_again_after_the_listening_connection_drops(
     async_pool: AsyncConnectionPool, database_url: str
 ) -> None:
-    from bot.base.event import ThreadEvent
+    from crewagent.bot.base.event import ThreadEvent
 
     a = Replicas(async_pool, database_url, lease_seconds=30, replica_id="a")
     received: asyncio.Queue[dict[str, object]] = asyncio.Queue()

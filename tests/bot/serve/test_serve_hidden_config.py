@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.bot_harness import bot_harness, file_option, file_select, message_text
 from tests.support.fakes import Reply, ScriptedLLM
 from tests.support.hidden_config import SECRET, assert_hidden, config_prober, plain_project_with_config

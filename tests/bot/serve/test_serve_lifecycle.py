@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from bot.connection import ATTEMPT_TIMEOUT
+from crewagent.bot.connection import ATTEMPT_TIMEOUT
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event
@@ -112,7 +112,7 @@ async def serve(
         env["SLACK_APP_TOKEN"] = app_token
     else:
         env["SLACK_SIGNING_SECRET"] = "test-signing-secret"
-    argv = [sys.executable, "-m", "cli", "serve", "--project", str(project),
+    argv = [sys.executable, "-m", "crewagent.cli", "serve", "--project", str(project),
             "--package", str(EXAMPLES / "hello-branch"), "--port", str(port), "--host", "127.0.0.1"]
     if log_format:
         argv += ["--log-format", log_format]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import BotConfig
-from core.package.script_deps import ScriptPrepError, scripts_ready, system_python
-from core.tools.shell.command_config import CommandsConfig
+from crewagent.bot.config import BotConfig
+from crewagent.core.package.script_deps import ScriptPrepError, scripts_ready, system_python
+from crewagent.core.tools.shell.command_config import CommandsConfig
 from tests.support.bot_harness import bot_harness
 from tests.support.linear_package import make_linear_package
 from tests.support.wheels import write_wheel

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.base.event import ThreadEvent
-from bot.render.modals import decode_context
-from bot.base.thread import ThreadKey
-from bot.event_journal import EventJournal
-from bot.threads.lanes import ThreadLanes
-from bot.threads.pending_events import PendingEvents
-from bot.threads.store import ThreadStore
+from crewagent.bot.base.event import ThreadEvent
+from crewagent.bot.render.modals import decode_context
+from crewagent.bot.base.thread import ThreadKey
+from crewagent.bot.event_journal import EventJournal
+from crewagent.bot.threads.lanes import ThreadLanes
+from crewagent.bot.threads.pending_events import PendingEvents
+from crewagent.bot.threads.store import ThreadStore
 from tests.support.bot_harness import SECRET, WAIT, bot_harness, close_bot, message_text
 from tests.support.fakes.slack_events import deliver_event, message_event, new_ts
 from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts

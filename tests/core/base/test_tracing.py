@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from bot.slack_client import PacedWebClient
-from core.api.runs import LLMClient, LLMSettings, attributed, tracing_from_env
+from crewagent.bot.slack_client import PacedWebClient
+from crewagent.core.api.runs import LLMClient, LLMSettings, attributed, tracing_from_env
 from tests.support.fakes import BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.paths import REPO
 

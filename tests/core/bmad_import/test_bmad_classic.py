@@ -14,16 +14,16 @@ from textwrap import dedent
 
 import pytest
 
-from cli.main import main
-from core.bmad_import import import_bmad, write_package
-from core.bmad_import.classic import is_classic_workflow_md, plan_classic_workflow
-from core.bmad_import.config_map import build_config
-from core.bmad_import.report import ImportReport
-from core.bmad_import.source import open_source
-from core.bmad_import.step_files import workflow_files
-from core.bmad_import.step_workflows import WorkflowBuilder
-from core.base.events import RunPhase
-from core.package.loader import load_package
+from crewagent.cli.main import main
+from crewagent.core.bmad_import import import_bmad, write_package
+from crewagent.core.bmad_import.classic import is_classic_workflow_md, plan_classic_workflow
+from crewagent.core.bmad_import.config_map import build_config
+from crewagent.core.bmad_import.report import ImportReport
+from crewagent.core.bmad_import.source import open_source
+from crewagent.core.bmad_import.step_files import workflow_files
+from crewagent.core.bmad_import.step_workflows import WorkflowBuilder
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package
 from tests.support.bmad_trees import BMAD_V6_SRC
 from tests.support.bmad_walker import walker
 from tests.support.fakes.llm_server import Reply, ScriptedLLM

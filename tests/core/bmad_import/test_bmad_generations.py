@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.bmad_import import BmadImportError, import_bmad
-from core.base.events import RunPhase
-from core.package.loader import load_package, validate_path
-from core.package.models import Package
-from core.session.router import menu_entries, resolve
+from crewagent.cli.main import main
+from crewagent.core.bmad_import import BmadImportError, import_bmad
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package, validate_path
+from crewagent.core.package.models import Package
+from crewagent.core.session.router import menu_entries, resolve
 from tests.support.bmad_trees import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC
 from tests.support.bmad_walker import Move, walker
 from tests.support.scripts import drive, engine_harness

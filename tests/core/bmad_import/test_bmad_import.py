@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.bmad_import import import_bmad
-from core.base.events import RunPhase
-from core.base.frontmatter import parse as parse_frontmatter
-from core.package.loader import load_package, validate_path
-from core.session.router import resolve
+from crewagent.cli.main import main
+from crewagent.core.bmad_import import import_bmad
+from crewagent.core.base.events import RunPhase
+from crewagent.core.base.frontmatter import parse as parse_frontmatter
+from crewagent.core.package.loader import load_package, validate_path
+from crewagent.core.session.router import resolve
 from tests.support.bmad_trees import BMAD_V6_SRC, installed_bmad, needs_bmad_v6
 from tests.support.bmad_walker import walker
 from tests.support.scripts import drive, engine_harness

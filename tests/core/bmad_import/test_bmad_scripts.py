@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
-from core.bmad_import import import_bmad, write_package
-from core.package.loader import validate_path
-from core.package.script_deps import ScriptPrepError, prepare_scripts, system_python
+from crewagent.core.bmad_import import import_bmad, write_package
+from crewagent.core.package.loader import validate_path
+from crewagent.core.package.script_deps import ScriptPrepError, prepare_scripts, system_python
 from tests.support.shared_files import BMAD_V62_SRC, BMAD_V611_SRC, require
 
 _UV_RUN = re.compile(r"uv run (?:--[\w-]+ )*(@pkg/\S+?\.py)")

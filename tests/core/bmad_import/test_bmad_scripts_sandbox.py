@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.bmad_import import import_bmad, write_package
-from core.package.script_deps import ScriptPrepError, system_python
-from core.tools.shell.command_sandbox import sandbox_state
-from core.tools.shell.script_hookup import with_scripts
+from crewagent.core.bmad_import import import_bmad, write_package
+from crewagent.core.package.script_deps import ScriptPrepError, system_python
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.shell.script_hookup import with_scripts
 from tests.support.shared_files import BMAD_V611_SRC, require
 from tests.support.shell_sandbox import ShellBench, commands
 

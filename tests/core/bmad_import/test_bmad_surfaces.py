@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
+from crewagent.cli.main import main
 from tests.support.bmad_trees import BMAD_V6_SRC as V60
 from tests.support.bmad_trees import BMAD_V62_SRC as V62
 from tests.support.bmad_trees import BMAD_V611_SRC as V611

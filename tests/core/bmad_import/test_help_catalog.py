@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from core.bmad_import import import_bmad
-from core.bmad_import.writer import write_package
-from core.package.loader import load_package
-from core.package.next_steps import NEXT_STEPS_FILE
-from core.package.validate import PackageInvalid
+from crewagent.core.bmad_import import import_bmad
+from crewagent.core.bmad_import.writer import write_package
+from crewagent.core.package.loader import load_package
+from crewagent.core.package.next_steps import NEXT_STEPS_FILE
+from crewagent.core.package.validate import PackageInvalid
 from tests.support.bmad_trees import BMAD_V6_SRC, BMAD_V62_SRC, BMAD_V611_SRC, story_cycle_bmad
 from tests.support.shared_files import needs
 

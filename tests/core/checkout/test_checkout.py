@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from core.checkout.project import Author, Checkout, CheckoutSpec, GitSettings
-from core.checkout.git import GitError, run_git
-from core.checkout.urls import remote_repo, scrub
-from core.checkout.worktrees import branch_name
-from core.base.errors import CrewError
-from core.tools.mounts import SandboxViolation, resolve
-from core.tools.base import Mounts
-from core.base.events import RunPhase
-from core.store.runs_model import RunRecord
+from crewagent.core.checkout.project import Author, Checkout, CheckoutSpec, GitSettings
+from crewagent.core.checkout.git import GitError, run_git
+from crewagent.core.checkout.urls import remote_repo, scrub
+from crewagent.core.checkout.worktrees import branch_name
+from crewagent.core.base.errors import CrewError
+from crewagent.core.tools.mounts import SandboxViolation, resolve
+from crewagent.core.tools.base import Mounts
+from crewagent.core.base.events import RunPhase
+from crewagent.core.store.runs_model import RunRecord
 from tests.support.gitrepos import TeamRepo, git, refusing_git_server
 
 RUN_A = "aaaaaaaa-1111-4111-8111-111111111111"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.gitrepos import TeamRepo, git
 from tests.support.processes import Spawner

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from core.base.errors import CrewError
-from core.base.events import RunPhase
-from core.checkout.project import Author, Checkout, CheckoutSpec, GitSettings
-from core.store.runs_model import RunRecord, RunWorktree
+from crewagent.core.base.errors import CrewError
+from crewagent.core.base.events import RunPhase
+from crewagent.core.checkout.project import Author, Checkout, CheckoutSpec, GitSettings
+from crewagent.core.store.runs_model import RunRecord, RunWorktree
 from tests.support.gitrepos import TeamRepo, git, refusing_git_server
 
 RUN_A = "aaaaaaaa-1111-4111-8111-111111111111"

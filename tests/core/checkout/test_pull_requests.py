@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from core.checkout.pull_requests import ForgeSettings, PullRequestAsk, open_pull_request
+from crewagent.core.checkout.pull_requests import ForgeSettings, PullRequestAsk, open_pull_request
 from tests.support.fakes.github_api import TOKEN, FakeGitHub, Refusal
 
 ENV = {"FORGE_TOKEN": TOKEN}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.document.state import read_state
+from crewagent.core.document.state import read_state
 from tests.support.scripts import engine_harness, script_hello_linear
 from tests.support.state_run import Run, run  # noqa: F401  (fixture)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.base.errors import CrewError
-from core.document.state import init_state_text, is_complete, parse_text, record_artifacts, render_text, steps_done
+from crewagent.core.base.errors import CrewError
+from crewagent.core.document.state import init_state_text, is_complete, parse_text, record_artifacts, render_text, steps_done
 from tests.support.state_run import GRAPH, NOW, TEMPLATE, Run, error, run  # noqa: F401  (fixture)
 
 # --- initial state and reading --------------------------------------------------------------------
@@ -371,7 +371,7 @@ _TRICKY_VALUES: list[Any] = [
 def test_state_text_renders_key_by_key_exactly_like_one_whole_dump() -> None:
     import yaml
 
-    from core.document.codec import _Dumper
+    from crewagent.core.document.codec import _Dumper
 
     for i, value in enumerate(_TRICKY_VALUES):
         fm = {"schemaVersion": "1.1", "first": value, "currentNodeId": "s1", "last": _TRICKY_VALUES[-1 - i]}
@@ -390,8 +390,8 @@ def test_a_changed_value_is_rendered_again_not_taken_from_the_cache() -> None:
 
 
 def test_the_partwise_schema_check_agrees_with_the_full_validator() -> None:
-    from core.schemas import validator
-    from core.document.schema import PartwiseCheck
+    from crewagent.core.schemas import validator
+    from crewagent.core.document.schema import PartwiseCheck
 
     full = validator("workflow-frontmatter")
     check = PartwiseCheck(full)
@@ -422,7 +422,7 @@ def test_the_partwise_schema_check_agrees_with_the_full_validator() -> None:
 def test_a_schema_that_does_not_split_by_property_is_always_checked_whole() -> None:
     from jsonschema import Draft202012Validator
 
-    from core.document.schema import PartwiseCheck
+    from crewagent.core.document.schema import PartwiseCheck
 
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
     closed = Draft202012Validator(schema)

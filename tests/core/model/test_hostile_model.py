@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from core.base.events import RunPhase
+from crewagent.core.base.events import RunPhase
 from tests.support.scripts import engine_harness, script_create_story
 
 NULL_MESSAGE: dict[str, Any] = {

@@ -12,9 +12,9 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from core.base.errors import CrewError
-from core.model.client import LLMClient, LLMSettings
-from core.model.completion_stream import CONNECTION_LOST
+from crewagent.core.base.errors import CrewError
+from crewagent.core.model.client import LLMClient, LLMSettings
+from crewagent.core.model.completion_stream import CONNECTION_LOST
 from tests.support.fakes.llm_server import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -46,7 +46,7 @@ def _streaming(body: dict[str, object]) -> tuple[bool, bool]:
 async def test_an_endpoint_refusing_stream_options_streams_without_them_from_then_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="core.model.completion_stream")
+    caplog.set_level(logging.WARNING, logger="crewagent.core.model.completion_stream")
     async with ScriptedLLM(rejects_stream_options=True, piece_chars=4) as llm:
         llm.add_reply("first answer")
         llm.add_reply("second answer")
@@ -171,7 +171,7 @@ def test_a_streaming_switch_that_is_neither_on_nor_off_is_refused(monkeypatch: p
 async def test_calls_refused_at_the_same_time_step_down_together_and_warn_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="core.model.completion_stream")
+    caplog.set_level(logging.WARNING, logger="crewagent.core.model.completion_stream")
     async with ScriptedLLM(rejects_stream=True, default_reply="ok") as llm:
         async with client_for(llm) as client:
             replies = await asyncio.gather(*(client.complete(MESSAGES) for _ in range(6)))

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from core.base.errors import CrewError
-from core.model.client import LLMClient, LLMSettings
-from core.model.wire import MessageJSON, ToolSet
+from crewagent.core.base.errors import CrewError
+from crewagent.core.model.client import LLMClient, LLMSettings
+from crewagent.core.model.wire import MessageJSON, ToolSet
 from tests.support.fakes.llm_server import ScriptedLLM
 
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -36,7 +36,7 @@ async def test_a_refused_connection_is_a_connection_error_not_a_timeout(caplog: 
     assert "could not be reached" in err.value.message and "2 attempts" in err.value.message
     for operator_detail in ("127.0.0.1", str(port), "OPENAI_BASE_URL"):
         assert operator_detail not in err.value.message  # users see what happened, not how it is set up
-    logged = [r for r in caplog.records if r.name == "core.model.client"]
+    logged = [r for r in caplog.records if r.name == "crewagent.core.model.client"]
     assert logged and f"127.0.0.1:{port}" in logged[-1].getMessage() and "OPENAI_BASE_URL" in logged[-1].getMessage()
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.main import main
-from core.bmad_import import import_bmad
-from core.package.loader import PackageInvalid, load_package
-from core.document.state import MAX_STATE_BYTES, read_state
+from crewagent.cli.main import main
+from crewagent.core.bmad_import import import_bmad
+from crewagent.core.package.loader import PackageInvalid, load_package
+from crewagent.core.document.state import MAX_STATE_BYTES, read_state
 from tests.support.bmad_trees import installed_bmad
 from tests.support.hostile import BOMB_YAML, hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.support.scripts import write

@@ -8,7 +8,7 @@ from typing import Callable
 
 import pytest
 
-from core.package.loader import ClassicWorkflowNotSupported, PackageInvalid, load_package, validate_path
+from crewagent.core.package.loader import ClassicWorkflowNotSupported, PackageInvalid, load_package, validate_path
 from tests.support.package_files import edit_json, make_package, step_text, template_text
 
 

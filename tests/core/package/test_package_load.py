@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.package.archive import pack_package
-from core.package.loader import PackageInvalid, load_package, validate_path
+from crewagent.core.package.archive import pack_package
+from crewagent.core.package.loader import PackageInvalid, load_package, validate_path
 from tests.support.package_files import (
     edit_json,
     make_multi_package,

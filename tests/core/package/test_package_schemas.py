@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.base.frontmatter import parse
-from core.schemas import NAMES, validator
+from crewagent.core.base.frontmatter import parse
+from crewagent.core.schemas import NAMES, validator
 from tests.support.shared_files import REFERENCE_SCHEMAS, needs
 from tests.support.paths import EXAMPLES
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from uv import find_uv_bin
 
-from core.package.script_deps import (
+from crewagent.core.package.script_deps import (
     SANDBOX_WHEELS, ScriptsPreparer, ScriptsReady, prepare_scripts, scripts_sandbox_extras, scripts_ready,
     system_python,
 )
-from core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
+from crewagent.core.package.script_metadata import ScriptMetadata, ScriptMetadataError, parse_script_metadata
 from tests.support.wheels import write_wheel
 
 PLAIN = "# /// script\n# requires-python = '>=3.8'\n# ///\nprint('plain')\n"
@@ -147,7 +147,7 @@ async def test_a_script_that_cannot_be_prepared_is_one_line_without_host_paths(
     pkg = _package(tmp_path / "pkg", {"scripts/good.py": GOOD, "scripts/missing.py": missing,
                                       "scripts/too_new.py": too_new, "scripts/broken.py": broken})
     _, environ = _local_index(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="core.package.script_deps"):
+    with caplog.at_level(logging.WARNING, logger="crewagent.core.package.script_deps"):
         ready = await prepare_scripts(pkg, tmp_path / "cache", timeout=60, python=python, environ=environ)
     assert ready.prepared == ("@pkg/_bmad/scripts/good.py",)
     problems = dict(p.split(": ", 1) for p in ready.problems)
@@ -191,7 +191,7 @@ async def test_without_the_scripts_python_every_script_says_so(tmp_path: Path,
                                                                 caplog: pytest.LogCaptureFixture) -> None:
     pkg = _package(tmp_path / "pkg", {"scripts/good.py": GOOD, "scripts/plain.py": PLAIN})
     _, environ = _local_index(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="core.package.script_deps"):
+    with caplog.at_level(logging.WARNING, logger="crewagent.core.package.script_deps"):
         ready = await prepare_scripts(pkg, tmp_path / "cache", timeout=30, python=str(tmp_path / "no-python"),
                                       environ=environ)
     assert ready.prepared == () and len(ready.problems) == 2

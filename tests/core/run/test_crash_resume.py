@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.base.frontmatter import parse
-from core.schemas import validator
+from crewagent.core.base.frontmatter import parse
+from crewagent.core.schemas import validator
 from tests.support.cli_driver import process_env, start_crewagent
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.pipelining import pipelining

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.document import state as run_state
-from core.base.events import RunPhase
+from crewagent.core.document import state as run_state
+from crewagent.core.base.events import RunPhase
 from tests.support.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,

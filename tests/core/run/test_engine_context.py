@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.run.engine import EngineSettings
-from core.base.events import RunPhase
-from core.package.loader import load_package
-from core.store.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
-from core.store.runs_model import RunRecord, RunUsage
+from crewagent.core.run.engine import EngineSettings
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.history import POST_COMPLETION_SCOPE, POST_COMPLETION_WINDOW_TOKENS, History, message_tokens
+from crewagent.core.store.runs_model import RunRecord, RunUsage
 from tests.support.linear_package import (
     CODENAME_ANSWER,
     CODENAME_QUESTION,

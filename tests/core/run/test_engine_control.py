@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.document import state as run_state
-from core.run.engine import Engine, EngineSettings
-from core.base.events import RunPhase
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.core.document import state as run_state
+from crewagent.core.run.engine import Engine, EngineSettings
+from crewagent.core.base.events import RunPhase
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.fakes.llm_server import Reply
 from tests.support.scripts import (
     HELLO_LINEAR_ANSWER,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from core.base.errors import CrewError
+from crewagent.core.base.errors import CrewError
 from tests.support.scripts import engine_harness, system_text
 
 READ_ONLY = ["fs_read", "fs_list", "fs_search", "ui_ask_user"]

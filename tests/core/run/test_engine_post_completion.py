@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.document import state as run_state
-from core.base.events import RunPhase
-from core.base.wrappers import widget_submit_text
+from crewagent.core.document import state as run_state
+from crewagent.core.base.events import RunPhase
+from crewagent.core.base.wrappers import widget_submit_text
 from tests.support.scripts import HELLO_LINEAR_ANSWER, drive, engine_harness, is_post_completion, node_brief, script_hello_linear
 
 STATE = "@state/workflow.md"

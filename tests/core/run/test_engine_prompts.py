@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from core.run.engine import EngineSettings
-from core.store.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
-from core.package.loader import load_package
-from core.tools.policy import SystemToolPolicy, effective_policy
-from core.prompts.composer import PromptComposer, render_tool_policy
-from core.base.events import RunPhase
+from crewagent.core.run.engine import EngineSettings
+from crewagent.core.store.history import History, HistoryCache, estimate_tokens, fit_messages, message_tokens
+from crewagent.core.package.loader import load_package
+from crewagent.core.tools.policy import SystemToolPolicy, effective_policy
+from crewagent.core.prompts.composer import PromptComposer, render_tool_policy
+from crewagent.core.base.events import RunPhase
 from tests.support.pipelining import pipelining
 from tests.support.scripts import (
     EXAMPLES,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.document.state import read_state
-from core.base.events import RunPhase
-from core.run.runaway import looks_like_question
+from crewagent.core.document.state import read_state
+from crewagent.core.base.events import RunPhase
+from crewagent.core.run.runaway import looks_like_question
 from tests.support.fakes.llm_server import Reply
 from tests.support.paths import EXAMPLES
 from tests.support.fakes.llm_server import ScriptedLLM

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli.chat_cmd import Screen
-from cli.render import EventPrinter
-from core.base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying
-from core.session.outputs import Reply, ReplyDelta
+from crewagent.cli.chat_cmd import Screen
+from crewagent.cli.render import EventPrinter
+from crewagent.core.base.events import AssistantText, AssistantTextDelta, EngineEvent, LLMRetrying
+from crewagent.core.session.outputs import Reply, ReplyDelta
 from tests.support.scripts import STORY_KEY, drive, engine_harness, script_create_story
 
 

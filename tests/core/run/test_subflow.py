@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from bot.render import blocks
-from bot.render.plan import plan_block
-from core.document import state as run_state
-from core.store.database import open_pool
-from core.run.engine import Engine, PumpResult
-from core.base.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
-from core.store.history import History
-from core.model.client import LLMClient, LLMSettings
-from core.package.loader import load_package, validate_path
-from core.package.models import Package
-from core.store.run_manager import RunManager
-from core.store.runs_model import RunRecord, RunSnapshot, RunWorktree
-from core.store.postgres import PostgresRuntimeStore
+from crewagent.bot.render import blocks
+from crewagent.bot.render.plan import plan_block
+from crewagent.core.document import state as run_state
+from crewagent.core.store.database import open_pool
+from crewagent.core.run.engine import Engine, PumpResult
+from crewagent.core.base.events import EngineEvent, NodeStarted, PhaseChanged, RunPhase, SubworkflowReturned, SubworkflowStarted
+from crewagent.core.store.history import History
+from crewagent.core.model.client import LLMClient, LLMSettings
+from crewagent.core.package.loader import load_package, validate_path
+from crewagent.core.package.models import Package
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.runs_model import RunRecord, RunSnapshot, RunWorktree
+from crewagent.core.store.postgres import PostgresRuntimeStore
 from tests.support.scripts import (
     DIRECTION_WIDGET,
     FEATURE_ANSWER,

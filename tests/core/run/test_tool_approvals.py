@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core.base.events import RunPhase
-from core.base.wrappers import widget_submit_text
-from core.package.loader import load_package
-from core.run.engine import Engine, EngineSettings
-from core.store.history import History
-from core.tools import registry
-from core.tools.mcp.hub import McpHub
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
-from core.tools.policy import SystemToolPolicy
-from core.tools.registry import ToolHost
+from crewagent.core.base.events import RunPhase
+from crewagent.core.base.wrappers import widget_submit_text
+from crewagent.core.package.loader import load_package
+from crewagent.core.run.engine import Engine, EngineSettings
+from crewagent.core.store.history import History
+from crewagent.core.tools import registry
+from crewagent.core.tools.mcp.hub import McpHub
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.policy import SystemToolPolicy
+from crewagent.core.tools.registry import ToolHost
 from tests.support.fakes.llm_server import Reply
 from tests.support.mcp.tracker import ASK, CREATE, LOOKUP, mcp_package, tracker_config
 from tests.support.scripts import (

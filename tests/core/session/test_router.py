@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import yaml
 
-from core.package.loader import load_package
-from core.package.models import Agent, Graph, Node, Workflow
-from core.session.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
+from crewagent.core.package.loader import load_package
+from crewagent.core.package.models import Agent, Graph, Node, Workflow
+from crewagent.core.session.router import ResolvedCommand, menu_entries, parse_global_command, resolve, visible_items
 from tests.support.shared_files import BMAD_V6_SRC, require
 from tests.support.paths import EXAMPLES
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core.base.errors import CrewError
-from core.session.router import DataRef
-from core.session.data import PREVIEW_CHARS, data_alias, load_data
-from core.tools.base import Mounts
+from crewagent.core.base.errors import CrewError
+from crewagent.core.session.router import DataRef
+from crewagent.core.session.data import PREVIEW_CHARS, data_alias, load_data
+from crewagent.core.tools.base import Mounts
 
 
 @pytest.fixture

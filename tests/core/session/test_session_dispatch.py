@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from core.base.events import RunPhase
+from crewagent.core.base.events import RunPhase
 from tests.support.scripts import EXAMPLES, HELLO_LINEAR_ANSWER, script_hello_linear
 from tests.support.session_harness import (
     BRAINSTORM_SCRIPT,

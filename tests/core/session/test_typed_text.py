@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.api.sessions import TypedText
+from crewagent.core.api.sessions import TypedText
 from tests.support.session_harness import kinds, session_harness
 
 

@@ -11,14 +11,14 @@ from tempfile import TemporaryDirectory
 
 import pytest
 
-from core.document import state as run_state
-from core.base.atomic import AppendLog
-from core.base.errors import CrewError
-from core.base.events import RunPhase
-from core.model.client import LLMClient, LLMSettings
-from core.package.loader import load_package
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.core.document import state as run_state
+from crewagent.core.base.atomic import AppendLog
+from crewagent.core.base.errors import CrewError
+from crewagent.core.base.events import RunPhase
+from crewagent.core.model.client import LLMClient, LLMSettings
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.scripts import EXAMPLES
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from core.document import state as run_state
-from core.base.atomic import atomic_write_text
-from core.base.errors import CrewError
-from core.base.events import EngineEvent, RunPhase, StateUpdated
-from core.package.loader import load_package
-from core.store.run_manager import RunManager
-from core.store.files import RuntimeStore
+from crewagent.core.document import state as run_state
+from crewagent.core.base.atomic import atomic_write_text
+from crewagent.core.base.errors import CrewError
+from crewagent.core.base.events import EngineEvent, RunPhase, StateUpdated
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.run_manager import RunManager
+from crewagent.core.store.files import RuntimeStore
 from tests.support.scripts import EXAMPLES, STORY_KEY, drive, engine_harness, hello_branch_responder, script_create_story
 
 
@@ -84,7 +84,7 @@ async def test_the_view_a_state_update_reports_equals_reading_the_state_file(pro
 async def test_a_finished_branching_run_counts_the_path_it_took(project: Path, branch: str) -> None:
     """hello-branch has five nodes; either path visits four. The total stays five from start to end, and the
     finished run says which part was not taken, everywhere (never "done (4/4)" after "(5 steps)")."""
-    from cli.render import EventPrinter, render_snapshot
+    from crewagent.cli.render import EventPrinter, render_snapshot
 
     lines: list[str] = []
     async with engine_harness(project) as h:

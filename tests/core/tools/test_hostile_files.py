@@ -7,9 +7,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from core.session.router import DataRef
-from core.session.data import load_data
-from core.base.errors import CrewError
+from crewagent.core.session.router import DataRef
+from crewagent.core.session.data import load_data
+from crewagent.core.base.errors import CrewError
 from tests.support.hostile import hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.support.tool_calls import call, err, make_ctx, mounts  # noqa: F401  (fixture)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from core.tools.base import EffectivePolicy
-from core.tools.fs_search import SMALL_SEARCH_FILES
+from crewagent.core.tools.base import EffectivePolicy
+from crewagent.core.tools.fs_search import SMALL_SEARCH_FILES
 from tests.support.hostile import hostile_run_leaves_others_served, watchdog  # noqa: F401  (fixture)
 from tests.support.scripts import write
 from tests.support.tool_calls import big_tree, call, err, make_ctx, mounts  # noqa: F401  (fixture)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from core.tools.off_limits import OffLimits
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.off_limits import OffLimits
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.gitrepos import git
 from tests.support.shell_sandbox import ShellBench, make_bench
 from tests.support.tool_calls import big_tree

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.mounts import SandboxViolation, normalise, resolve
-from core.package.models import Graph
-from core.document.state import STATE_FILE, init_state_text
-from core.tools.base import EffectivePolicy, Mounts, ToolContext
-from core.tools.registry import ToolHost
+from crewagent.core.tools.mounts import SandboxViolation, normalise, resolve
+from crewagent.core.package.models import Graph
+from crewagent.core.document.state import STATE_FILE, init_state_text
+from crewagent.core.tools.base import EffectivePolicy, Mounts, ToolContext
+from crewagent.core.tools.registry import ToolHost
 
 GRAPH = Graph.model_validate(
     {

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from core.base.atomic import append_line, atomic_write_text
-from core.tools.mounts import resolve
-from core.package.models import Agent
-from core.tools.policy import SystemToolPolicy, effective_policy
-from core.tools.args import SearchArgs
-from core.tools.audit import MAX_RESULT_CHARS
-from core.tools.base import EffectivePolicy, Mounts
-from core.tools.fs_search import (
+from crewagent.core.base.atomic import append_line, atomic_write_text
+from crewagent.core.tools.mounts import resolve
+from crewagent.core.package.models import Agent
+from crewagent.core.tools.policy import SystemToolPolicy, effective_policy
+from crewagent.core.tools.args import SearchArgs
+from crewagent.core.tools.audit import MAX_RESULT_CHARS
+from crewagent.core.tools.base import EffectivePolicy, Mounts
+from crewagent.core.tools.fs_search import (
     SMALL_SEARCH_FILES,
     SmallSearch,
     make_matcher,
@@ -32,7 +32,7 @@ from core.tools.fs_search import (
     small_search,
     targets_for,
 )
-from core.tools.registry import ToolHost, canonical_name, wire_name
+from crewagent.core.tools.registry import ToolHost, canonical_name, wire_name
 from tests.support.tool_calls import big_tree, call, err, make_ctx, mounts  # noqa: F401  (fixture)
 
 ALL_TOOLS = ["fs_read", "fs_list", "fs_search", "fs_write", "fs_apply_patch", "ui_ask_user", "workflow_rewind"]

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from core.tools.mcp.hub import McpHub
+from crewagent.core.tools.mcp.hub import McpHub
 from tests.support.mcp.tracker import tracker_config
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.tools.mcp.server_config import McpServerConfig
+from crewagent.core.tools.mcp.server_config import McpServerConfig
 from tests.support.fakes.llm_server import Reply
 from tests.support.scripts import (
     EXAMPLES,

@@ -6,11 +6,11 @@ import base64
 
 from mcp import types
 
-from core.package.models import Agent
-from core.tools.policy import SystemToolPolicy, effective_policy
-from core.prompts.composer import render_tool_policy
-from core.tools.mcp.adapter import result_text
-from core.tools.mcp.server_config import McpServerConfig, hide_secrets
+from crewagent.core.package.models import Agent
+from crewagent.core.tools.policy import SystemToolPolicy, effective_policy
+from crewagent.core.prompts.composer import render_tool_policy
+from crewagent.core.tools.mcp.adapter import result_text
+from crewagent.core.tools.mcp.server_config import McpServerConfig, hide_secrets
 
 
 def _agent(mcp: dict | None) -> Agent:

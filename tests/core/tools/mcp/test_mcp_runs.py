@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from core.base.events import RunPhase
-from core.package.loader import load_package
-from core.tools.policy import SystemToolPolicy
-from core.base.wrappers import widget_submit_text
-from core.run.engine import Engine, EngineSettings
-from core.tools.mcp.hub import McpHub
-from core.tools.registry import ToolHost
+from crewagent.core.base.events import RunPhase
+from crewagent.core.package.loader import load_package
+from crewagent.core.tools.policy import SystemToolPolicy
+from crewagent.core.base.wrappers import widget_submit_text
+from crewagent.core.run.engine import Engine, EngineSettings
+from crewagent.core.tools.mcp.hub import McpHub
+from crewagent.core.tools.registry import ToolHost
 from tests.support.mcp.tracker import CREATE, CREATED, LOOKED_UP, LOOKUP, NOT_CREATED, TrackerModel, mcp_package, tracker_config
 from tests.support.scripts import current_node, engine_harness, system_text
 

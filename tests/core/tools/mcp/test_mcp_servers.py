@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from mcp import types
 
-from core.tools.base import EffectivePolicy, Mounts, ToolContext
-from core.tools.mcp.adapter import adapt
-from core.tools.mcp.server_config import McpServerConfig
-from core.tools.mcp.hub import McpHub
-from core.tools.registry import ToolHost
+from crewagent.core.tools.base import EffectivePolicy, Mounts, ToolContext
+from crewagent.core.tools.mcp.adapter import adapt
+from crewagent.core.tools.mcp.server_config import McpServerConfig
+from crewagent.core.tools.mcp.hub import McpHub
+from crewagent.core.tools.registry import ToolHost
 from tests.support.mcp.tracker import TRACKER_SERVER, tracker_config
 from tests.support.processes import free_port, group_alive
 from tests.support.paths import REPO

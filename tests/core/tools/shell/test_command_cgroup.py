@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.shell.command_cgroup import CommandCgroup, Hierarchy, detect, host_from
+from crewagent.core.tools.shell.command_cgroup import CommandCgroup, Hierarchy, detect, host_from
 
 REPO = Path(__file__).resolve().parents[4]
 _MAKER = """
 import sys
-from core.tools.shell.command_cgroup import CommandCgroup, Hierarchy, detect, host_from
+from crewagent.core.tools.shell.command_cgroup import CommandCgroup, Hierarchy, detect, host_from
 group = CommandCgroup.create(detect(), processes=64, memory_mb=256)
 print(" ".join(str(p) for p in group.paths) if group else "", flush=True)
 sys.stdin.readline()  # holds the fresh group, not yet joined, until told to go
@@ -24,8 +24,8 @@ group.remove()
 """
 _STARTING_BOT = """
 import asyncio
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 state = asyncio.run(sandbox_state(CommandsConfig(default="allow")))
 print("usable" if state.usable else state.problem, flush=True)
 """

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from core.base.wrappers import widget_submit_text
-from core.package.loader import load_package
-from core.run.engine import EngineSettings
-from core.tools.policy import SystemToolPolicy
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.base.wrappers import widget_submit_text
+from crewagent.core.package.loader import load_package
+from crewagent.core.run.engine import EngineSettings
+from crewagent.core.tools.policy import SystemToolPolicy
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.fakes.llm_server import Reply
 from tests.support.mcp.tracker import mcp_package
 from tests.support.probe_tool import last_user

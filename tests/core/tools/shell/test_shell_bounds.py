@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.shell.command_config import SandboxExtras
-from core.tools.shell.command_sandbox import sandbox_state, start_up_line
+from crewagent.core.tools.shell.command_config import SandboxExtras
+from crewagent.core.tools.shell.command_sandbox import sandbox_state, start_up_line
 from tests.support.shell_sandbox import TOOLCHAIN, ShellBench, commands, make_bench
 
 MB = 1024 * 1024
@@ -151,10 +151,10 @@ async def test_the_start_up_line_says_how_memory_and_disk_are_bounded() -> None:
 
 
 def test_without_a_memory_cgroup_memory_is_bounded_per_process_and_the_start_up_line_says_why() -> None:
-    from core.tools.shell.bwrap import prlimit_prefix
-    from core.tools.shell.command_cgroup import CgroupHost
-    from core.tools.shell.command_config import CommandLimits
-    from core.tools.shell.command_sandbox import SandboxState, bounds_summary
+    from crewagent.core.tools.shell.bwrap import prlimit_prefix
+    from crewagent.core.tools.shell.command_cgroup import CgroupHost
+    from crewagent.core.tools.shell.command_config import CommandLimits
+    from crewagent.core.tools.shell.command_sandbox import SandboxState, bounds_summary
 
     limits = CommandLimits(memory_mb=300)
     why = "cgroup v1 memory: no write access to this process's group"

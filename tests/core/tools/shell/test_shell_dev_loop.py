@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from cli.main import main
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.cli.main import main
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.fakes.llm_server import ScriptedLLM
 from tests.support.linear_package import make_linear_package
 from tests.support.shell_sandbox import BROKEN, FIXED, PYTEST, TOOLCHAIN, dev_responder

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.off_limits import OffLimits
-from core.tools.shell.command_config import SandboxExtras
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.off_limits import OffLimits
+from crewagent.core.tools.shell.command_config import SandboxExtras
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from core.checkout.project import Author, Checkout, CheckoutSpec
-from core.run.pump import git_view
-from core.store.runs_model import RunRecord, RunWorktree
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.checkout.project import Author, Checkout, CheckoutSpec
+from crewagent.core.run.pump import git_view
+from crewagent.core.store.runs_model import RunRecord, RunWorktree
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.gitrepos import TeamRepo, git
 from tests.support.shell_sandbox import ShellBench, make_bench
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
-from core.package.models import Agent
-from core.tools.base import EffectivePolicy, Mounts, ToolContext
-from core.tools.policy import SystemToolPolicy, effective_policy
-from core.tools.registry import ToolHost, available
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_line import CommandLineInvalid
-from core.tools.shell.command_policy import decide
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.bot.config import ConfigError, load_config
+from crewagent.core.package.models import Agent
+from crewagent.core.tools.base import EffectivePolicy, Mounts, ToolContext
+from crewagent.core.tools.policy import SystemToolPolicy, effective_policy
+from crewagent.core.tools.registry import ToolHost, available
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_line import CommandLineInvalid
+from crewagent.core.tools.shell.command_policy import decide
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
 
 POLICY = CommandsConfig.model_validate({
@@ -195,7 +195,7 @@ def test_crewagent_yml_commands_section(tmp_path: Path, project: Path) -> None:
 async def test_sandbox_none_runs_without_one_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from core.tools.shell.command_sandbox import start_up_line
+    from crewagent.core.tools.shell.command_sandbox import start_up_line
 
     made = make_bench(tmp_path, commands(sandbox="none"))
     level, line = await start_up_line(made.config)
@@ -207,7 +207,7 @@ async def test_sandbox_none_runs_without_one_and_says_so(tmp_path: Path, caplog:
 
 
 def test_a_denied_command_is_audited(tmp_path: Path) -> None:
-    from core.tools.shell.shell_run import audit_denied
+    from crewagent.core.tools.shell.shell_run import audit_denied
 
     made = make_bench(tmp_path)
     audit_denied(made.context(), {"command": "make deploy", "cwd": "@project/app"}, "U42")
@@ -217,8 +217,8 @@ def test_a_denied_command_is_audited(tmp_path: Path) -> None:
 
 
 def test_agents_json_may_switch_the_tool_off_and_is_validated(tmp_path: Path) -> None:
-    from core.base.errors import CrewError
-    from core.package.loader import load_package
+    from crewagent.core.base.errors import CrewError
+    from crewagent.core.package.loader import load_package
     from tests.support.linear_package import make_linear_package
 
     root = make_linear_package(tmp_path / "pkg", nodes=2)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_policy import decide
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_policy import decide
 from tests.support.shell_sandbox import commands, make_bench
 
 POLICY = CommandsConfig.model_validate({
@@ -181,6 +181,6 @@ async def test_a_forbidden_form_is_refused_by_the_tool_without_a_question(tmp_pa
     ("-C", "-C"),
 ])
 def test_paths_are_compared_as_the_sandbox_resolves_them(word: str, names: str) -> None:
-    from core.tools.shell.command_match import normalised
+    from crewagent.core.tools.shell.command_match import normalised
 
     assert normalised(word) == names

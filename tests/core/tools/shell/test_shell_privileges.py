@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from core.tools.shell.command_config import CommandsConfig
-from core.tools.shell.command_sandbox import protections, sandbox_state, start_up_line
-from core.tools.shell.special_bits import swept
+from crewagent.core.tools.shell.command_config import CommandsConfig
+from crewagent.core.tools.shell.command_sandbox import protections, sandbox_state, start_up_line
+from crewagent.core.tools.shell.special_bits import swept
 from tests.support.shell_sandbox import ShellBench, commands, make_bench
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the bot runs as root only here (CI runs as root)")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from core.base.events import CommandProgress, EngineEvent
-from core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.base.events import CommandProgress, EngineEvent
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
 from tests.support.shell_sandbox import make_bench
 
 

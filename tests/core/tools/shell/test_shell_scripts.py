@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.package.script_deps import ScriptPrepError, system_python
-from core.tools.shell.command_sandbox import sandbox_state
-from core.tools.shell.script_hookup import with_scripts
+from crewagent.core.package.script_deps import ScriptPrepError, system_python
+from crewagent.core.tools.shell.command_sandbox import sandbox_state
+from crewagent.core.tools.shell.script_hookup import with_scripts
 from tests.support.shell_sandbox import commands, make_bench
 from tests.support.wheels import write_wheel
 

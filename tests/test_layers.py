@@ -1,0 +1,59 @@
+"""How the installed code is named and layered: one top-level name, and imports that go one way.
+
+Everything installs under `crewagent` (`crewagent.core`, `crewagent.bot`, `crewagent.cli`), so nothing
+named plain `core`, `bot` or `cli` lands in a shared environment. The engine never imports the Slack
+surface, the terminal or Slack's SDKs, and the surfaces reach the engine only through its front door,
+`crewagent.core.api`.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SURFACES = ("bot", "cli")
+NEVER_IN_CORE = ("crewagent.bot", "crewagent.cli", "slack_bolt", "slack_sdk")
+
+
+def _imports(tree: str) -> list[tuple[str, str]]:
+    """(module file, absolute name imported) for every import under one source folder."""
+    found = []
+    for path in sorted((REPO / tree).rglob("*.py")):
+        package = ["crewagent", *path.relative_to(REPO).with_suffix("").parts][:-1]  # the module's package
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found += [(str(path.relative_to(REPO)), alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                name = ".".join([*base, node.module] if node.module else base)
+                found.append((str(path.relative_to(REPO)), name))
+    return found
+
+
+def test_the_install_puts_one_top_level_name_in_site_packages() -> None:
+    distribution = importlib.metadata.distribution("crewagent-slack")
+    top_level = (distribution.read_text("top_level.txt") or "").split()
+    assert top_level == ["crewagent"], "install the checkout (pip install -e .) after changing setup.py"
+    assert [e.value for e in distribution.entry_points if e.name == "crewagent"] == ["crewagent.cli.main:main"]
+
+
+def test_the_engine_imports_neither_a_surface_nor_slack() -> None:
+    wrong = [(f, name) for f, name in _imports("core") if name.startswith(NEVER_IN_CORE)]
+    assert wrong == []
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_surface_reaches_the_engine_only_through_its_front_door(surface: str) -> None:
+    wrong = [(f, name) for f, name in _imports(surface)
+             if name.startswith("crewagent.core") and not name.startswith("crewagent.core.api")]
+    assert wrong == []
+
+
+def test_nothing_imports_the_folders_by_their_bare_names() -> None:
+    bare = [(f, name) for tree in ("core", *SURFACES) for f, name in _imports(tree)
+            if name.split(".")[0] in ("core", *SURFACES)]
+    assert bare == []
