@@ -8,14 +8,9 @@ endpoint that reports none books zero tokens, marked `estimated`.
 
 from __future__ import annotations
 
-import logging
-import sqlite3
-
 from ..base.attribution import current
 from ..model.api import CallEnded, LLMReply
 from ..store.operator_log import OperatorLog, UsageEntry
-
-log = logging.getLogger(__name__)
 
 
 class UsageMeter:
@@ -39,9 +34,6 @@ class UsageMeter:
                 cached_tokens=usage.get("cached_tokens", 0),
                 estimated=reply.usage is None,
             )
-            try:
-                self.operator_log.add_usage(entry)
-            except (sqlite3.Error, OSError):  # a full disk must not fail the call whose answer is here
-                log.exception("could not book a model call's usage")
+            self.operator_log.add_usage(entry)  # queued: the store writes it off the event loop
 
         return ended

@@ -12,6 +12,8 @@ Times are UTC ISO-8601 text (`2026-01-02T03:04:05.678Z`), which sorts as it read
 from __future__ import annotations
 
 import json
+import logging
+import queue
 import sqlite3
 import threading
 from pathlib import Path
@@ -20,6 +22,8 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, Field
 
 from .runs_model import utc_now
+
+log = logging.getLogger(__name__)
 
 OPERATOR_LOG_FILE = "operator-log.sqlite"
 UsageBy = Literal["user", "channel"]
@@ -149,7 +153,9 @@ class SqliteOperatorLog:
     """The embedded store's operator log: one sqlite file beside the run index, shared by the bot and the CLI.
 
     WAL mode, so `crewagent usage` reads while the bot writes; no fsync per row (a crash may lose the
-    last rows, as it may lose the last log lines).
+    last rows, as it may lose the last log lines). Rows are written by a thread of their own: a model
+    call books its usage from the event loop, which must not wait on sqlite; a read here waits until
+    every row added before it is written.
     """
 
     def __init__(self, path: Path) -> None:
@@ -160,26 +166,47 @@ class SqliteOperatorLog:
         self._db.execute("PRAGMA synchronous=NORMAL")
         for statement in SCHEMA_STATEMENTS:
             self._db.execute(statement)
+        self._rows: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
+        self._writer = threading.Thread(target=self._write_rows, name="operator-log writer", daemon=True)
+        self._writer.start()
 
     def close(self) -> None:
+        self._rows.put(None)
+        self._writer.join(timeout=10.0)
         with self._lock:
             self._db.close()
 
     def add_usage(self, entry: UsageEntry) -> None:
-        with self._lock:
-            self._db.execute(USAGE_INSERT.format(mark="?"), entry.row())
+        self._rows.put((USAGE_INSERT.format(mark="?"), entry.row()))
 
     def add_audit(self, entry: AuditEntry) -> None:
-        with self._lock:
-            self._db.execute(AUDIT_INSERT.format(mark="?"), entry.row())
+        self._rows.put((AUDIT_INSERT.format(mark="?"), entry.row()))
+
+    def _write_rows(self) -> None:
+        while (row := self._rows.get()) is not None:
+            try:
+                with self._lock:
+                    self._db.execute(*row)
+            except (sqlite3.Error, OSError):  # a full disk loses the row, never the call that made it
+                log.exception("could not write a row of the operator log")
+            finally:
+                self._rows.task_done()
+        self._rows.task_done()
+
+    def _written(self) -> None:
+        """Wait until every row added so far is in the file (reads see what was added before them)."""
+        if self._writer.is_alive():
+            self._rows.join()
 
     def usage_totals(self, by: UsageBy, since: str | None = None) -> list[UsageTotal]:
         sql, params = totals_query(by, since, "?")
+        self._written()
         with self._lock:
             rows = self._db.execute(sql, params).fetchall()
         return [UsageTotal(key=r[0], calls=r[1], input_tokens=r[2], output_tokens=r[3]) for r in rows]
 
     def tokens_spent(self, by: UsageBy, key: str, since: str) -> int:
+        self._written()
         with self._lock:
             (spent,) = self._db.execute(spent_query(by, "?"), (key, since)).fetchone()
         return int(spent)
@@ -188,6 +215,7 @@ class SqliteOperatorLog:
         self, *, run_id: str | None = None, person: str | None = None, since: str | None = None
     ) -> list[AuditEntry]:
         sql, params = audit_query(run_id, person, since, "?")
+        self._written()
         with self._lock:
             rows = self._db.execute(sql, params).fetchall()
         return [AuditEntry.of_row(tuple(r)) for r in rows]
