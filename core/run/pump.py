@@ -32,7 +32,8 @@ from ..package.models import Package, Workflow
 from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
-from ..base.wrappers import confirms_state_change, wrap_user_input
+from ..base.answers import UserInput, confirms_state_change
+from ..base.wrappers import wrap_user_input
 from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
@@ -59,7 +60,7 @@ async def pump_run(
     record: RunRecord,
     package: Package,
     intent: Intent,
-    user_input: str | None,
+    user_input: UserInput | None,
     on_event: EventSink | None,
     control: PumpControl,
 ) -> PumpResult:
@@ -113,7 +114,7 @@ class Pump:
         package: Package,
         workflow: Workflow,
         intent: Intent,
-        user_input: str | None,
+        user_input: UserInput | None,
         on_event: EventSink | None,
         control: PumpControl,
         *,
@@ -161,7 +162,7 @@ class Pump:
         self.turns = ModelTurns(deps, record, self.prompt, history, audit, reporter.emit, control,
                                 streaming=on_event is not None)
         self.guard = RunawayGuard(deps.settings).begin(self.graph, fm)
-        self.child_input: str | None = None  # for the sub-workflow this run waits on, if it does
+        self.child_input: UserInput | None = None  # for the sub-workflow this run waits on, if it does
         self.anchor = self._anchor()
 
     async def run(self) -> PumpResult:
@@ -174,7 +175,8 @@ class Pump:
         ctx = self.tool_context()
         held = self.approvals.held()
         answer = answer_to(self.user_input, held.widget) if held is not None else None
-        typed = bool(self.user_input and self.user_input.strip()) and answer is None
+        given = self.user_input
+        typed = answer is None and (given.strip() != "" if isinstance(given, str) else given is not None)
         if held is not None and not typed and answer is None:  # resumed while the owner has not decided
             return await self._stop_at(held.widget)
         if held is None and typed:

@@ -10,7 +10,7 @@ import pytest
 
 from crewagent.core.document import state as run_state
 from crewagent.core.base.events import RunPhase
-from crewagent.core.base.wrappers import STATE_CHANGE_CONFIRM_ID
+from crewagent.core.base.answers import STATE_CHANGE_CONFIRM_ID
 from tests.support.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,
