@@ -329,14 +329,9 @@ def ask_answer(
     while True:
         value = ask_widget(widget, read_line, write)
         try:
-            answer = answers.answer_of(widget, value)
+            return answers.checked_answer(widget, value)
         except CrewError as exc:
             write(exc.message)
-            continue
-        why = answers.misfit(answer, widget)
-        if why is None:
-            return answer
-        write(answers.refused(why).message)
 
 
 def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, write: Write = stdout_write) -> Any:

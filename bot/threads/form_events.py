@@ -79,7 +79,7 @@ class FormEvents:
             await self.notes.refuse(key, user, "That question was already answered; your form was not used.")
             return None
         try:
-            answer = answers.answer_of(widget, event.answer)
+            answer = answers.checked_answer(widget, event.answer)
         except CrewError as exc:  # a submission no form of ours makes: forged, or from an older release
             await self.notes.refuse(key, user, exc.message)
             return None

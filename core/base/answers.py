@@ -126,6 +126,15 @@ def answer_of(widget: dict[str, Any], value: Any) -> FormAnswer:
     return form_answer(str(widget.get("widgetId") or ""), str(widget.get("type") or ""), value)
 
 
+def checked_answer(widget: dict[str, Any], value: Any) -> FormAnswer:
+    """`answer_of`, refused too when the answer does not fit the question (see `misfit`)."""
+    answer = answer_of(widget, value)
+    why = misfit(answer, widget)
+    if why is not None:
+        raise refused(why)
+    return answer
+
+
 def wire_value(answer: FormAnswer) -> Any:
     """The answer's value as JSON data, the way the spec's WIDGET_SUBMIT carries it."""
     return answer.model_dump(mode="json", exclude_none=True)["value"]
