@@ -1,9 +1,9 @@
 """A person's answer to an open question (a `ui_ask_user` widget, a tool approval, the Confirm of a
 state change), as a typed value from the surface that took it to the run that reads it.
 
-Surfaces build an answer with `form_answer`, which refuses a value that cannot be an answer of
-that type; the session service then checks it fits the question actually asked (`misfit`), so a
-forged or stale value never reaches a run. The engine decides on the typed value (an approval's
+A surface builds an answer where it takes it (`answer_of`, or a class here), refused when the value
+cannot be an answer of the question's kind; the session service then checks it fits the question
+actually asked (`misfit`; `checked_answer` does both), so a forged value never reaches a run. The engine decides on the typed value (an approval's
 decision, a state-change confirmation); only the text the model reads is made from it, in
 core.base.wrappers. A run input is therefore either what the person typed (`str`) or a
 `FormAnswer`, never text that must be parsed back.
@@ -96,8 +96,6 @@ FormAnswer = Annotated[
           ApprovalAnswer],
     Field(discriminator="type"),
 ]
-FORM_ANSWER_TYPES = (SelectionAnswer, ActionAnswer, ConfirmationAnswer, PlanReviewAnswer, FeedbackAnswer,
-                     FieldsAnswer, ApprovalAnswer)
 UserInput = Union[str, FormAnswer]  # what a person gives a run or a conversation: typed words or an answer
 _ANSWERS: TypeAdapter[FormAnswer] = TypeAdapter(FormAnswer)
 
