@@ -3,10 +3,10 @@ state change), as a typed value from the surface that took it to the run that re
 
 A surface builds an answer where it takes it (`answer_of`, or a class here), refused when the value
 cannot be an answer of the question's kind; the session service then checks it fits the question
-actually asked (`misfit`; `checked_answer` does both), so a forged value never reaches a run. The engine decides on the typed value (an approval's
-decision, a state-change confirmation); only the text the model reads is made from it, in
-core.base.wrappers. A run input is therefore either what the person typed (`str`) or a
-`FormAnswer`, never text that must be parsed back.
+actually asked (`misfit`; `checked_answer` does both), so a forged value never reaches a run. The
+engine decides on the typed value (an approval's decision, a state-change confirmation); only the
+text the model reads is made from it, in core.base.wrappers. A run input is therefore either what
+the person typed (`str`) or a `FormAnswer`, never text that must be parsed back.
 """
 
 from __future__ import annotations

@@ -32,13 +32,13 @@ from ..package.models import Package, Workflow
 from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
-from ..base.answers import UserInput, confirms_state_change
+from ..base.answers import ApprovalDecision, UserInput, confirms_state_change
 from ..base.wrappers import wrap_user_input
 from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
-from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to, legacy_answer_note
+from .tool_approvals import HeldCall, ToolApprovals, answer_to, legacy_answer_note
 from .model_turn import BUDGET_CODE, ModelAsk, ModelTurns, TurnEnded
 from .tool_round import ToolRecorder
 from ..tools.base import Confirmation, GitView, Mounts, ToolContext, ToolOutcome
@@ -176,7 +176,8 @@ class Pump:
         held = self.approvals.held()
         answer = answer_to(self.user_input, held.widget) if held is not None else None
         given = self.user_input
-        typed = answer is None and (given.strip() != "" if isinstance(given, str) else given is not None)
+        said_something = given.strip() != "" if isinstance(given, str) else given is not None
+        typed = said_something and answer is None  # anything but the decision a held call waits on
         if held is not None and not typed and answer is None:  # resumed while the owner has not decided
             return await self._stop_at(held.widget)
         if held is None and typed:
@@ -303,7 +304,9 @@ class Pump:
             done.ctx = await self._absorb(call, outcome, done.ctx, before)
         return done
 
-    async def _resume_held(self, held: HeldCall, answer: Answer | None, ctx: ToolContext, typed: bool) -> Round:
+    async def _resume_held(
+        self, held: HeldCall, answer: ApprovalDecision | None, ctx: ToolContext, typed: bool
+    ) -> Round:
         """The owner decided (or typed instead): the held call's tool message, then the rest of its reply."""
         await self.deps.tools.prepare(ctx)  # after a restart the MCP servers start again for the call
         was_complete = self.complete

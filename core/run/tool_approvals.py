@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from ..base.answers import ApprovalAnswer, Decision, UserInput
+from ..base.answers import ApprovalAnswer, ApprovalDecision, Decision, UserInput
 from ..model.client import ToolCall
 from ..prompts.composer import render
 from ..store.history import History
@@ -55,21 +55,14 @@ def approval_widget(call: ToolCall, request: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Answer:
-    decision: Decision
-    by: str
-
-
-def answer_to(user_input: UserInput | None, widget: dict[str, Any]) -> Answer | None:
+def answer_to(user_input: UserInput | None, widget: dict[str, Any]) -> ApprovalDecision | None:
     """The owner's decision on `widget` in this input; None when the input is something else
     (typed words, even words that look like an answer, decide nothing)."""
     if not isinstance(user_input, ApprovalAnswer) or user_input.widget_id != widget.get("widgetId"):
         return None
-    decision: Decision = user_input.value.decision
-    if decision == "allow_for_run" and not widget.get("allowForRun"):
-        decision = "approve"  # nothing to remember: an approval of this call only
-    return Answer(decision=decision, by=user_input.value.by)
+    if user_input.value.decision == "allow_for_run" and not widget.get("allowForRun"):
+        return user_input.value.model_copy(update={"decision": "approve"})  # nothing to remember: this call only
+    return user_input.value
 
 
 @dataclass(frozen=True)
@@ -124,7 +117,9 @@ class ToolApprovals:
                                 question if isinstance(question, dict) else None)
         return None
 
-    async def decide(self, held: HeldCall, answer: Answer | None, ctx: ToolContext) -> tuple[ToolOutcome, ToolContext]:
+    async def decide(
+        self, held: HeldCall, answer: ApprovalDecision | None, ctx: ToolContext
+    ) -> tuple[ToolOutcome, ToolContext]:
         """Make or refuse the held call and record its tool message; `answer` None: the owner replied
         with something else. Returns the outcome and the context for the calls after it."""
         decision: Decision = answer.decision if answer is not None else "deny"
