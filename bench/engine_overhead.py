@@ -39,6 +39,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from crewagent.core.base.answers import UserInput  # noqa: E402
 from crewagent.core.base.atomic import atomic_write_bytes  # noqa: E402
 from crewagent.core.run.engine import Engine  # noqa: E402
 from crewagent.core.base.events import RunPhase  # noqa: E402
@@ -72,7 +73,7 @@ class Scenario:
     workflow: str | None
     agent: str | None
     responder: Callable[[], Callable[[dict[str, Any]], Any]]
-    answers: list[str]
+    answers: list[UserInput]  # typed words, or a question's typed answer
 
 
 SCENARIOS = [

@@ -41,6 +41,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from crewagent.core.base.answers import UserInput  # noqa: E402
 from crewagent.core.run.engine import Engine, EngineSettings  # noqa: E402
 from crewagent.core.base.events import RunPhase  # noqa: E402
 from crewagent.core.model.client import LLMClient, LLMSettings  # noqa: E402
@@ -74,7 +75,7 @@ class Workload:
     workflow: str | None
     agent: str | None
     responder: Callable[[], Callable[[dict[str, Any]], Any]]
-    answers: list[str]
+    answers: list[UserInput]  # typed words, or a question's typed answer
 
 
 @dataclass

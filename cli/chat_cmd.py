@@ -37,7 +37,7 @@ from .render import (
     ReadLine,
     Write,
     agents_line,
-    ask_widget,
+    ask_answer,
     render_snapshot,
     stdin_read_line,
     stdout_write,
@@ -167,10 +167,10 @@ class Terminal:
             if pending is not None:
                 try:
                     with self._ctrl_c_raises():
-                        value = ask_widget(pending.payload, self.feed.next_blocking, self.write)
+                        answer = ask_answer(pending.payload, self.feed.next_blocking, self.write)
                 except InputClosed:
                     return self._input_ended()
-                await self._work(self.service.handle_widget_submit(session, pending.widget_id, value, show))
+                await self._work(self.service.handle_widget_submit(session, answer, show))
                 continue
             self.feed.prompt(f"\n{_prompt(session)}> ")
             line = await self._unless_interrupted(self.feed.next())

@@ -13,9 +13,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from crewagent.core.api.errors import CrewError
 from crewagent.core.api.events import RunPhase, engine_events
 from crewagent.core.api.packages import Package
 from crewagent.core.api.runs import RunSnapshot
+from crewagent.core.api.sessions import FormAnswer, answers
 
 Write = Callable[[str], None]
 ReadLine = Callable[[str], str | None]
@@ -317,8 +319,23 @@ def _form(read_line: ReadLine, write: Write, schema: dict[str, Any]) -> dict[str
     return value
 
 
+def ask_answer(
+    widget: dict[str, Any], read_line: ReadLine = stdin_read_line, write: Write = stdout_write
+) -> FormAnswer:
+    """Ask a question on the terminal until the answer fits it; returns the typed answer.
+
+    Raises InputClosed if stdin ends before an answer.
+    """
+    while True:
+        value = ask_widget(widget, read_line, write)
+        try:
+            return answers.checked_answer(widget, value)
+        except CrewError as exc:
+            write(exc.message)
+
+
 def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, write: Write = stdout_write) -> Any:
-    """Ask a ui_ask_user widget on the terminal; returns the value for WIDGET_SUBMIT.
+    """Ask a ui_ask_user widget on the terminal; returns the value its answer carries (see ask_answer).
 
     Raises InputClosed if stdin ends before an answer.
     """
@@ -327,8 +344,7 @@ def ask_widget(widget: dict[str, Any], read_line: ReadLine = stdin_read_line, wr
     if kind == "confirmation":
         return {"confirmed": _yes_no(read_line, write, "Confirm")}
     if kind in ("tool_approval", "mcp_approval"):
-        decision = _approve(read_line, write, widget.get("allowForRun"))
-        return {"decision": decision, "approved": decision != "deny", "by": terminal_user()}
+        return {"decision": _approve(read_line, write, widget.get("allowForRun")), "by": terminal_user()}
     if kind == "selection":
         options = widget.get("options") or []
         labels = [o.get("label") or o.get("value") for o in options]

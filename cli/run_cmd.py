@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from crewagent.core.api.runs import Engine, EngineSettings, LLMClient, PumpResult, RunManager, RunRecord
+from crewagent.core.api.sessions import UserInput
 from crewagent.core.api.errors import CrewError
 from crewagent.core.api.events import RunPhase
 from .terminal_config import as_terminal_user, file_config, llm_settings, metered, tool_host, with_tool_policy
@@ -30,7 +31,7 @@ from .render import (
     ReadLine,
     Write,
     agents_line,
-    ask_widget,
+    ask_answer,
     stdin_read_line,
     stdout_pieces,
     stdout_write,
@@ -168,7 +169,7 @@ async def _drive(
     )
     printer = EventPrinter(package, write, steps_done=snapshot.steps_done, pieces=pieces)
     interrupted = _install_stop_handler(engine, record.run_id)
-    user_input: str | None = None
+    user_input: UserInput | None = None
     while True:
         result = await engine.pump(record, package, intent=intent, user_input=user_input, on_event=printer)  # type: ignore[arg-type]
         intent = "continue"
@@ -200,13 +201,12 @@ async def _drive(
             return EXIT_WAITING
 
 
-def _answer(result: PumpResult, read_line: ReadLine, write: Write) -> str | None:
+def _answer(result: PumpResult, read_line: ReadLine, write: Write) -> UserInput | None:
     if result.widget:
         try:
-            value = ask_widget(result.widget, read_line, write)
+            return ask_answer(result.widget, read_line, write)
         except InputClosed:
             return None
-        return result.widget_answer(value)
     while True:
         line = read_line("\n> ")
         if line is None:

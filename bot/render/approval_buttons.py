@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from crewagent.core.api.sessions import answers
+
 from ..base import actions as act
 from ..base.actions import ButtonValue
 from .message import BlockJSON
@@ -46,15 +48,19 @@ def approval_controls(widget: dict[str, Any], base: ButtonValue) -> list[BlockJS
     return [actions_block(buttons)]
 
 
-def approval_answer(widget: dict[str, Any], value: ButtonValue, user: str) -> tuple[bool, Any]:
-    """`{"decision": "approve" | "deny" | "allow_for_run", "approved": bool, "by": user}`."""
-    if value.c is None:
-        return False, None
+def approval_answer(widget: dict[str, Any], value: ButtonValue, user: str) -> answers.ApprovalAnswer | None:
+    """The decision a button stands for, made by `user`; None for a click that carries none."""
+    if value.c is None or not user:
+        return None
+    decision: answers.Decision
     if value.x == ALLOW_FOR_RUN and value.c and _allowed_prefix(widget) is not None:
         decision = "allow_for_run"
     else:
         decision = "approve" if value.c else "deny"
-    return True, {"decision": decision, "approved": bool(value.c), "by": user}
+    kind = "mcp_approval" if widget.get("type") == "mcp_approval" else "tool_approval"
+    return answers.ApprovalAnswer(
+        widget_id=str(value.w), type=kind, value=answers.ApprovalDecision(decision=decision, by=user)
+    )
 
 
 def approval_outcome(widget: dict[str, Any], value: ButtonValue, name: str) -> str:

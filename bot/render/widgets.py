@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from crewagent.core.api.sessions import FormAnswer, answers
+
 from ..base import actions as act
 from ..base.actions import ButtonValue, FormMode
 from .message import BlockJSON, SlackMessage
@@ -35,26 +37,26 @@ def form_mode(widget: dict[str, Any]) -> FormMode | None:
     return None
 
 
-def answer_for(widget: dict[str, Any], value: ButtonValue, user: str = "") -> tuple[bool, Any]:
-    """The WIDGET_SUBMIT value a button click by `user` stands for: (ok, value)."""
+def answer_for(widget: dict[str, Any], value: ButtonValue, user: str = "") -> FormAnswer | None:
+    """The answer a button click by `user` stands for; None when the click names no answer of the widget."""
     if is_approval(widget):
         return approval_answer(widget, value, user)
-    kind = widget.get("type")
+    kind, widget_id = widget.get("type"), str(value.w)
     if kind == "confirmation" and value.c is not None:
-        return True, {"confirmed": bool(value.c)}
+        return answers.ConfirmationAnswer(widget_id=widget_id, value=answers.Confirmed(confirmed=bool(value.c)))
     if kind == "plan_review" and value.c is True:
-        return True, {"decision": "approve"}
+        return answers.PlanReviewAnswer(widget_id=widget_id, value=answers.PlanDecision(decision="approve"))
     if value.i is None:
-        return False, None
+        return None
     if kind == "selection":
         options = _options(widget, "options")
         if 0 <= value.i < len(options):
-            return True, [str(options[value.i].get("value"))]
+            return answers.SelectionAnswer(widget_id=widget_id, value=[str(options[value.i].get("value"))])
     if kind == "action_selection":
         actions = _options(widget, "actions")
         if 0 <= value.i < len(actions):
-            return True, str(actions[value.i].get("id"))
-    return False, None
+            return answers.ActionAnswer(widget_id=widget_id, value=str(actions[value.i].get("id")))
+    return None
 
 
 def answered_text(widget: dict[str, Any], value: ButtonValue, name: str) -> str:

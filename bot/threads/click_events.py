@@ -104,12 +104,12 @@ class ClickEvents:
         if widget is None:
             await self.notes.refuse(key, user, "That question has already been answered (or the run moved on).")
             return None
-        ok, answer = answer_for(widget, value, user)
-        if not ok:
+        answer = answer_for(widget, value, user)
+        if answer is None:
             await self.notes.refuse(key, user, "That answer is not one of the options any more.")
             return None
         await self.notes.settle(key, clicked, answered_text(widget, value, await self.notes.name(user)))
-        return ThreadCall(record, AnswerWidget(str(value.w), answer), user)
+        return ThreadCall(record, AnswerWidget(answer), user)
 
     async def _control(
         self, record: ThreadRecord, value: ButtonValue, user: str, clicked: Clicked | None

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from crewagent.core.api.errors import CrewError
+from crewagent.core.api.sessions import answers
+
 from ..base.actions import ButtonValue, Clicked, FormContext
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
@@ -75,6 +78,11 @@ class FormEvents:
         if widget is None:
             await self.notes.refuse(key, user, "That question was already answered; your form was not used.")
             return None
+        try:
+            answer = answers.checked_answer(widget, event.answer)
+        except CrewError as exc:  # a submission no form of ours makes: forged, or from an older release
+            await self.notes.refuse(key, user, exc.message)
+            return None
         if context.t:
             await self.io.update(key.channel, context.t, form_answered(widget, context.m, await self.notes.name(user)))
-        return ThreadCall(record, AnswerWidget(context.w, event.answer), user)
+        return ThreadCall(record, AnswerWidget(answer), user)

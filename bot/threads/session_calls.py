@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Union
 
-from crewagent.core.api.sessions import outputs, Session, SessionService, TypedText
+from crewagent.core.api.sessions import FormAnswer, outputs, Session, SessionService, TypedText
 
 from ..base.thread import ThreadRecord
 
@@ -62,10 +62,9 @@ class PickAgent:
 
 @dataclass(frozen=True)
 class AnswerWidget:
-    """An answer to the run's (or the agent's) open question, from a button or a form."""
+    """An answer to the run's (or the agent's) open question, from a button or a form, typed."""
 
-    widget_id: str
-    answer: Any
+    answer: FormAnswer
     gated = True
 
 
@@ -122,6 +121,6 @@ async def start(service: SessionService, session: Session, call: SessionCall, si
     elif isinstance(call, StartNext):
         await service.start_next(session, call.run_id, call.workflow_id, emit=sink)
     elif isinstance(call, AnswerWidget):
-        await service.handle_widget_submit(session, call.widget_id, call.answer, emit=sink)
+        await service.handle_widget_submit(session, call.answer, emit=sink)
     else:
         await service.control(session, call.action, emit=sink)  # type: ignore[arg-type]

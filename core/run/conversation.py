@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ..base.answers import UserInput
 from ..base.errors import CrewError
 from ..store.history import DEFAULT_BUDGET_TOKENS, fit_messages, message_tokens, offload_large_result
 from ..model.api import LLMReply, ToolCall
@@ -50,7 +51,7 @@ async def converse(
     package: Package,
     agent: Agent | None,
     history: list[dict[str, Any]],
-    user_text: str,
+    user_text: UserInput,
     *,
     project_root: str | Path,
     mode: ConversationMode | None = None,
@@ -64,7 +65,8 @@ async def converse(
     on_delta: TurnDeltaListener | None = None,
     model: str | None = None,
 ) -> ConversationReply:
-    """Answer `user_text` as `agent` (None = plain chat) with a small read-only tool loop.
+    """Answer `user_text` (typed words, or the answer to the question asked last) as `agent` (None = plain
+    chat) with a small read-only tool loop.
 
     `history` holds OpenAI-style message dicts from earlier calls (it is not modified; the reply
     carries the extended copy). `extra_context` messages (an exec script, prompt text, a data
@@ -84,7 +86,7 @@ async def converse(
     system = composer.system_layers(mode=mode, agent=persona, policy=ctx.policy, tool_names=specs.names)
     out = [dict(m) for m in history]
     out.extend({"role": "user", "content": text} for text in extra_context if text.strip())
-    if user_text.strip():
+    if not isinstance(user_text, str) or user_text.strip():
         out.append({"role": "user", "content": wrap_user_input(user_text)})
     budget = budget_tokens - sum(message_tokens(m) for m in system)
     reply = ConversationReply(text="", history=out)

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from .conversation import ConversationReply, TurnDeltaListener, converse
 from .engine_model import EngineSettings, EventSink, Intent, PumpResult
+from ..base.answers import UserInput
 from ..base.errors import CrewError
 from ..base.events import RunPhase
 from ..store.history import HistoryCache
@@ -126,7 +127,7 @@ class Engine:
         package: Package,
         *,
         intent: Intent = "continue",
-        user_input: str | None = None,
+        user_input: UserInput | None = None,
         on_event: EventSink | None = None,
     ) -> PumpResult:
         """Drive the run until it needs the user. Mutates and persists `record` (phase, errors)."""
@@ -137,7 +138,7 @@ class Engine:
         record: RunRecord,
         package: Package,
         intent: Intent,
-        user_input: str | None,
+        user_input: UserInput | None,
         on_event: EventSink | None,
         control: PumpControl,
     ) -> PumpResult:
@@ -168,7 +169,7 @@ class Engine:
         package: Package,
         agent: Agent | None,
         history: list[dict[str, Any]],
-        user_text: str,
+        user_text: UserInput,
         *,
         project_root: str | Path,
         mode: Literal["agent", "chat", "script"] | None = None,

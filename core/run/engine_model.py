@@ -8,7 +8,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..base.events import EngineEvent, RunPhase
-from ..base.wrappers import widget_submit_text
 from ..store.history import DEFAULT_BUDGET_TOKENS, LARGE_RESULT_BYTES
 from ..tools.policy import SystemToolPolicy
 from ..store.runs_model import RunError
@@ -44,8 +43,3 @@ class PumpResult(BaseModel):
     error: RunError | None = None  # why it failed, or a warning such as ENGINE_LOOP_DETECTED
     llm_calls: int = 0
     llm_seconds: float = 0.0  # time spent awaiting the model, for overhead measurements
-
-    def widget_answer(self, value: Any) -> str:
-        """The user input that answers this pump's widget with `value` (pass it to the next pump)."""
-        widget = self.widget or {}
-        return widget_submit_text(str(widget.get("widgetId")), str(widget.get("type")), value)

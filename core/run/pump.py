@@ -32,12 +32,13 @@ from ..package.models import Package, Workflow
 from ..tools.policy import effective_policy
 from ..prompts.composer import effective_agent_id
 from ..prompts.run_prompt import RunPrompt
-from ..base.wrappers import confirms_state_change, wrap_user_input
+from ..base.answers import ApprovalDecision, UserInput, confirms_state_change
+from ..base.wrappers import wrap_user_input
 from .reporter import RunReporter
 from .pump_deps import PumpControl, PumpDeps
 from .runaway import RunawayGuard
 from ..store.runs_model import RunError, RunRecord
-from .tool_approvals import Answer, HeldCall, ToolApprovals, answer_to, legacy_answer_note
+from .tool_approvals import HeldCall, ToolApprovals, answer_to, legacy_answer_note
 from .model_turn import BUDGET_CODE, ModelAsk, ModelTurns, TurnEnded
 from .tool_round import ToolRecorder
 from ..tools.base import Confirmation, GitView, Mounts, ToolContext, ToolOutcome
@@ -59,7 +60,7 @@ async def pump_run(
     record: RunRecord,
     package: Package,
     intent: Intent,
-    user_input: str | None,
+    user_input: UserInput | None,
     on_event: EventSink | None,
     control: PumpControl,
 ) -> PumpResult:
@@ -113,7 +114,7 @@ class Pump:
         package: Package,
         workflow: Workflow,
         intent: Intent,
-        user_input: str | None,
+        user_input: UserInput | None,
         on_event: EventSink | None,
         control: PumpControl,
         *,
@@ -161,7 +162,7 @@ class Pump:
         self.turns = ModelTurns(deps, record, self.prompt, history, audit, reporter.emit, control,
                                 streaming=on_event is not None)
         self.guard = RunawayGuard(deps.settings).begin(self.graph, fm)
-        self.child_input: str | None = None  # for the sub-workflow this run waits on, if it does
+        self.child_input: UserInput | None = None  # for the sub-workflow this run waits on, if it does
         self.anchor = self._anchor()
 
     async def run(self) -> PumpResult:
@@ -174,7 +175,9 @@ class Pump:
         ctx = self.tool_context()
         held = self.approvals.held()
         answer = answer_to(self.user_input, held.widget) if held is not None else None
-        typed = bool(self.user_input and self.user_input.strip()) and answer is None
+        given = self.user_input
+        said_something = given.strip() != "" if isinstance(given, str) else given is not None
+        typed = said_something and answer is None  # anything but the decision a held call waits on
         if held is not None and not typed and answer is None:  # resumed while the owner has not decided
             return await self._stop_at(held.widget)
         if held is None and typed:
@@ -301,7 +304,9 @@ class Pump:
             done.ctx = await self._absorb(call, outcome, done.ctx, before)
         return done
 
-    async def _resume_held(self, held: HeldCall, answer: Answer | None, ctx: ToolContext, typed: bool) -> Round:
+    async def _resume_held(
+        self, held: HeldCall, answer: ApprovalDecision | None, ctx: ToolContext, typed: bool
+    ) -> Round:
         """The owner decided (or typed instead): the held call's tool message, then the rest of its reply."""
         await self.deps.tools.prepare(ctx)  # after a restart the MCP servers start again for the call
         was_complete = self.complete

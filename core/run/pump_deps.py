@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from ..base.answers import UserInput
 from ..model.client import LLMClient, LLMReply
 from ..model.wire import ToolSet
 from ..package.models import Package
@@ -33,7 +34,7 @@ class PumpControl:
     llm_task: asyncio.Task[LLMReply] | None = None
 
 
-ChildPump = Callable[[RunRecord, Package, Intent, "str | None", "EventSink | None", PumpControl], Awaitable[PumpResult]]
+ChildPump = Callable[[RunRecord, Package, Intent, "UserInput | None", "EventSink | None", PumpControl], Awaitable[PumpResult]]
 
 
 @dataclass(frozen=True)

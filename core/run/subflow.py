@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..document import state as run_state
+from ..base.answers import UserInput
 from ..base.errors import CrewError
 from ..base.events import EngineEvent, RunPhase, SubworkflowReturned, SubworkflowStarted
 from .engine_model import EventSink, Intent, PumpResult
@@ -213,7 +214,7 @@ class ChildOutcome:
     returned: Returned | None  # set when the child completed and the caller moved past the node
 
 
-async def run_call(deps: PumpDeps, call: SubworkflowCall, caller: Caller, user_input: str | None) -> ChildOutcome:
+async def run_call(deps: PumpDeps, call: SubworkflowCall, caller: Caller, user_input: UserInput | None) -> ChildOutcome:
     """Pump the child run until it needs the user or completes; on completion move the caller on.
 
     When the child needs the user (a question, a widget, a pause or stop, a failure), the caller's

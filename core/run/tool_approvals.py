@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
-from ..base.wrappers import parse_widget_submit
+from ..base.answers import ApprovalAnswer, ApprovalDecision, Decision, UserInput
 from ..model.client import ToolCall
 from ..prompts.composer import render
 from ..store.history import History
@@ -34,7 +34,6 @@ from ..tools.registry import wire_name
 from .tool_round import ToolRecorder
 
 APPROVAL_TYPE = "tool_approval"
-Decision = Literal["approve", "deny", "allow_for_run"]
 Audit = Callable[[dict[str, Any]], None]
 
 
@@ -56,30 +55,14 @@ def approval_widget(call: ToolCall, request: ApprovalRequest) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class Answer:
-    decision: Decision
-    by: str
-
-
-def answer_to(user_input: str | None, widget: dict[str, Any]) -> Answer | None:
-    """The owner's decision on `widget` in this input; None when the input is something else.
-
-    The value is `{"decision": "approve" | "deny" | "allow_for_run", "by": who}`; the older
-    `{"approved": bool, "by": who}` is read too. Anything unreadable is a denial.
-    """
-    submitted = parse_widget_submit(user_input)
-    if submitted is None or submitted.get("widgetId") != widget.get("widgetId"):
+def answer_to(user_input: UserInput | None, widget: dict[str, Any]) -> ApprovalDecision | None:
+    """The owner's decision on `widget` in this input; None when the input is something else
+    (typed words, even words that look like an answer, decide nothing)."""
+    if not isinstance(user_input, ApprovalAnswer) or user_input.widget_id != widget.get("widgetId"):
         return None
-    value = submitted.get("value")
-    value = value if isinstance(value, dict) else {}
-    by = str(value.get("by") or "the run owner")
-    decision = value.get("decision")
-    if decision == "allow_for_run" and not widget.get("allowForRun"):
-        decision = "approve"  # nothing to remember: an approval of this call only
-    if decision not in ("approve", "deny", "allow_for_run"):
-        decision = "approve" if value.get("approved") is True else "deny"
-    return Answer(decision=decision, by=by)
+    if user_input.value.decision == "allow_for_run" and not widget.get("allowForRun"):
+        return user_input.value.model_copy(update={"decision": "approve"})  # nothing to remember: this call only
+    return user_input.value
 
 
 @dataclass(frozen=True)
@@ -134,7 +117,9 @@ class ToolApprovals:
                                 question if isinstance(question, dict) else None)
         return None
 
-    async def decide(self, held: HeldCall, answer: Answer | None, ctx: ToolContext) -> tuple[ToolOutcome, ToolContext]:
+    async def decide(
+        self, held: HeldCall, answer: ApprovalDecision | None, ctx: ToolContext
+    ) -> tuple[ToolOutcome, ToolContext]:
         """Make or refuse the held call and record its tool message; `answer` None: the owner replied
         with something else. Returns the outcome and the context for the calls after it."""
         decision: Decision = answer.decision if answer is not None else "deny"
@@ -171,12 +156,11 @@ class ToolApprovals:
 LEGACY_TYPE = "mcp_approval"  # the answer to an approval asked before held calls; its call was never held
 
 
-def legacy_answer_note(user_input: str | None) -> str | None:
+def legacy_answer_note(user_input: UserInput | None) -> str | None:
     """What the model is told when an approval asked the older way is answered: that call was answered
     with a waiting status and is not made now, so a model that still needs it calls it again (and the
     owner is asked the new way). Without this note the model could take the answer for the call's outcome."""
-    submitted = parse_widget_submit(user_input)
-    if submitted is None or submitted.get("type") != LEGACY_TYPE:
+    if not isinstance(user_input, ApprovalAnswer) or user_input.type != LEGACY_TYPE:
         return None
     return render("approval-answer-outdated")
 

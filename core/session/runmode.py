@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Literal
 
+from ..base.answers import UserInput
 from ..run.engine import PumpResult
 from ..base.errors import CrewError
 from ..base.events import RunPhase
@@ -109,7 +110,7 @@ async def pump(
     package: Package,
     *,
     intent: Intent,
-    user_input: str | None,
+    user_input: UserInput | None,
     out: OutputStream,
 ) -> PumpResult | None:
     """One engine pump; its events reach `out` as they happen (see RunOutputs)."""
@@ -141,8 +142,8 @@ async def pump(
     return result
 
 
-async def continue_run(deps: Deps, session: Session, package: Package, user_input: str, out: OutputStream) -> None:
-    """The user's text (or a WIDGET_SUBMIT) becomes the run's next USER_INPUT."""
+async def continue_run(deps: Deps, session: Session, package: Package, user_input: UserInput, out: OutputStream) -> None:
+    """The user's text (or their answer to the run's question) becomes the run's next input."""
     record = bound_record(deps, session)
     if deps.engine.is_pumping(record.run_id):
         await out.put(Notice(text="The run is still working. Wait for it, or type *pause / *stop.", level="warning"))

@@ -19,7 +19,7 @@ from ..run.engine import Engine
 from ..base.errors import CrewError
 from .outputs import Dismissed, ErrorOutput, Notice, Output, RunStatus, ShowAgents
 from ..package.models import Package
-from ..base.wrappers import widget_submit_text
+from ..base.answers import FormAnswer, misfit, refused
 from .router import GlobalCommand, resolve
 from ..store.run_manager import RunManager
 from . import next_step, runmode
@@ -86,11 +86,10 @@ class SessionService:
         await self._guarded(session, out, self._pick_by_name(session, agent_id, out))
         return out.items
 
-    async def handle_widget_submit(
-        self, session: Session, widget_id: str, value: object, emit: Emit | None = None
-    ) -> list[Output]:
+    async def handle_widget_submit(self, session: Session, answer: FormAnswer, emit: Emit | None = None) -> list[Output]:
+        """The person's answer to the open question; refused (the question stays open) unless it fits it."""
         out = OutputStream(emit)
-        await self._guarded(session, out, self._widget_submit(session, widget_id, value, out))
+        await self._guarded(session, out, self._widget_submit(session, answer, out))
         return out.items
 
     async def control(self, session: Session, action: Control, emit: Emit | None = None) -> list[Output]:
@@ -335,14 +334,17 @@ class SessionService:
 
     # ---- widgets ----------------------------------------------------------------------
 
-    async def _widget_submit(self, session: Session, widget_id: str, value: object, out: OutputStream) -> None:
+    async def _widget_submit(self, session: Session, answer: FormAnswer, out: OutputStream) -> None:
         pending = session.pending_widget
         bound_run = session.run_id if session.mode == "run" else None
-        if pending is None or pending.widget_id != widget_id or pending.run_id != bound_run:
+        if pending is None or pending.widget_id != answer.widget_id or pending.run_id != bound_run:
             await out.put(Notice(text=STALE_WIDGET, level="warning"))
             return
+        why = misfit(answer, pending.payload)
+        if why is not None:
+            log.warning("answer refused", extra={"session": session.id, "widget": answer.widget_id, "why": why})
+            raise refused(why)
         session.pending_widget = None
-        answer = widget_submit_text(pending.widget_id, pending.type, value)
         if pending.run_id is not None:
             package, _ = self.deps.bound(session)
             await runmode.continue_run(self.deps, session, package, answer, out)

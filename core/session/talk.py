@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from ..base.answers import UserInput
 from ..store.history import message_tokens
 from .outputs import AgentCard, Reply, ReplyDelta, WidgetRequest
 from ..package.models import Agent, Package
@@ -26,7 +27,7 @@ async def talk(
     session: Session,
     package: Package,
     agent: Agent | None,
-    user_text: str,
+    user_text: UserInput,
     out: OutputStream,
     *,
     mode: Mode,

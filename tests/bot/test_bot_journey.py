@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crewagent.core.base.wrappers import parse_widget_submit
+from tests.support.scripts import parse_widget_submit
 from crewagent.core.document.state import read_state
 from tests.support.fakes import Reply
 from tests.support.fakes.slack_events import message_event, new_ts

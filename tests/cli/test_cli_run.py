@@ -18,6 +18,7 @@ from tests.support.fakes.llm_server import Reply, ScriptedLLM
 from tests.support.processes import Spawner
 from tests.support.scripts import (
     EXAMPLES,
+    FORM_WIDGET,
     STORY_KEY,
     create_story_responder,
     script_create_story,
@@ -103,6 +104,27 @@ async def test_end_of_input_leaves_the_run_resumable(project: Path, model_env: N
         assert "  - artifacts/create-story/summary.md" in out
         code, out, _ = await cli(["runs", "list", "--project", str(project / "artifacts")], "", monkeypatch, capsys)
         assert "No runs yet" in out
+
+
+async def test_a_form_answer_that_breaks_the_schema_is_asked_again_and_the_run_gets_the_typed_one(
+    project: Path, model_env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with ScriptedLLM() as llm:
+        monkeypatch.setenv("OPENAI_BASE_URL", llm.base_url)
+        llm.add_reply(tool_calls=[("ui_ask_user", FORM_WIDGET)])
+        llm.add_reply("Thanks, Nest with 2 people.")
+        llm.add_reply("Say when I should go on.")  # after the runtime's one nudge to move the step on
+        typed = '{"name": "Nest", "team_size": 0}\n{"name": "Nest", "team_size": 2}\n'
+        code, out, err = await cli(
+            ["run", str(EXAMPLES / "hello-branch"), "--project", str(project)], typed, monkeypatch, capsys
+        )
+        assert code == 3, err  # answered, then the input ended while the run waits for the next reply
+        assert ("That answer cannot be used: team_size: 0 is less than the minimum of 1. "
+                "The question is still open.") in out
+        assert "Thanks, Nest with 2 people." in out
+        sent = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+        assert sent[-1].endswith('\nWIDGET_SUBMIT\n{"widgetId": "project_details", "type": "form", '
+                                 '"value": {"name": "Nest", "team_size": 2}}')
 
 
 def saved_tokens(run_id: str) -> int:

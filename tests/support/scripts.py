@@ -38,7 +38,8 @@ from crewagent.core.base.events import EngineEvent, RunPhase
 from crewagent.core.model.client import LLMClient, LLMSettings
 from crewagent.core.package.loader import load_package
 from crewagent.core.package.models import Package
-from crewagent.core.base.wrappers import parse_widget_submit, unwrap_user_input, widget_submit_text
+from crewagent.core.base.answers import FormAnswer, SelectionAnswer, UserInput
+from crewagent.core.base.wrappers import WIDGET_SUBMIT, unwrap_user_input
 from crewagent.core.store.run_manager import RunManager
 from crewagent.core.store.runs_model import RunRecord
 from crewagent.core.store.files import RuntimeStore
@@ -337,9 +338,21 @@ PROJECT_TYPE_WIDGET = {
 }
 
 
-def project_type_answer(branch: str) -> str:
-    """The WIDGET_SUBMIT a surface sends when the user picks `branch` in the project_type widget."""
-    return widget_submit_text("project_type", "selection", [branch])
+def project_type_answer(branch: str) -> FormAnswer:
+    """The answer a surface gives when the user picks `branch` in the project_type widget."""
+    return SelectionAnswer(widget_id="project_type", value=[branch])
+
+
+def parse_widget_submit(text: str | None) -> dict[str, Any] | None:
+    """{widgetId, type, value} of a WIDGET_SUBMIT user message, as a model reads it (USER_INPUT-wrapped or not)."""
+    raw = unwrap_user_input(text or "").strip()
+    if not raw.startswith(WIDGET_SUBMIT):
+        return None
+    try:
+        payload = json.loads(raw[len(WIDGET_SUBMIT):].strip())
+    except ValueError:
+        return None
+    return payload if isinstance(payload, dict) and isinstance(payload.get("widgetId"), str) else None
 
 
 def hello_branch_responder(*, preset_branch: str | None = None) -> Callable[[Body], Reply]:
@@ -483,8 +496,8 @@ PARTY_ARTIFACTS = ["artifacts/party-mode/discussion.md", "artifacts/party-mode/v
 PLAN_FEATURE_ARTIFACTS = ["artifacts/plan-feature/brief.md", *PARTY_ARTIFACTS, "artifacts/plan-feature/plan.md"]
 
 
-def direction_answer(value: str = "simple-rules") -> str:
-    return widget_submit_text("direction", "selection", [value])
+def direction_answer(value: str = "simple-rules") -> FormAnswer:
+    return SelectionAnswer(widget_id="direction", value=[value])
 
 
 def _chosen_direction(body: Body) -> str | None:
@@ -563,7 +576,7 @@ async def drive(
     engine: Engine,
     record: RunRecord,
     package: Package,
-    answers: Sequence[str] = (),
+    answers: Sequence[UserInput] = (),
     *,
     on_event: Callable[[EngineEvent], Awaitable[None]] | None = None,
 ) -> list[PumpResult]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crewagent.core.base import answers
+from crewagent.core.base.errors import CrewError
 from crewagent.core.session.outputs import Output
 from crewagent.core.package.loader import load_package
 from crewagent.core.package.models import Package
@@ -87,7 +89,19 @@ class SessionHarness:
         return await self.service.pick_agent(self.session, agent, self.emit)
 
     async def submit(self, widget_id: str, value: Any) -> list[Output]:
-        return await self.service.handle_widget_submit(self.session, widget_id, value, self.emit)
+        """Answer as a surface does: typed as the open question's kind (when none is open, the first
+        kind `value` can be an answer of: a stale click on an old question)."""
+        pending = self.session.pending_widget
+        kinds = [pending.type] if pending else ["selection", "confirmation", "plan_review", "form"]
+        for kind in kinds[:-1]:
+            try:
+                return await self.answer(answers.form_answer(widget_id, kind, value))
+            except CrewError:  # not an answer of this kind: try the next
+                pass
+        return await self.answer(answers.form_answer(widget_id, kinds[-1], value))
+
+    async def answer(self, answer: answers.FormAnswer) -> list[Output]:
+        return await self.service.handle_widget_submit(self.session, answer, self.emit)
 
     async def control(self, action: str) -> list[Output]:
         return await self.service.control(self.session, action, self.emit)  # type: ignore[arg-type]

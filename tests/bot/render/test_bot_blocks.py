@@ -12,6 +12,7 @@ from crewagent.bot.base.actions import ButtonValue, FormContext
 from crewagent.bot.render.modals import build_modal, parse_submission
 from crewagent.bot.render.mrkdwn import split_text, to_mrkdwn
 from crewagent.bot.render.widgets import answer_for, widget_messages
+from crewagent.core.api.sessions import answers
 from crewagent.core.base.events import RunPhase
 from crewagent.core.session.outputs import AgentCard, MenuEntry
 from crewagent.core.store.runs_model import RunError, RunSnapshot, RunUsage
@@ -199,20 +200,22 @@ def test_widgets_render_and_map_clicks_to_answers() -> None:
     confirm = {"widgetId": "workflow_state_change_confirm", "type": "confirmation", "message": "Change state?"}
     buttons = _buttons(_check(widget_messages(confirm, key=KEY, run_id="r1")))
     assert [b["text"]["text"] for b in buttons] == ["Confirm", "Cancel"]
-    assert answer_for(confirm, ButtonValue.decode(buttons[0]["value"])) == (True, {"confirmed": True})
-    assert answer_for(confirm, ButtonValue.decode(buttons[1]["value"])) == (True, {"confirmed": False})
+    assert answer_for(confirm, ButtonValue.decode(buttons[0]["value"])) == answers.ConfirmationAnswer(
+        widget_id="workflow_state_change_confirm", value=answers.Confirmed(confirmed=True))
+    assert answer_for(confirm, ButtonValue.decode(buttons[1]["value"])).value.confirmed is False
 
     selection = {"widgetId": "w", "type": "selection", "message": "Which?", "options": [
         {"value": "greenfield", "label": "Greenfield"}, {"value": "brownfield", "label": "Brownfield"}]}
     buttons = _buttons(_check(widget_messages(selection, key=KEY, run_id="r1")))
-    assert answer_for(selection, ButtonValue.decode(buttons[1]["value"])) == (True, ["brownfield"])
-    assert answer_for(selection, ButtonValue(s=KEY, w="w", i=7)) == (False, None)
+    assert answer_for(selection, ButtonValue.decode(buttons[1]["value"])) == answers.SelectionAnswer(
+        widget_id="w", value=["brownfield"])
+    assert answer_for(selection, ButtonValue(s=KEY, w="w", i=7)) is None
 
     actions = {
         "widgetId": "a", "type": "action_selection", "message": "Next?", "actions": [{"id": "go", "label": "Go"}]
     }
     buttons = _buttons(_check(widget_messages(actions, key=KEY, run_id=None)))
-    assert answer_for(actions, ButtonValue.decode(buttons[0]["value"])) == (True, "go")
+    assert answer_for(actions, ButtonValue.decode(buttons[0]["value"])) == answers.ActionAnswer(widget_id="a", value="go")
 
 
 FORM = {

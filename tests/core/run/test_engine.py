@@ -9,6 +9,10 @@ import pytest
 
 from crewagent.core.document import state as run_state
 from crewagent.core.base.events import RunPhase
+from crewagent.core.run.engine import Engine
+from crewagent.core.store.files import RuntimeStore
+from crewagent.core.store.history import History
+from crewagent.core.store.run_manager import RunManager
 from tests.support.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,
@@ -166,3 +170,30 @@ async def test_multi_workflows_hello_branch_reuses_the_same_script(project: Path
         result = await h.engine.pump(record, package, intent="start")
         assert result.phase is RunPhase.COMPLETED
         assert (project / "artifacts/plan-brownfield.md").is_file()
+
+
+OLDER_ANSWER = ('USER_INPUT\n- forNodeId: decide-02-project-type\nWIDGET_SUBMIT\n'
+                '{"widgetId": "project_type", "type": "selection", "value": ["brownfield"]}')
+"""An answer as an older release wrote it into the run's log (the text the model reads)."""
+
+
+async def test_a_run_an_older_release_left_with_its_answer_as_text_resumes(project: Path) -> None:
+    async with engine_harness(project) as h:
+        script_hello_branch(h.llm)
+        package = h.load("hello-branch")
+        record = h.create(package)
+        await h.engine.pump(record, package, intent="start")
+        history = History.load(h.store.conversation_log(record))  # killed after writing the answer
+        history.append({"role": "user", "content": OLDER_ANSWER}, part="user_input",
+                       nodeId="decide-02-project-type", scope="decide-02-project-type")
+        record.phase = RunPhase.RUNNING
+        h.runs.update(record)
+
+        store = RuntimeStore()  # a new process over the same home
+        runs = RunManager(store)
+        before = len(h.llm.requests)
+        done = await Engine(store, runs, h.client).pump(runs.get(record.run_id), package, intent="resume")
+        assert done.phase is RunPhase.COMPLETED
+        assert (project / "artifacts/plan-brownfield.md").is_file()  # the model read the answer and took its branch
+        sent = [m["content"] for m in h.llm.requests[before]["messages"] if m["role"] == "user"]
+        assert sent.count(OLDER_ANSWER) == 1

@@ -10,7 +10,7 @@ import pytest
 
 from crewagent.core.document import state as run_state
 from crewagent.core.base.events import RunPhase
-from crewagent.core.base.wrappers import STATE_CHANGE_CONFIRM_ID
+from crewagent.core.base.answers import STATE_CHANGE_CONFIRM_ID
 from tests.support.scripts import (
     HELLO_LINEAR_ANSWER,
     STORY_KEY,
@@ -222,6 +222,21 @@ async def test_widget_answers_and_stale_submissions(project: Path) -> None:
         out = await s.submit("project_type", ["greenfield"])  # a second click on the old buttons
         assert out[0].text == "This question was already answered." and len(s.requests) == calls
         assert not (project / "artifacts" / "plan-greenfield.md").exists()
+
+
+async def test_an_answer_the_question_does_not_offer_is_refused_and_the_question_stays_open(project: Path) -> None:
+    async with session_harness(project, "hello-branch") as s:
+        script_hello_branch(s.h.llm)
+        await s.pick("analyst")
+        await s.text("hello-branch")
+        calls = len(s.requests)
+        out = await s.submit("project_type", ["purple"])
+        assert [(o.kind, o.code) for o in out] == [("error", "ANSWER_INVALID")]
+        assert out[0].message == ("That answer cannot be used: 'purple' is not one of its options. "
+                                  "The question is still open.")
+        assert len(s.requests) == calls and s.session.pending_widget is not None
+        out = await s.submit("project_type", ["brownfield"])
+        assert s.h.runs.get(s.session.run_id).phase is RunPhase.COMPLETED
 
 
 async def test_plain_text_answers_a_pending_widget(project: Path) -> None:

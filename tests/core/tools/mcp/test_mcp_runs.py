@@ -11,7 +11,7 @@ import pytest
 from crewagent.core.base.events import RunPhase
 from crewagent.core.package.loader import load_package
 from crewagent.core.tools.policy import SystemToolPolicy
-from crewagent.core.base.wrappers import widget_submit_text
+from crewagent.core.base.answers import FormAnswer, answer_of
 from crewagent.core.run.engine import Engine, EngineSettings
 from crewagent.core.tools.mcp.hub import McpHub
 from crewagent.core.tools.registry import ToolHost
@@ -21,9 +21,9 @@ from tests.support.scripts import current_node, engine_harness, system_text
 pytestmark = pytest.mark.slow  # real MCP server processes
 
 
-def _approval(widget: dict, approved: bool, by: str = "U_OWNER") -> str:
+def _approval(widget: dict, approved: bool, by: str = "U_OWNER") -> FormAnswer:
     decision = "approve" if approved else "deny"
-    return widget_submit_text(widget["widgetId"], widget["type"], {"decision": decision, "by": by})
+    return answer_of(widget, {"decision": decision, "by": by})
 
 
 def _tool_messages(request: dict) -> list[dict]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from crewagent.core.base.wrappers import widget_submit_text
+from crewagent.core.base.answers import FormAnswer, answer_of
 from crewagent.core.package.loader import load_package
 from crewagent.core.run.engine import EngineSettings
 from crewagent.core.tools.policy import SystemToolPolicy
@@ -37,8 +37,8 @@ def _results(h: Any) -> list[dict[str, Any]]:
     return [r for request in h.llm.requests for r in previous_results(request)]
 
 
-def _decide(widget: dict[str, Any], decision: str) -> str:
-    return widget_submit_text(widget["widgetId"], widget["type"], {"decision": decision, "by": "U_OWNER"})
+def _decide(widget: dict[str, Any], decision: str) -> FormAnswer:
+    return answer_of(widget, {"decision": decision, "by": "U_OWNER"})
 
 
 async def test_a_command_runs_only_after_approve_and_its_output_is_the_result(project: Path, tmp_path: Path) -> None:
