@@ -206,7 +206,8 @@ class ReplyStream:
         self.sent += len(pending)
         outbox = _stream_outbox(self.io)
         if self._record is None and outbox is not None and stream.ts:  # recorded before the next piece goes out
-            self._record = await outbox.record_stream(self.key.channel, self.key.thread_ts, stream.ts, self.target.answers or "")
+            key, answers = self.key, self.target.answers or ""
+            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers)
         return True
 
     def _sent_now(self) -> None:

@@ -115,11 +115,12 @@ class Courier:
         attempt = await self._submit(OutboxEntry(kind="update", channel=channel, target_ts=ts, payload=payload))
         return attempt is None or attempt.result != "refused"
 
-    # ---- streamed replies (bot.native.stream_records) ------------------------------------
+    # ---- streamed replies (bot.native.stream) ------------------------------------
 
     async def record_stream(self, channel: str, thread_ts: str, ts: str, answers: str) -> OutboxEntry:
         """A streamed reply's message exists: record it (nothing is sent) so a start can settle it."""
-        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload={}, answers=answers)
+        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload={})
+        entry.answers = answers
         await self._record(self.ledger.add, entry)
         return entry
 
@@ -156,7 +157,8 @@ class Courier:
                 note = [{"type": "markdown_text", "text": RESTART_NOTE}]
                 await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
-                log.info("a stream left open was not stopped", extra={"error": failure_code(exc), "channel": entry.channel})
+                extra = {"error": failure_code(exc), "channel": entry.channel}
+                log.info("a stream left open was not stopped", extra=extra)
             if entry.answers and not entry.expired(self.give_up_after):
                 self._orphans[entry.answers] = entry
             else:
@@ -218,7 +220,7 @@ class Courier:
 
     def _take(self, entries: list[OutboxEntry]) -> None:
         for entry in sorted(entries, key=lambda e: e.seq):
-            if entry.kind == "stream":  # nothing to send: settled at start-up (bot.native.stream_records)
+            if entry.kind == "stream":  # nothing to send: settled at start-up (bot.native.stream)
                 if all(e.id != entry.id for e in self.open_streams):
                     self.open_streams.append(entry)
                 continue

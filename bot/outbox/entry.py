@@ -25,7 +25,7 @@ class OutboxEntry(BaseModel):
     after another.
 
     A streamed reply is recorded as `stream` when its message exists (nothing to send yet: at a start it is
-    settled, bot.native.stream_records), then becomes `finish` once its whole text is known: the stream is
+    settled, bot.native.stream), then becomes `finish` once its whole text is known: the stream is
     stopped with the rest of the text, or, when Slack no longer streams it, the message is edited to the
     whole text. `settles` are the dedupe keys of the event the reply answers: they count as handled from the
     moment this entry holds the whole reply (a start claims them again from an entry still waiting)."""

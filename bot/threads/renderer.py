@@ -103,8 +103,9 @@ class ThreadRenderer:
         claim = self.claim
         if output.run_id:
             return ReplyTarget(self.record.key, self.user, output.agent, answers=f"run:{output.run_id}")
-        answers = claim.answers if claim is not None else None
-        return ReplyTarget(self.record.key, self.user, output.agent, answers=answers, settles=claim.waiting if claim else ())
+        if claim is None:
+            return ReplyTarget(self.record.key, self.user, output.agent)
+        return ReplyTarget(self.record.key, self.user, output.agent, answers=claim.answers, settles=claim.waiting)
 
     async def _end_stream(self, text: str | None = None) -> None:
         stream, self._stream, self._stream_turn = self._stream, None, None

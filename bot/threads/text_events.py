@@ -68,7 +68,8 @@ class TextEvents:
     async def _claim(self, event: ThreadEvent) -> EventClaim | None:
         """The event's claim: made now, or (a reply may follow) once the reply is recorded. None: handled before."""
         if not self.claim_when_durable or not event.dedupe:
-            return EventClaim(event.dedupe, self.deduper, claimed=True) if await self.deduper.claim_persisted(event.dedupe) else None
+            claimed = await self.deduper.claim_persisted(event.dedupe)
+            return EventClaim(event.dedupe, self.deduper, claimed=True) if claimed else None
         return None if await self.deduper.seen_persisted(event.dedupe) else EventClaim(event.dedupe, self.deduper)
 
     async def _decided(self, event: ThreadEvent, record: ThreadRecord | None) -> ThreadCall | None:

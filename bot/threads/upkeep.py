@@ -97,7 +97,9 @@ class Upkeep:
         keys = outbox.settles_left()
         if keys:
             await deduper.remember_persisted(keys)
-        return await outbox.settle_streams()
+        if cut := await outbox.settle_streams():
+            log.info("settling streamed replies a previous process left open", extra={"count": cut})
+        return cut
 
     async def resume_interrupted(self, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
         """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""

@@ -149,7 +149,8 @@ async def test_a_runs_closing_text_cut_by_kill_9_is_written_whole_into_its_messa
         answer_ts = new_ts()
         slack.add_message("C1", HELLO_LINEAR_ANSWER, ts=answer_ts, thread_ts=top)
         since = len(slack.calls)
-        assert (await deliver_event(http, events, SECRET, message_event(HELLO_LINEAR_ANSWER, ts=answer_ts, thread_ts=top)))[0] == 200
+        answer = message_event(HELLO_LINEAR_ANSWER, ts=answer_ts, thread_ts=top)
+        assert (await deliver_event(http, events, SECRET, answer))[0] == 200
         start = await slack.wait_for("chat.startStream", lambda p: "The workflow" in str(p), since=since, timeout=WAIT)
         await slack.wait_for("chat.appendStream", lambda p: p.get("ts") is not None, since=since, timeout=WAIT)
         kill_group(process.pid)
