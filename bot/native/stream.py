@@ -121,14 +121,15 @@ class ReplyStream:
         if not self.stopped and (self._ts is not None or self.board.room()):
             await self._show(final=False)
 
-    async def finish(self, text: str) -> None:
-        """The model's whole reply: stop the stream with it (or show it the old way)."""
+    async def finish(self, text: str, *, answered: bool = True) -> None:
+        """The model's whole reply: stop the stream with it (or show it the old way). `answered`: the reply
+        settles the event it answers (not so a reply cut off and asked for again)."""
         if self.stopped:
             return
         whole = text.strip()
         header = blocks.agent_header(self.agent)
         footer = [defused(blocks.context(header))] if header else None
-        if await self._finish_durably(whole, footer):
+        if await self._finish_durably(whole, footer, list(self.target.settles) if answered else []):
             return
         if self.streaming and whole.startswith(self.text[: self.sent]):
             rest = whole[self.sent :]
@@ -145,7 +146,7 @@ class ReplyStream:
         await self._show(final=True)
         await self._forget_record()  # shown the old way; the final edit is in the outbox
 
-    async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None) -> bool:
+    async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None, settles: list[str]) -> bool:
         """A recorded stream (or an adopted message) whose whole reply fits one message: the outbox records
         the whole text, then stops the stream with the rest (or edits the message to the whole). False when
         the reply goes the old way."""
@@ -159,7 +160,7 @@ class ReplyStream:
         rest = "" if self.adopted else whole[self.sent :]
         payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": messages[0].payload()}
         self._record = None
-        error = await outbox.finish_stream(record, payload, list(self.target.settles))
+        error = await outbox.finish_stream(record, payload, settles)
         self.text, self.sent = whole, len(whole)
         if error == STOPPED_BY_USER:
             self.stopped = True
@@ -181,7 +182,7 @@ class ReplyStream:
             self._record = None
         if not self.started or self.stopped:
             return False
-        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}")
+        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}", answered=False)
         return True
 
     # ---- streaming ----------------------------------------------------------------

@@ -5,7 +5,8 @@ process that dies while the reply streams has changed nothing the next start cou
 event (still kept in the embedded journal) must be handled again then. Its keys are therefore claimed
 together with the reply's whole text (the outbox entry carries them, bot.outbox), at the first output
 that changes more than a reply (a run took the text, a menu was shown: from then on a redo would do
-it twice), or when the call ends, whichever comes first.
+it twice), or when the call ends, whichever comes first. Text for a run in progress is claimed when it is
+decided, as before: the run keeps it in its own state, and its resume (not the event) carries it on.
 """
 
 from __future__ import annotations

@@ -60,8 +60,11 @@ class TextEvents:
         if claim is None:
             return None
         call = await self._decided(event, record)
-        if call is None or claim.claimed or not isinstance(call.call, (OpenThread, SayText, GuestChat)):
-            await claim.settle()  # nothing here waits for a reply to be recorded
+        answered = call is not None and isinstance(call.call, (OpenThread, SayText, GuestChat))
+        if call is None or not answered or call.record.session.mode == "run":
+            # Nothing waits for a reply to be recorded: a run takes the text into its own durable state now,
+            # and a resumed run (not this event) carries it on after a crash.
+            await claim.settle()
             return call
         return dataclasses.replace(call, claim=claim)
 
