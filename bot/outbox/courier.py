@@ -313,7 +313,9 @@ class Courier:
         try:
             self._take(await self.ledger.pending())
         except (LedgerUnavailable, TimeoutError):
-            pass  # looked for again at the next round
+            return  # looked for again at the next round
+        if self.open_streams:  # a dead replica's streams: stopped now, kept for the resumed run's reply
+            await self.settle_streams()
 
     async def _drain(self, lane: _Lane) -> None:
         while lane.entries and lane.due <= time.monotonic() and not self.paused:
