@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +93,10 @@ async def test_a_chat_reply_cut_by_kill_9_is_written_whole_into_its_message_afte
 
         since = len(slack.calls)
         process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
         await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
         await slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
         assert_shown_once(slack, top, ANSWER)
         assert asked(llm, QUESTION) == 2  # the cut-off reply was asked for again, once
         kill_group(process.pid)
@@ -116,8 +119,10 @@ async def test_a_reply_recorded_whole_but_not_shown_is_finished_after_kill_9_wit
 
         since = len(slack.calls)
         process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
         await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
         await slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
         assert_shown_once(slack, top, ANSWER)
         assert asked(llm, QUESTION) == 1
         kill_group(process.pid)
@@ -159,8 +164,10 @@ async def test_a_runs_closing_text_cut_by_kill_9_is_written_whole_into_its_messa
 
         since = len(slack.calls)
         process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
         await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
         await slack.wait_for(("chat.update", STREAMED), lambda p: CLOSING in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
         assert_shown_once(slack, top, CLOSING)
         assert all(user_inputs(body).count(HELLO_LINEAR_ANSWER) <= 1 for body in llm.requests)  # taken once
         kill_group(process.pid)
