@@ -9,6 +9,12 @@ agent's name underneath.
 An answer cut off by a lost model connection is closed with a short note; the answer asked for
 again streams into a new message.
 
+A streamed reply is durable (bot.outbox): once its message exists it is recorded with what it answers,
+before any piece after the first is shown, and its whole text is recorded before the stream is stopped,
+so the outbox finishes it even if this process dies. A reply that an earlier process left cut off is
+written again into that same message (`adopted`): nothing is shown of it until it is whole, then the
+message is edited to the whole text.
+
 If Slack refuses streaming in this thread the reply is posted and then edited in place, through the
 status board so the edits share chat.update's budget: the first words are posted only while that
 budget has room beyond what is kept for urgent edits (else the reply is posted whole when it is
@@ -23,12 +29,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from slack_sdk.web.async_chat_stream import AsyncChatStream
 from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.core.api.sessions import outputs
 
+from ..outbox.courier import Courier
+from ..outbox.entry import OutboxEntry
 from ..render import blocks
 from ..render.message import SlackMessage, defused
 from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
@@ -43,6 +53,17 @@ EXPIRED = "message_not_in_streaming_state"
 CUT_OFF_NOTE = "_(connection lost, retrying)_"
 
 
+@dataclass(frozen=True)
+class ReplyTarget:
+    """Where a reply goes, for whom, and what it answers."""
+
+    key: ThreadKey
+    recipient: str | None
+    agent: outputs.AgentCard | None
+    answers: str | None = None  # `run:<id>` or `event:<key>`: how a redo after a restart finds the message
+    settles: tuple[str, ...] = ()  # dedupe keys of the event, claimed together with the reply's whole text
+
+
 class ReplyStream:
     def __init__(
         self,
@@ -52,23 +73,28 @@ class ReplyStream:
         board: StatusBoard,
         fallbacks: Fallbacks,
         budget: CallBudget,
-        key: ThreadKey,
-        recipient: str | None,
-        agent: outputs.AgentCard | None,
+        target: ReplyTarget,
         interval: float,
         on_user_stop: Callable[[], None] | None = None,
     ) -> None:
         self.client, self.io, self.board, self.fallbacks, self.budget = client, io, board, fallbacks, budget
-        self.key, self.recipient, self.agent, self.interval = key, recipient, agent, interval
+        self.target, self.interval = target, interval
+        self.key, self.recipient, self.agent = target.key, target.recipient, target.agent
         self.on_user_stop = on_user_stop
         self.text = ""  # what the model has written so far (leading blanks dropped)
         self.sent = 0  # how much of it Slack has
         # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
-        self.streaming = fallbacks.allows(str(key), STREAM) and (key.is_dm or bool(recipient))
+        self.streaming = fallbacks.allows(str(self.key), STREAM) and (self.key.is_dm or bool(self.recipient))
         self.stopped = False  # the user stopped it from Slack
         self._stream: AsyncChatStream | None = None
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
+        self._record: OutboxEntry | None = None  # the streamed message as the outbox keeps it
+        self.adopted = False  # writing again into a message an earlier process left cut off
+        outbox = _stream_outbox(io)
+        orphan = outbox.adopt_stream(target.answers) if outbox is not None and target.answers else None
+        if orphan is not None:
+            self._record, self._ts, self.adopted, self.streaming = orphan, orphan.target_ts, True, False
 
     @property
     def started(self) -> bool:
@@ -78,7 +104,7 @@ class ReplyStream:
         if self.stopped:
             return
         self.text += piece if self.text else piece.lstrip()
-        if len(self.text) == self.sent:
+        if len(self.text) == self.sent or self.adopted:
             return
         now = time.monotonic()
         if self.started and now - self._last < self.interval:
@@ -95,17 +121,20 @@ class ReplyStream:
         if not self.stopped and (self._ts is not None or self.board.room()):
             await self._show(final=False)
 
-    async def finish(self, text: str) -> None:
-        """The model's whole reply: stop the stream with it (or show it the old way)."""
+    async def finish(self, text: str, *, answered: bool = True) -> None:
+        """The model's whole reply: stop the stream with it (or show it the old way). `answered`: the reply
+        settles the event it answers (not so a reply cut off and asked for again)."""
         if self.stopped:
             return
         whole = text.strip()
+        header = blocks.agent_header(self.agent)
+        footer = [defused(blocks.context(header))] if header else None
+        if await self._finish_durably(whole, footer, list(self.target.settles) if answered else []):
+            return
         if self.streaming and whole.startswith(self.text[: self.sent]):
             rest = whole[self.sent :]
             try:
                 stream = self._stream or await self._open()
-                header = blocks.agent_header(self.agent)
-                footer = [defused(blocks.context(header))] if header else None
                 await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
                 self.text, self.sent = whole, len(whole)
                 return
@@ -115,13 +144,45 @@ class ReplyStream:
                     return
         self.text = whole
         await self._show(final=True)
+        await self._forget_record()  # shown the old way; the final edit is in the outbox
+
+    async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None, settles: list[str]) -> bool:
+        """A recorded stream (or an adopted message) whose whole reply fits one message: the outbox records
+        the whole text, then stops the stream with the rest (or edits the message to the whole). False when
+        the reply goes the old way."""
+        outbox, record = _stream_outbox(self.io), self._record
+        if outbox is None or record is None or not (self.adopted or self.streaming):
+            return False
+        messages = blocks.reply(whole, self.agent)
+        sent_text = self.text[: self.sent]
+        if len(messages) > 1 or not whole.startswith(sent_text):
+            return False
+        rest = "" if self.adopted else whole[self.sent :]
+        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": messages[0].payload()}
+        self._record = None
+        error = await outbox.finish_stream(record, payload, settles)
+        self.text, self.sent = whole, len(whole)
+        if error == STOPPED_BY_USER:
+            self.stopped = True
+            if self.on_user_stop is not None:
+                asyncio.get_running_loop().call_soon(self.on_user_stop)
+        return True
+
+    async def _forget_record(self) -> None:
+        record, self._record, outbox = self._record, None, _stream_outbox(self.io)
+        if record is not None and outbox is not None:
+            await outbox.forget_stream(record)
 
     async def cut_off(self) -> bool:
         """The model's answer was cut off and is asked for again: what Slack shows of it ends with a note.
         False when nothing of it reached Slack."""
+        outbox = _stream_outbox(self.io)
+        if self.adopted and self._record is not None and outbox is not None:
+            outbox.return_stream(self._record)  # the answer asked for again writes into it
+            self._record = None
         if not self.started or self.stopped:
             return False
-        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}")
+        await self.finish(f"{self.text[: self.sent]}\n\n{CUT_OFF_NOTE}", answered=False)
         return True
 
     # ---- streaming ----------------------------------------------------------------
@@ -144,6 +205,10 @@ class ReplyStream:
             self._failed(exc)
             return False
         self.sent += len(pending)
+        outbox = _stream_outbox(self.io)
+        if self._record is None and outbox is not None and stream.ts:  # recorded before the next piece goes out
+            key, answers = self.key, self.target.answers or ""
+            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers)
         return True
 
     def _sent_now(self) -> None:
@@ -179,3 +244,8 @@ class ReplyStream:
         for message in rest:
             await self.io.post(channel, thread_ts, message)
         self._sent_now()
+
+
+def _stream_outbox(io: SlackIO) -> Courier | None:
+    """The outbox, when the bot has one that keeps streamed replies (tests may run without)."""
+    return io.outbox if isinstance(io.outbox, Courier) else None

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.web.async_client import AsyncWebClient
 
-from crewagent.core.api.sessions import outputs
 from crewagent.core.api.packages import Graph
 from crewagent.core.api.runs import RunSnapshot
 
@@ -23,7 +22,7 @@ from ..slack_send import CallBudget
 from ..status import StatusBoard
 from .agent_session import AgentSessions
 from .status_line import StatusLines
-from .stream import ReplyStream
+from .stream import ReplyStream, ReplyTarget
 from ..base.thread import ThreadKey, ThreadRecord
 
 # A run's workflow graph and a way to name its agents, for the plan (None: the package is gone).
@@ -55,7 +54,7 @@ class AgentSurface:
         await self.lines.close()
         await self.sessions.close()
 
-    def reply_stream(self, key: ThreadKey, recipient: str | None, agent: outputs.AgentCard | None, run_id: str | None) -> ReplyStream:
+    def reply_stream(self, target: ReplyTarget, run_id: str | None) -> ReplyStream:
         stop = (lambda: self.stop_run(run_id)) if run_id else None
         return ReplyStream(
             client=self.client,
@@ -63,9 +62,7 @@ class AgentSurface:
             board=self.board,
             fallbacks=self.fallbacks,
             budget=self.append_budget,
-            key=key,
-            recipient=recipient,
-            agent=agent,
+            target=target,
             interval=self.stream_interval,
             on_user_stop=stop,
         )

@@ -39,6 +39,8 @@ BACKOFF_CAP = 4.0  # seconds between attempts at most: shown soon after Slack is
 RECORD_RETRY = 1.0  # seconds between attempts to record an entry when the store cannot take it
 LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may have been posted
 CONCURRENCY = 8  # lanes sent at once
+STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a streamed reply
+RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
 
 Result = Literal["sent", "retry", "refused"]
 
@@ -86,6 +88,9 @@ class Courier:
         self._record_failing = False
         self.paused = False  # cut off from the database: nothing is sent until `resume`
         self._open = False  # `open` opened the ledger, so `close` closes it
+        self.open_streams: list[OutboxEntry] = []  # streamed replies an earlier process left unfinished
+        self._settles_left: list[str] = []
+        self._orphans: dict[str, OutboxEntry] = {}  # those settled, by what they answer, until a redo adopts one
 
     # ---- what SlackIO calls -------------------------------------------------------
 
@@ -101,7 +106,8 @@ class Courier:
         False only when Slack refused it for good."""
         lane = self._lanes.get(f"edit:{channel}:{ts}")
         waiting = lane.entries[-1] if lane is not None and lane.entries else None
-        if waiting is not None and lane is not None and (len(lane.entries) > 1 or not lane.lock.locked()):
+        coalesce = waiting is not None and waiting.kind == "update"
+        if waiting is not None and lane is not None and coalesce and (len(lane.entries) > 1 or not lane.lock.locked()):
             waiting.payload = payload  # only the newest state of a message matters
             await self._record(self.ledger.replace, waiting)
             self._kick()
@@ -109,8 +115,63 @@ class Courier:
         attempt = await self._submit(OutboxEntry(kind="update", channel=channel, target_ts=ts, payload=payload))
         return attempt is None or attempt.result != "refused"
 
-    async def _submit(self, entry: OutboxEntry) -> _Attempt | None:
+    # ---- streamed replies (bot.native.stream) ------------------------------------
+
+    async def record_stream(self, channel: str, thread_ts: str, ts: str, answers: str) -> OutboxEntry:
+        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it."""
+        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload={})
+        entry.answers = answers
         await self._record(self.ledger.add, entry)
+        return entry
+
+    async def finish_stream(self, entry: OutboxEntry, payload: dict[str, Any], settles: list[str]) -> str | None:
+        """The reply's whole text: recorded first (with the dedupe keys it settles), then the stream is stopped
+        with `payload["rest"]` (or the message edited to `payload["whole"]`). Slack's error code when it
+        refused the stop (`stopped_by_user`, …), else None (finished, or finished later)."""
+        entry.kind, entry.payload, entry.settles = "finish", payload, settles
+        await self._record(self.ledger.replace, entry)
+        attempt = await self._submit(entry, recorded=True)
+        return attempt.error if attempt is not None else None
+
+    def adopt_stream(self, answers: str) -> OutboxEntry | None:
+        """The message an earlier process streamed for `answers` and left cut off (settled at start), for the
+        redo to write the whole reply into; None when there is none."""
+        return self._orphans.pop(answers, None)
+
+    def return_stream(self, entry: OutboxEntry) -> None:
+        """An adopted message whose redo was cut off in turn: the next answer takes it."""
+        if entry.answers:
+            self._orphans[entry.answers] = entry
+
+    def settles_left(self) -> list[str]:
+        """Dedupe keys of replies an earlier process recorded whole but did not show (claimed again at a start)."""
+        return list(self._settles_left)
+
+    async def settle_streams(self) -> int:
+        """At start-up, before new work: every stream an earlier process left open is stopped (so it no longer
+        looks live) with a note that it is being written again, and kept for the redo of what it answers.
+        Returns how many."""
+        left, self.open_streams = self.open_streams, []
+        for entry in left:
+            try:
+                note = [{"type": "markdown_text", "text": RESTART_NOTE}]
+                await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
+            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
+                extra = {"error": failure_code(exc), "channel": entry.channel}
+                log.info("a stream left open was not stopped", extra=extra)
+            if entry.answers and not entry.expired(self.give_up_after):
+                self._orphans[entry.answers] = entry
+            else:
+                await self.forget_stream(entry)
+        return len(left)
+
+    async def forget_stream(self, entry: OutboxEntry) -> None:
+        """A recorded stream that needs nothing more (settled long ago, or replaced by a redo's own entry)."""
+        await self._mark(self.ledger.sent(entry.id))
+
+    async def _submit(self, entry: OutboxEntry, *, recorded: bool = False) -> _Attempt | None:
+        if not recorded:
+            await self._record(self.ledger.add, entry)
         lane = self._lanes.setdefault(entry.lane, _Lane())
         lane.entries.append(entry)
         self._idle.clear()
@@ -152,12 +213,17 @@ class Courier:
     async def start(self) -> int:
         """Take up what an earlier process (or a dead replica) left unsent; returns how many entries."""
         left = await self.ledger.pending()
+        self._settles_left = [key for entry in left if entry.kind == "finish" for key in entry.settles]
         self._take(left)
         self._kick()
         return len(left)
 
     def _take(self, entries: list[OutboxEntry]) -> None:
         for entry in sorted(entries, key=lambda e: e.seq):
+            if entry.kind == "stream":  # nothing to send: settled at start-up (bot.native.stream)
+                if all(e.id != entry.id for e in self.open_streams):
+                    self.open_streams.append(entry)
+                continue
             lane = self._lanes.setdefault(entry.lane, _Lane())
             if any(e.id == entry.id for e in lane.entries):
                 continue
@@ -247,7 +313,9 @@ class Courier:
         try:
             self._take(await self.ledger.pending())
         except (LedgerUnavailable, TimeoutError):
-            pass  # looked for again at the next round
+            return  # looked for again at the next round
+        if self.open_streams:  # a dead replica's streams: stopped now, kept for the resumed run's reply
+            await self.settle_streams()
 
     async def _drain(self, lane: _Lane) -> None:
         while lane.entries and lane.due <= time.monotonic() and not self.paused:
@@ -305,6 +373,8 @@ class Courier:
             if entry.kind == "update":
                 await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload)
                 return _Attempt("sent", ts=entry.target_ts)
+            if entry.kind == "finish":
+                return await self._finish(entry)
             if entry.maybe_sent and entry.thread_ts:
                 found = await self._find(entry)
                 if found is not None:
@@ -320,6 +390,28 @@ class Courier:
             if not isinstance(exc, SlackApiError) or getattr(exc.response, "status_code", 200) >= 500:
                 entry.maybe_sent = True  # it may have been taken before the answer was lost
             return _Attempt("retry", error=code, wait=retry_after(exc))
+
+    async def _finish(self, entry: OutboxEntry) -> _Attempt:
+        """Stop the stream with the rest of the reply; a stream Slack no longer takes (expired, already
+        stopped by an earlier attempt or process) is edited to the whole reply instead. A stream the person
+        stopped stays as they stopped it."""
+        rest = str(entry.payload.get("rest") or "")
+        try:
+            await self.client.chat_stopStream(
+                channel=entry.channel,
+                ts=entry.target_ts or "",
+                chunks=[{"type": "markdown_text", "text": rest}] if rest else None,
+                blocks=entry.payload.get("blocks") or None,
+            )
+            return _Attempt("sent", ts=entry.target_ts)
+        except SlackApiError as exc:
+            code = failure_code(exc)
+            if transient_failure(exc):
+                raise
+            if code == STOPPED_BY_USER:
+                return _Attempt("sent", ts=entry.target_ts, error=code)
+        await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
+        return _Attempt("sent", ts=entry.target_ts)
 
     async def _find(self, entry: OutboxEntry) -> str | None:
         """The ts of the message carrying this entry's id in its thread, if Slack already has it."""
@@ -348,5 +440,5 @@ class Courier:
 
 
 def _method(entry: OutboxEntry) -> str:
-    return "chat.postMessage" if entry.kind == "post" else "chat.update"
+    return {"post": "chat.postMessage", "finish": "chat.stopStream"}.get(entry.kind, "chat.update")
 

@@ -21,20 +21,29 @@ class LedgerUnavailable(OSError):
 
 
 class OutboxEntry(BaseModel):
-    """A post into a thread, or an edit of a message; `lane` orders the entries sent one after another."""
+    """A post into a thread, an edit of a message, or a streamed reply; `lane` orders the entries sent one
+    after another.
+
+    A streamed reply is recorded as `stream` when its message exists (nothing to send yet: at a start it is
+    settled, bot.native.stream), then becomes `finish` once its whole text is known: the stream is
+    stopped with the rest of the text, or, when Slack no longer streams it, the message is edited to the
+    whole text. `settles` are the dedupe keys of the event the reply answers: they count as handled from the
+    moment this entry holds the whole reply (a start claims them again from an entry still waiting)."""
 
     id: str = Field(default_factory=new_id)
     seq: int = 0  # order of recording (the store's)
-    kind: Literal["post", "update"]
+    kind: Literal["post", "update", "stream", "finish"]
     channel: str
     thread_ts: str | None = None  # post: the thread it goes into
-    target_ts: str | None = None  # update: the message it edits
+    target_ts: str | None = None  # update, stream, finish: the message it edits (or streams into)
     payload: dict[str, Any]
     created: float = Field(default_factory=time.time)
     state: Literal["pending", "given_up"] = "pending"
     error: str | None = None
     # An attempt may have reached Slack without our hearing back (a timeout, a crash): look before posting again.
     maybe_sent: bool = False
+    answers: str | None = None  # stream: what the reply answers (`run:<id>` or `event:<key>`), for the redo to find it
+    settles: list[str] = Field(default_factory=list)  # finish: dedupe keys claimed with this entry
 
     @property
     def lane(self) -> str:

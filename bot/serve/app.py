@@ -137,6 +137,7 @@ class CrewBot:
         self._store_open = True  # closed even if a stop cuts the rest of start-up short
         if left := await self.outbox.open():  # what an earlier process could not send goes first
             log.info("sending messages a previous process left in the outbox", extra={"count": left})
+        await self.dispatcher.settle_streams(self.outbox)  # before any run resumes or event replays
         await self.dispatcher.open_checkouts()
         if self.shared is not None and self.dispatcher.handover is not None:
             if self.slots is not None:

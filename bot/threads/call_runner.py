@@ -68,6 +68,7 @@ class CallRunner:
             fresh_status=call.fresh_status,
             surface=self.surface,
             user=call.user,
+            claim=call.claim,
         )
 
     async def run(self, call: ThreadCall) -> None:
@@ -78,6 +79,8 @@ class CallRunner:
                 await self._run_now(call)
             elif not await self._over_budget(call):
                 await self._run(call)
+        if call.claim is not None:
+            await call.claim.settle()  # the call is over: its event counts as handled
 
     async def _over_budget(self, call: ThreadCall) -> bool:
         """A request that may use the model, refused (and told so) once its person's or channel's budget is spent."""
@@ -92,7 +95,7 @@ class CallRunner:
             lane.live = record
         self.before_call()
         renderer = self._renderer(call)
-        sink = OutputSink(record, renderer, self.state.store, self.phase_watchers)
+        sink = OutputSink(record, renderer, self.state.store, self.phase_watchers, call.claim)
         service = self.state.binding(record).service
         lines = self.surface.lines if self.surface is not None else None
         gated = call.call.gated

@@ -15,6 +15,10 @@ from typing import Protocol
 class ClaimStore(Protocol):
     async def claim(self, keys: list[str]) -> bool: ...
 
+    async def seen(self, keys: list[str]) -> bool: ...
+
+    async def remember(self, keys: list[str]) -> None: ...
+
 
 class Deduper:
     def __init__(self, store: ClaimStore, *, capacity: int = 20_000) -> None:
@@ -43,3 +47,11 @@ class Deduper:
     async def claim_persisted(self, keys: list[str]) -> bool:
         """False if a previous process already handled one of `keys`; otherwise record them durably."""
         return await self.store.claim(keys)
+
+    async def seen_persisted(self, keys: list[str]) -> bool:
+        """True if a previous process (or this one) already handled one of `keys`; nothing is recorded."""
+        return await self.store.seen(keys)
+
+    async def remember_persisted(self, keys: list[str]) -> None:
+        """Record `keys` as handled (an event whose effect is now durable, bot.threads.event_claim)."""
+        await self.store.remember(keys)

@@ -23,6 +23,7 @@ from ..completion.feedback import FeedbackRecorder
 from ..config import BotConfig
 from ..native.agent_view import suggested_prompts
 from ..native.surface import AgentSurface
+from ..outbox.courier import Courier
 from ..replicas.callbacks import HandoverCallbacks
 from ..replicas.handover import Handover
 from .channel_binding import BindingRuntime
@@ -203,6 +204,10 @@ class ThreadIntake:
 
     async def open_checkouts(self) -> None:
         await self.pipeline.upkeep.open_checkouts()
+
+    async def settle_streams(self, outbox: Courier) -> int:
+        """Streamed replies a previous process left open or unshown: settled before any other work."""
+        return await self.pipeline.upkeep.settle_streams(outbox, self.pipeline.deduper)
 
     async def resume_interrupted(self) -> int:
         """Runs left `running` by a previous process: resume them (or offer Resume). Returns how many."""

@@ -1,6 +1,7 @@
 """The one sink of a thread's session call: every output goes to the thread's renderer as it happens.
 
-It also keeps the thread's bookkeeping in step with the stream: the thread's link to a run is saved the
+It also claims the event the call answers once an output made its effect durable (bot.threads.event_claim),
+and keeps the thread's bookkeeping in step with the stream: the thread's link to a run is saved the
 moment the run starts (so a crash mid-run can resume it), and the phase watchers (the owner's Home tab)
 hear when the run changes phase.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from crewagent.core.api.sessions import outputs
 
 from ..base.thread import ThreadRecord
+from .event_claim import EventClaim
 from .renderer import ThreadRenderer
 from .store import ThreadStore
 
@@ -30,7 +32,9 @@ class OutputSink:
         renderer: ThreadRenderer,
         store: ThreadStore | PostgresThreadStore,
         watchers: list[PhaseWatcher],
+        claim: EventClaim | None = None,
     ) -> None:
+        self.claim = claim  # the event's claim, settled once an output made its effect durable
         self.record = record
         self.renderer = renderer
         self.store = store
@@ -39,6 +43,8 @@ class OutputSink:
 
     async def __call__(self, output: outputs.Output) -> None:
         await self.renderer.emit(output)
+        if self.claim is not None and not (isinstance(output, outputs.ReplyDelta) and output.run_id is None):
+            await self.claim.settle()  # a reply is recorded, or a run took the text: a redo would repeat it
         record = self.record
         if record.session.run_id != self.saved_run:
             # A run just started: store the thread's link to it now, so a crash mid-run can resume it.

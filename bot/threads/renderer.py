@@ -23,10 +23,11 @@ from ..render.plan import describe_tool, plan_status
 from ..slack_io import SlackIO
 from ..slack_send import Priority
 from ..status import StatusBoard
-from ..native.stream import ReplyStream
+from ..native.stream import ReplyStream, ReplyTarget
 from ..native.surface import AgentSurface
 from ..base.thread import ThreadRecord
 from ..render.widgets import widget_messages
+from .event_claim import EventClaim
 
 SnapshotSource = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
@@ -44,8 +45,10 @@ class ThreadRenderer:
         fresh_status: bool = False,
         surface: AgentSurface | None = None,
         user: str | None = None,
+        claim: EventClaim | None = None,
     ) -> None:
         self.record = record
+        self.claim = claim  # the event the call answers: a streamed reply is recorded as answering it
         self.surface = surface
         self.user = user or record.session.owner  # whom a streamed reply is for
         self._stream: ReplyStream | None = None
@@ -87,12 +90,22 @@ class ThreadRenderer:
         if self._stream is not None and self._stream_turn != turn:
             await self._end_stream()
         if self._stream is None:
-            self._stream = self.surface.reply_stream(self.record.key, self.user, output.agent, output.run_id)
+            self._stream = self.surface.reply_stream(self._target(output), output.run_id)
             self._stream_turn = turn
         started = self._stream.started
         await self._stream.add(output.text)
         if not started and self._stream.started:
             self.surface.lines.replied(self.record.key)
+
+    def _target(self, output: outputs.ReplyDelta) -> ReplyTarget:
+        """A run's reply answers the run (its resume writes it again); a conversation's answers the event,
+        whose keys it settles when its whole text is recorded."""
+        claim = self.claim
+        if output.run_id:
+            return ReplyTarget(self.record.key, self.user, output.agent, answers=f"run:{output.run_id}")
+        if claim is None:
+            return ReplyTarget(self.record.key, self.user, output.agent)
+        return ReplyTarget(self.record.key, self.user, output.agent, answers=claim.answers, settles=claim.waiting)
 
     async def _end_stream(self, text: str | None = None) -> None:
         stream, self._stream, self._stream_turn = self._stream, None, None

@@ -13,6 +13,7 @@ from typing import Union
 from crewagent.core.api.sessions import FormAnswer, outputs, Session, SessionService, TypedText
 
 from ..base.thread import ThreadRecord
+from .event_claim import EventClaim
 
 Sink = Callable[[outputs.Output], Awaitable[None]]
 SLOT_CONTROLS = frozenset({"resume", "retry"})  # controls that pump the run again
@@ -101,6 +102,7 @@ class ThreadCall:
     reaction_ts: str | None = None  # the message to mark as being worked on
     now: bool = False  # pause/stop of a pumping run: no run slot, outputs straight to the thread
     budgeted: bool = True  # False: work a request that passed the budget check already began (a resume at start-up)
+    claim: EventClaim | None = None  # the event's dedupe keys, still to be claimed once its effect is durable
 
     @property
     def fresh_status(self) -> bool:

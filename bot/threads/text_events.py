@@ -5,6 +5,7 @@ The text's `*command` was parsed once, when the event was made (`ThreadEvent.com
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from crewagent.core.api.sessions import TypedText
@@ -16,6 +17,7 @@ from ..config import BotConfig
 from ..render import blocks
 from ..slack_io import SlackIO
 from .dedupe import Deduper
+from .event_claim import EventClaim
 from .session_calls import ChooseModel, GuestChat, OpenThread, RunControl, SayText, ThreadCall
 from .store import ThreadStore
 from .thread_notes import ThreadNotes
@@ -36,7 +38,11 @@ class TextEvents:
         deduper: Deduper,
         notes: ThreadNotes,
         io: SlackIO,
+        claim_when_durable: bool = False,
     ) -> None:
+        """`claim_when_durable`: typed text the agent may answer is claimed once its reply is recorded
+        (bot.threads.event_claim), so an event cut off by a crash is handled again from its journal."""
+        self.claim_when_durable = claim_when_durable
         self.config = config
         self.store = store
         self.access = access
@@ -50,8 +56,27 @@ class TextEvents:
         record = await self.store.get(key)
         if record is None and not event.opening:
             return None  # not a conversation of ours
-        if not await self.deduper.claim_persisted(event.dedupe):
+        claim = await self._claim(event)
+        if claim is None:
             return None
+        call = await self._decided(event, record)
+        answered = call is not None and isinstance(call.call, (OpenThread, SayText, GuestChat))
+        if call is None or not answered or call.record.session.mode == "run":
+            # Nothing waits for a reply to be recorded: a run takes the text into its own durable state now,
+            # and a resumed run (not this event) carries it on after a crash.
+            await claim.settle()
+            return call
+        return dataclasses.replace(call, claim=claim)
+
+    async def _claim(self, event: ThreadEvent) -> EventClaim | None:
+        """The event's claim: made now, or (a reply may follow) once the reply is recorded. None: handled before."""
+        if not self.claim_when_durable or not event.dedupe:
+            claimed = await self.deduper.claim_persisted(event.dedupe)
+            return EventClaim(event.dedupe, self.deduper, claimed=True) if claimed else None
+        return None if await self.deduper.seen_persisted(event.dedupe) else EventClaim(event.dedupe, self.deduper)
+
+    async def _decided(self, event: ThreadEvent, record: ThreadRecord | None) -> ThreadCall | None:
+        key, user = event.key, event.user
         verdict = self.access.may_use(user, key.channel, is_dm=key.is_dm)
         if not verdict.allowed:
             await self.notes.refuse(key, user, verdict.reason)

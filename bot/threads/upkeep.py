@@ -1,5 +1,6 @@
 """Upkeep of the bot's projects and threads: opening the git checkouts, cleaning up old run worktrees,
-resuming the runs a previous process left `running` (the session call that resumes one is made here)."""
+settling the streamed replies a previous process left open, resuming the runs it left `running` (the
+session call that resumes one is made here)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from crewagent.core.api.errors import CrewError
 from crewagent.core.api.runs import Engine, RunManager
 
 from ..base.thread import ThreadKey, ThreadRecord
+from ..outbox.courier import Courier
 from ..render import blocks
 from ..slack_io import SlackIO
 from .channel_binding import BindingRuntime
+from .dedupe import Deduper
 from .lanes import ThreadLanes
 from .session_calls import RunControl, ThreadCall
 
@@ -85,6 +88,18 @@ class Upkeep:
 
     async def _tidy(self) -> None:
         await self.tidy_worktrees()
+
+    async def settle_streams(self, outbox: Courier, deduper: Deduper) -> int:
+        """Before new work: a reply an earlier process recorded whole is finished by the outbox, and the event
+        it answered counts as handled (the model is not asked again); a stream it left open without its
+        whole text is stopped and kept for the redo of what it answers (the resumed run, or the event
+        handled again), which writes the whole reply into it. Returns how many streams were left open."""
+        keys = outbox.settles_left()
+        if keys:
+            await deduper.remember_persisted(keys)
+        if cut := await outbox.settle_streams():
+            log.info("settling streamed replies a previous process left open", extra={"count": cut})
+        return cut
 
     async def resume_interrupted(self, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
         """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""

@@ -15,7 +15,7 @@ import pytest
 from crewagent.bot.config import BotConfig
 from crewagent.bot.native.fallbacks import STREAM, Fallbacks
 from crewagent.bot.native.status_line import StatusLines
-from crewagent.bot.native.stream import ReplyStream
+from crewagent.bot.native.stream import ReplyStream, ReplyTarget
 from crewagent.bot.render.message import SlackMessage
 from crewagent.bot.slack_io import SlackIO
 from crewagent.bot.slack_send import CallBudget, Priority
@@ -112,7 +112,7 @@ def stream(slack: FakeSlack, board: StatusBoard, fallbacks: Fallbacks) -> ReplyS
     key = ThreadKey("T1", "C1", "1.0")
     fallbacks.fall_back(str(key), STREAM, "not_allowed")
     return ReplyStream(client=client, io=board.io, board=board, fallbacks=fallbacks, budget=CallBudget(100, 20),
-                       key=key, recipient="U1", agent=None, interval=0.0)
+                       target=ReplyTarget(key, "U1", None), interval=0.0)
 
 
 async def test_without_an_edit_to_spare_a_refused_stream_posts_the_reply_whole(slack: FakeSlack) -> None:

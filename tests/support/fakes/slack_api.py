@@ -311,6 +311,10 @@ class FakeSlack(LoopbackServer):
             status = 429 if error == "ratelimited" else 200
         self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
 
+    def stop_failing(self, method: str) -> None:
+        """Calls to `method` succeed again (what `fail_next` queued for it is dropped)."""
+        self._failures.pop(method, None)
+
     def fail_everything(self, kind: OutageKind = "unavailable", *, seconds: float | None = None, retry_after: int = 0) -> Outage:
         """From now on every Web API call fails (`unavailable`: HTTP 503 service_unavailable; `ratelimited`:
         429 with `Retry-After: retry_after`; `reset`: the connection is dropped without an answer), for

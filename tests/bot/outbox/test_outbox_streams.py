@@ -1,0 +1,76 @@
+"""Streamed replies in the outbox, over the real SDK and the fake Slack: a stream's whole text is recorded
+before it is stopped, a stream Slack no longer takes is edited to the whole text instead, and a stream an
+earlier process left open is stopped at the next start and kept for the redo of what it answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from crewagent.bot.outbox.courier import Courier
+from crewagent.bot.outbox.sqlite_ledger import SqliteLedger
+from tests.support.fakes import BOT_TOKEN, FakeSlack
+
+THREAD = "1700000000.000001"
+WHOLE = {"text": "Hello world, this is the whole reply."}
+
+
+async def started(slack: FakeSlack, first: str = "Hello wor") -> str:
+    client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
+    response = await client.chat_startStream(
+        channel="C1", thread_ts=THREAD, recipient_team_id="T1", recipient_user_id="U1", markdown_text=first
+    )
+    return str(response["ts"])
+
+
+def courier(slack: FakeSlack, path: Path) -> Courier:
+    return Courier(AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url), SqliteLedger(path))
+
+
+async def test_a_finished_stream_is_stopped_with_the_rest_of_its_recorded_text(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        ts = await started(slack)
+        entry = await sender.record_stream("C1", THREAD, ts, "event:e1")
+        assert await sender.finish_stream(entry, {"rest": "ld, this is the whole reply.", "whole": WHOLE}, ["e1"]) is None
+        assert slack.messages[("C1", ts)]["text"] == WHOLE["text"]
+        assert slack.streams[("C1", ts)] == "done"
+        assert await sender.ledger.pending() == []
+        await sender.close()
+
+
+async def test_a_stream_slack_no_longer_takes_is_edited_to_the_whole_text(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        ts = await started(slack)
+        entry = await sender.record_stream("C1", THREAD, ts, "event:e1")
+        slack.expire_stream("C1", ts)
+        await sender.finish_stream(entry, {"rest": "ld, this is the whole reply.", "whole": WHOLE}, [])
+        assert slack.messages[("C1", ts)]["text"] == WHOLE["text"]
+        assert [p["ts"] for p in slack.calls_to("chat.update")] == [ts]
+        await sender.close()
+
+
+async def test_a_stream_left_open_is_stopped_at_the_next_start_and_kept_for_its_redo(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        earlier = courier(slack, tmp_path / "outbox.sqlite")
+        await earlier.open()
+        ts = await started(slack)
+        await earlier.record_stream("C1", THREAD, ts, "event:e1")
+        await earlier.close()  # as if killed: the stream is still live, its whole text never recorded
+
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        assert await sender.settle_streams() == 1
+        assert slack.streams[("C1", ts)] == "done"  # no longer looks live
+        assert "writing this reply again" in slack.messages[("C1", ts)]["text"]
+        assert sender.adopt_stream("run:other") is None
+        adopted = sender.adopt_stream("event:e1")
+        assert adopted is not None and adopted.target_ts == ts and sender.adopt_stream("event:e1") is None
+        await sender.finish_stream(adopted, {"rest": "", "whole": WHOLE}, ["e1"])  # the redo's whole reply
+        assert slack.messages[("C1", ts)]["text"] == WHOLE["text"]
+        assert await sender.ledger.pending() == []
+        await sender.close()

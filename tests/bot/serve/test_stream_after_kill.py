@@ -1,0 +1,173 @@
+"""`crewagent serve` without a database, killed with SIGKILL while a reply streams into its thread: after a
+restart on the same home the thread shows the whole reply exactly once, in one message, and no stream
+is left looking live (every chat.startStream was stopped, or its message edited to the whole text)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.support.bot_harness import message_text
+from tests.support.fakes import FakeSlack, ScriptedLLM
+from tests.support.fakes.llm_server import Reply
+from tests.support.fakes.slack_api import STREAMED
+from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.support.processes import Spawner, kill_group, wait_healthy
+from tests.support.scripts import (
+    HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs,
+)
+from tests.support.serve_process import SECRET, start_serve
+
+pytestmark = pytest.mark.slow  # kill -9 of serve
+
+WAIT = 60.0
+QUESTION = "How should we shape the weekly report?"
+ANSWER = (
+    "Keep the weekly report short and regular. Open with three lines on what was finished, then the plans for "
+    "the next week, then the risks that could block them, each with a named owner. Close with one question for "
+    "the team. Send it every Friday before noon so people read it before the weekend, and keep old reports in "
+    "one folder for later."
+)
+CLOSING = (
+    "The workflow is complete. Result: artifacts/hello-linear/result.md holds the team weekly-report template "
+    "in bullet format, with sections for what was done, what comes next and the risks, and a short notes part "
+    "at the end that assumes a weekly cadence. Tell me if you want changes to the sections, the order or the "
+    "wording, and I will update the file in place."
+)
+
+
+def slow_llm(responder: Any) -> ScriptedLLM:
+    """A model that writes its text in small pieces, slowly enough to be killed in the middle of a reply."""
+    return ScriptedLLM(responder=responder, piece_chars=12, piece_interval=0.15)
+
+
+def replies_in(slack: FakeSlack, top: str, text: str) -> list[dict[str, Any]]:
+    """The thread's messages that show any of `text` (its first words)."""
+    return [m for m in slack.messages.values() if m.get("thread_ts") == top and text[:40] in message_text(m)]
+
+
+def assert_shown_once(slack: FakeSlack, top: str, text: str) -> None:
+    shown = replies_in(slack, top, text)
+    assert len(shown) == 1, [message_text(m) for m in shown]
+    assert text in message_text(shown[0]), message_text(shown[0])  # the whole reply, not a fragment
+    assert "interrupted by a restart" not in message_text(shown[0])
+    live = [key for key, state in slack.streams.items() if state == "streaming"]
+    assert not live, f"streams left open: {live}"
+
+
+def asked(llm: ScriptedLLM, text: str) -> int:
+    return sum(text in json.dumps(body) for body in llm.requests)
+
+
+async def open_chat(slack: FakeSlack, http: aiohttp.ClientSession, events: str) -> str:
+    """A thread in plain chat, and the owner's question in it; returns the thread's ts."""
+    top = new_ts()
+    slack.add_message("C1", "<@UBOT> chat", ts=top)
+    assert (await deliver_event(http, events, SECRET, app_mention_event("<@UBOT> chat", ts=top)))[0] == 200
+    await slack.wait_for("chat.postMessage", lambda p: "Plain chat" in message_text(p), timeout=WAIT)
+    question_ts = new_ts()
+    slack.add_message("C1", QUESTION, ts=question_ts, thread_ts=top)
+    assert (await deliver_event(http, events, SECRET, message_event(QUESTION, ts=question_ts, thread_ts=top)))[0] == 200
+    return top
+
+
+async def test_a_chat_reply_cut_by_kill_9_is_written_whole_into_its_message_after_the_restart(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    home = tmp_path / "home"
+    async with FakeSlack() as slack, slow_llm(lambda body: ANSWER) as llm, aiohttp.ClientSession() as http:
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        since = len(slack.calls)
+        top = await open_chat(slack, http, f"http://127.0.0.1:{port}/slack/events")
+        await slack.wait_for("chat.appendStream", since=since, timeout=WAIT)  # the first pieces are shown
+        kill_group(process.pid)
+        await asyncio.wait_for(process.wait(), WAIT)
+        assert not slack.calls_to(STREAMED) and ANSWER not in message_text(replies_in(slack, top, ANSWER)[0])
+
+        since = len(slack.calls)
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        await slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
+        assert_shown_once(slack, top, ANSWER)
+        assert asked(llm, QUESTION) == 2  # the cut-off reply was asked for again, once
+        kill_group(process.pid)
+
+
+async def test_a_reply_recorded_whole_but_not_shown_is_finished_after_kill_9_without_asking_the_model_again(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    home = tmp_path / "home"
+    async with FakeSlack() as slack, slow_llm(lambda body: ANSWER) as llm, aiohttp.ClientSession() as http:
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        slack.fail_next("chat.stopStream", "service_unavailable", status=503, times=10_000)
+        since = len(slack.calls)
+        top = await open_chat(slack, http, f"http://127.0.0.1:{port}/slack/events")
+        await slack.wait_for("chat.stopStream", since=since, timeout=WAIT)  # the whole text is known; Slack is away
+        kill_group(process.pid)
+        await asyncio.wait_for(process.wait(), WAIT)
+        slack.stop_failing("chat.stopStream")
+
+        since = len(slack.calls)
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        await slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
+        assert_shown_once(slack, top, ANSWER)
+        assert asked(llm, QUESTION) == 1
+        kill_group(process.pid)
+
+
+def closing_responder() -> Any:
+    script = hello_linear_responder()
+
+    def respond(body: Body) -> Reply:
+        if is_post_completion(body):
+            return Reply(content=CLOSING)
+        return script(body)
+
+    return respond
+
+
+async def test_a_runs_closing_text_cut_by_kill_9_is_written_whole_into_its_message_after_the_restart(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    home = tmp_path / "home"
+    async with FakeSlack() as slack, slow_llm(closing_responder()) as llm, aiohttp.ClientSession() as http:
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        events = f"http://127.0.0.1:{port}/slack/events"
+        top = new_ts()
+        slack.add_message("C1", "<@UBOT> hello-linear", ts=top)
+        assert (await deliver_event(http, events, SECRET, app_mention_event("<@UBOT> hello-linear", ts=top)))[0] == 200
+        await slack.wait_for(STREAMED, lambda p: "What is the topic" in message_text(p), timeout=WAIT)
+        answer_ts = new_ts()
+        slack.add_message("C1", HELLO_LINEAR_ANSWER, ts=answer_ts, thread_ts=top)
+        since = len(slack.calls)
+        answer = message_event(HELLO_LINEAR_ANSWER, ts=answer_ts, thread_ts=top)
+        assert (await deliver_event(http, events, SECRET, answer))[0] == 200
+        start = await slack.wait_for("chat.startStream", lambda p: "The workflow" in str(p), since=since, timeout=WAIT)
+        await slack.wait_for("chat.appendStream", lambda p: p.get("ts") is not None, since=since, timeout=WAIT)
+        kill_group(process.pid)
+        await asyncio.wait_for(process.wait(), WAIT)
+        assert start and CLOSING not in message_text(replies_in(slack, top, CLOSING)[0])
+
+        since = len(slack.calls)
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        restarted = time.monotonic()
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        await slack.wait_for(("chat.update", STREAMED), lambda p: CLOSING in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
+        assert_shown_once(slack, top, CLOSING)
+        assert all(user_inputs(body).count(HELLO_LINEAR_ANSWER) <= 1 for body in llm.requests)  # taken once
+        kill_group(process.pid)
