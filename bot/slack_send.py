@@ -194,6 +194,11 @@ class Sender:
 
     def _next(self, now: float) -> tuple[_Slot | None, float, bool]:
         """The slot to send now, else how long to wait; and whether anything is wanted now."""
+        if self.budget is not None and self.budget.level() < 1.0:
+            # Not even an urgent state could go before the budget refills: no slot needs weighing (with
+            # a few hundred threads waiting that scan, on every put, was a busy loop's largest cost here).
+            wanted = any(self._slots[key].kept or self._slots[key].not_before <= now for key in self._dirty)
+            return None, self.budget.seconds_until(1.0), wanted
         best: _Slot | None = None
         wait, wanted = math.inf, False
         for key in self._dirty:
