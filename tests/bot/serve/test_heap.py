@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from crewagent.bot.serve.app import SERVER_GC_THRESHOLDS, freeze_startup_heap
+from crewagent.bot.serve.heap import SERVER_GC_THRESHOLDS, freeze_startup_heap
 
 
 def test_a_serving_process_keeps_its_start_up_heap_out_of_gc_and_collects_young_objects_less_often() -> None:
