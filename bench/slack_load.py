@@ -57,7 +57,8 @@ def _bot_main(
 
 
 async def _bot_async(conn: Connection, project: str, packages: list[str], max_runs: int, lease: float) -> None:
-    from crewagent.bot.serve.app import build, freeze_startup_heap
+    from crewagent.bot.serve.app import build
+    from crewagent.bot.serve.heap import freeze_startup_heap
     from crewagent.bot.config import load_config
     from crewagent.bot.logging import setup_logging
 

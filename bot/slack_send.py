@@ -116,6 +116,10 @@ class Sender:
         self._wake: asyncio.Event | None = None
         self._settled: asyncio.Event | None = None
         self._loop_task: asyncio.Task[None] | None = None
+        # When the loop wakes by itself, and until when the budget lets no state but an urgent one go:
+        # a put that could not go sooner need not wake the loop (see _kick).
+        self._asleep_until = math.inf
+        self._quiet_until = -math.inf
 
     # ---- what callers do ---------------------------------------------------------
 
@@ -144,7 +148,7 @@ class Sender:
             slot.since = time.monotonic()
         slot.send, slot.priority, slot.milestone, slot.not_before = send, priority, milestone, not_before
         self._dirty[key] = None
-        self._kick()
+        self._kick(slot.head_priority, 0.0 if slot.kept else not_before)  # a kept milestone goes when it can
 
     def sent_now(self, key: Hashable) -> None:
         """The key's state was just shown another way (a new message): the interval starts now."""
@@ -184,16 +188,31 @@ class Sender:
 
     # ---- the loop ------------------------------------------------------------------
 
-    def _kick(self) -> None:
+    def _kick(self, priority: Priority, not_before: float) -> None:
+        """Have the loop weigh a new state, unless it wakes by itself before that state could go anyway:
+        with a few hundred threads redrawing while the budget is spent, waking it for each put cost more
+        than everything else the sender does."""
         if self._wake is None or self._settled is None:
             self._wake, self._settled = asyncio.Event(), asyncio.Event()
         if self._loop_task is None or self._loop_task.done():
             self._loop_task = asyncio.create_task(self._run(), name=f"sender-{self.name}")
         self._settled.clear()
-        self._wake.set()
+        could_go = not_before if priority is Priority.URGENT else max(not_before, self._quiet_until)
+        if self._asleep_until > could_go:
+            self._wake.set()
 
     def _next(self, now: float) -> tuple[_Slot | None, float, bool]:
         """The slot to send now, else how long to wait; and whether anything is wanted now."""
+        level = math.inf if self.budget is None else self.budget.level()
+        self._quiet_until = -math.inf
+        if self.budget is not None and level < 1.0 + self.reserve:  # until then only an urgent state may go
+            self._quiet_until = now + self.budget.seconds_until(1.0 + self.reserve)
+        # (another spender, e.g. a direct edit, only makes the budget refill later: the loop then wakes early)
+        if self.budget is not None and level < 1.0:
+            # Not even an urgent state could go before the budget refills: no slot needs weighing (with
+            # a few hundred threads waiting that scan, on every put, was a busy loop's largest cost here).
+            wanted = any(self._slots[key].kept or self._slots[key].not_before <= now for key in self._dirty)
+            return None, self.budget.seconds_until(1.0), wanted
         best: _Slot | None = None
         wait, wanted = math.inf, False
         for key in self._dirty:
@@ -231,6 +250,7 @@ class Sender:
                     self._launch(slot)
                     continue
                 wait = math.inf  # woken when a call in flight returns
+            self._asleep_until = time.monotonic() + wait
             await wait_set(self._wake, wait)
 
     def _take(self, slot: _Slot) -> Send:

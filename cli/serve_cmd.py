@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from crewagent.bot.serve.app import CrewBot, build, freeze_startup_heap
+from crewagent.bot.serve.app import CrewBot, build
+from crewagent.bot.serve.heap import freeze_startup_heap
 from crewagent.bot.serve.bound_packages import PackageLoadFailed
 from crewagent.bot.connection import TokenRefused
 from crewagent.bot.config import BotConfig, ConfigError, describe, load_config

@@ -15,7 +15,6 @@ refused token ends start-up with `TokenRefused`; an unreachable Slack is retried
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import time
 from collections.abc import Callable
@@ -282,30 +281,6 @@ class CrewBot:
         if self.shared is not None:
             await self.shared.close()
         self._prepared = False
-
-
-def freeze_startup_heap() -> None:
-    """Keep the start-up heap (modules, SDKs, loaded packages) out of cyclic GC for the process's life.
-
-    A full collection otherwise walks every one of those objects and pauses both loops for ~100 ms,
-    which is most of the ack latency budget. For a long-running server process only (`serve`).
-    """
-    gc.collect()
-    gc.freeze()
-    _give_back_free_heap()
-
-
-def _give_back_free_heap() -> None:
-    """Return the heap start-up freed (package validation, schema compilation) to the OS, where glibc
-    keeps it otherwise: a few MiB of a small process's resident memory. Elsewhere nothing happens."""
-    import ctypes  # only for this one call
-
-    try:
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own symbols: libc's with glibc
-    except OSError:
-        return
-    if trim is not None:
-        trim(0)
 
 
 def build(config: BotConfig, *, llm_settings: LLMSettings | None = None) -> CrewBot:

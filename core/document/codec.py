@@ -9,6 +9,7 @@ independently, so a write re-renders only the keys whose values changed.
 
 from __future__ import annotations
 
+import threading
 from datetime import date, datetime, timezone
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ _LIST_FIELDS = ("stepsCompleted", "artifacts", "decisionLog")
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 _KNOWN: dict[str, Known] = {}  # state file path -> its latest document, least recently used first
 _KNOWN_MAX = 1024  # state files (runs); about 10 KB each
+_KNOWN_LOCK = threading.Lock()  # a new run's first state is remembered on the thread that creates the run
 _FRAGMENTS: dict[str, str] = {}  # repr((key, value)) -> that entry's YAML lines
 _FRAGMENTS_MAX = 1024
 
@@ -80,18 +82,20 @@ def _dump(data: Any) -> str:
 
 def known(path: str, data: bytes) -> Known | None:
     """What was remembered for `path`, if the file holds exactly `data` (read just now)."""
-    found = _KNOWN.pop(path, None)
-    if found is None or found.data != data:
-        return None
-    _KNOWN[path] = found  # now the most recently used
-    return found
+    with _KNOWN_LOCK:
+        found = _KNOWN.pop(path, None)
+        if found is None or found.data != data:
+            return None
+        _KNOWN[path] = found  # now the most recently used
+        return found
 
 
 def remember(path: str, doc: Known) -> None:
-    _KNOWN.pop(path, None)
-    if len(_KNOWN) >= _KNOWN_MAX:
-        del _KNOWN[next(iter(_KNOWN))]
-    _KNOWN[path] = doc
+    with _KNOWN_LOCK:
+        _KNOWN.pop(path, None)
+        if len(_KNOWN) >= _KNOWN_MAX:
+            del _KNOWN[next(iter(_KNOWN))]
+        _KNOWN[path] = doc
 
 
 def normalise(fm: dict[str, Any]) -> dict[str, Any]:

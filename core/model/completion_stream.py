@@ -237,8 +237,12 @@ async def read_event_stream(
 
 
 async def _chunks(client: AsyncOpenAI, response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
-    """Each event's JSON, until [DONE]; transport failures and error events raised as the SDK raises them."""
-    events = client._make_sse_decoder().aiter_bytes(response.aiter_bytes())
+    """Each event's JSON, until [DONE]; transport failures and error events raised as the SDK raises them.
+
+    Both generators under it are closed here once the stream is read: left to the garbage collector,
+    each one a turn stops at [DONE] costs the event loop a wake-up and a task of its own to close it."""
+    body = response.aiter_bytes()
+    events = client._make_sse_decoder().aiter_bytes(body)
     try:
         async for sse in events:
             if sse.data.startswith("[DONE]"):
@@ -259,3 +263,6 @@ async def _chunks(client: AsyncOpenAI, response: httpx2.Response) -> AsyncIterat
         raise openai.APITimeoutError(request=response.request) from err
     except request_exceptions() as err:
         raise openai.APIConnectionError(request=response.request) from err
+    finally:
+        await events.aclose()
+        await body.aclose()

@@ -158,6 +158,9 @@ class RunManager:
         (state_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.store.execution_log(record).touch()
         atomic_write_text(state_dir / run_state.STATE_FILE, state_text)
+        # Parsed now, on the thread that creates the run, and remembered: the first snapshot (read on
+        # the event loop as the run is announced) then only compares bytes instead of parsing YAML.
+        run_state.load_doc(state_dir)
         self.store.save_record(record)
         self.store.audit(
             record,

@@ -12,16 +12,22 @@ from ..base.events import RunPhase, progress_text
 
 
 _last_stamp: tuple[int, str] = (-1, "")  # (ms since the epoch, its text): one tuple, so threads see a pair
+_last_second: tuple[int, str] = (-1, "")  # (s since the epoch, `2026-01-02T03:04:05`)
 
 
 def utc_now() -> str:
-    """`2026-01-02T03:04:05.678Z`. A turn stamps a dozen log lines, mostly within one millisecond."""
-    global _last_stamp
+    """`2026-01-02T03:04:05.678Z`. A turn stamps a dozen log lines, mostly within one second: the text
+    of the second is made once, and only the milliseconds are formatted again."""
+    global _last_stamp, _last_second
     ms = time.time_ns() // 1_000_000
     stamp = _last_stamp
     if stamp[0] != ms:
-        when = datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=ms % 1000 * 1000)
-        stamp = _last_stamp = (ms, when.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+        seconds, milliseconds = divmod(ms, 1000)
+        second = _last_second
+        if second[0] != seconds:
+            text = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+            second = _last_second = (seconds, text)
+        stamp = _last_stamp = (ms, f"{second[1]}.{milliseconds:03d}Z")
     return stamp[1]
 
 

@@ -180,3 +180,29 @@ async def test_calls_refused_at_the_same_time_step_down_together_and_warn_once(
     assert _streaming(llm.requests[-1]) == (False, False) and len(llm.rejected) == 12
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "refused streaming" in warnings[0]
+
+
+async def test_a_streamed_answer_leaves_no_stream_reader_for_the_event_loop_to_close() -> None:
+    """Each reader left unfinished at [DONE] would be closed by a task of the loop's own, per model turn."""
+    import gc
+    import sys
+
+    hooks = sys.get_asyncgen_hooks()
+    left: list[str] = []
+
+    def finalizer(agen: object) -> None:
+        left.append(getattr(agen, "__qualname__", "?"))
+        if hooks.finalizer is not None:
+            hooks.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        async with ScriptedLLM(piece_chars=4) as llm:
+            llm.add_reply("an answer in pieces")
+            async with client_for(llm) as client:
+                reply = await client.complete(MESSAGES, on_delta=Heard())
+                gc.collect()
+    finally:
+        sys.set_asyncgen_hooks(*hooks)
+    assert reply.content == "an answer in pieces"
+    assert left == []
