@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,7 @@ from ..event_journal import EventJournal
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
-from ..threads.assembly import build_thread_work
+from ..threads.assembly import Inbound, Outbound, build_thread_work
 from ..threads.intake import ThreadIntake
 from ..metrics import BotMetrics
 from .observability import observe
@@ -75,6 +76,15 @@ log = logging.getLogger(__name__)
 FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
 
 
+@dataclass(frozen=True)
+class SlackParts:
+    """How the bot talks to Slack: Bolt (events in) on its client, and the paced client the work sends with."""
+
+    bolt_app: CrewBoltApp
+    client: AsyncWebClient  # Bolt's (auth.test, Socket Mode)
+    work_client: AsyncWebClient  # SlackIO's
+
+
 class CrewBot:
     """The running bot: Bolt, the front door and the thread work on one event loop."""
 
@@ -82,29 +92,21 @@ class CrewBot:
         self,
         *,
         config: BotConfig,
-        bolt_app: CrewBoltApp,
-        client: AsyncWebClient,
-        work_client: AsyncWebClient,
-        store: ThreadStore | PostgresThreadStore,
-        lanes: ThreadLanes,
+        slack: SlackParts,
         board: StatusBoard,
         dispatcher: ThreadIntake,
         engine: Engine,
-        llm: LLMClient,
         outbox: Courier,
         shared: SharedStore | None = None,
         slots: GlobalSlots | None = None,
     ) -> None:
         self.config = config
-        self.bolt_app = bolt_app
-        self.client = client  # Bolt's (auth.test, Socket Mode)
-        self.work_client = work_client  # SlackIO's
-        self.store = store
-        self.lanes = lanes
+        self.bolt_app = slack.bolt_app
+        self.client = slack.client  # Bolt's (auth.test, Socket Mode)
+        self.work_client = slack.work_client  # SlackIO's
         self.board = board
         self.dispatcher = dispatcher
         self.engine = engine
-        self.llm = llm
         self.outbox = outbox
         self.shared = shared
         self.slots = slots
@@ -117,6 +119,18 @@ class CrewBot:
         self._socket: AsyncSocketModeHandler | None = None
         self._token_checked = False  # HTTP mode is connected once Slack accepted the bot token
         self._store_open = False
+
+    @property
+    def store(self) -> ThreadStore | PostgresThreadStore:
+        return self.dispatcher.state.store
+
+    @property
+    def lanes(self) -> ThreadLanes:
+        return self.dispatcher.state.lanes
+
+    @property
+    def llm(self) -> LLMClient:
+        return self.engine.llm
 
     @property
     def replica_id(self) -> str | None:
@@ -441,10 +455,11 @@ def _build(
         admins=frozenset(config.access.admins),
     )
     surface = _agent_surface(config, work_client, io, board, bindings, engine)
+    journal = EventJournal(store.home / "slack" / "pending.sqlite") if shared is None else None  # embedded
     dispatcher = build_thread_work(
-        config=config, io=io, store=thread_store, lanes=lanes, board=board, access=access, bindings=bindings,
-        engine=engine, runs=runs, deduper=deduper, handover=handover, slots=slots, surface=surface,
-        pending=EventJournal(store.home / "slack" / "pending.sqlite") if shared is None else None,  # embedded
+        config=config, engine=engine, bindings=bindings, store=thread_store, access=access,
+        inbound=Inbound(lanes, deduper, journal=journal, handover=handover, slots=slots),
+        outbound=Outbound(io, board, surface),
     )
     home = wire_home(
         bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
@@ -453,15 +468,10 @@ def _build(
     Handlers(dispatcher, deduper).register(bolt_app)
     bot = CrewBot(
         config=config,
-        bolt_app=bolt_app,
-        client=client,
-        work_client=work_client,
-        store=thread_store,
-        lanes=lanes,
+        slack=SlackParts(bolt_app, client, work_client),
         board=board,
         dispatcher=dispatcher,
         engine=engine,
-        llm=llm,
         outbox=outbox,
         shared=shared,
         slots=slots,

@@ -3,9 +3,10 @@ with replicas, the hand-over is connected to it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from crewagent.core.api.runs import BudgetCheck, Engine, RunManager
+from crewagent.core.api.runs import BudgetCheck, Engine
 
 from ..access import AccessPolicy
 from ..completion.push import Deliveries
@@ -37,24 +38,39 @@ if TYPE_CHECKING:
     from ..replicas.threads import PostgresThreadStore
 
 
+@dataclass(frozen=True)
+class Outbound:
+    """How the thread work shows itself in Slack: posts and edits, the status board, the agent surface."""
+
+    io: SlackIO
+    board: StatusBoard
+    surface: AgentSurface | None = None
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """How thread events come in: in order per thread (`lanes`), taken once (`deduper`), kept until run
+    (`journal`, embedded) or queued for the thread's lease holder (`handover`, replicas), and how many
+    runs may pump at once (`slots`: local unless replicas share them)."""
+
+    lanes: ThreadLanes
+    deduper: Deduper
+    journal: EventJournal | None = None
+    handover: Handover | None = None
+    slots: Slots | None = None
+
+
 def build_thread_work(
     *,
     config: BotConfig,
-    io: SlackIO,
-    store: ThreadStore | PostgresThreadStore,
-    lanes: ThreadLanes,
-    board: StatusBoard,
-    access: AccessPolicy,
-    bindings: dict[str, BindingRuntime],
     engine: Engine,
-    runs: RunManager,
-    deduper: Deduper,
-    handover: Handover | None = None,
-    slots: Slots | None = None,
-    surface: AgentSurface | None = None,
-    pending: EventJournal | None = None,
+    bindings: dict[str, BindingRuntime],
+    store: ThreadStore | PostgresThreadStore,
+    access: AccessPolicy,
+    inbound: Inbound,
+    outbound: Outbound,
 ) -> ThreadIntake:
-    """`pending`: where embedded mode keeps events queued on lanes until they are run (none: memory only)."""
+    runs, io, lanes, handover = engine.runs, outbound.io, inbound.lanes, inbound.handover
     state = ThreadState(store=store, lanes=lanes, bindings=bindings, engine=engine, runs=runs, handover=handover)
     notes = ThreadNotes(io, access)
     deliveries = Deliveries(io, runs, config.git, forge=config.forge)
@@ -65,13 +81,14 @@ def build_thread_work(
     runner = CallRunner(
         state=state,
         io=io,
-        board=board,
-        slots=slots or local_slots(config.limits.max_concurrent_runs),
+        board=outbound.board,
+        slots=inbound.slots or local_slots(config.limits.max_concurrent_runs),
         deliveries=deliveries,
-        surface=surface,
+        surface=outbound.surface,
         before_call=upkeep.maybe_tidy,
         budget=_budget_gate(config, engine, io),
     )
+    deduper = inbound.deduper
     clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs, engine.off_limits), deliveries=deliveries)
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(
@@ -82,16 +99,12 @@ def build_thread_work(
     intake = ThreadIntake(
         config=config,
         state=state,
-        lanes=lanes,
-        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, journal=pending),
+        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, journal=inbound.journal),
         access=access,
         notes=notes,
         pipeline=pipeline,
-        clicks=clicks,
-        forms=forms,
         feedback=FeedbackRecorder(runs, io),
-        handover=handover,
-        surface=surface,
+        surface=outbound.surface,
     )
     if handover is not None:  # replicas: events come back from the shared queue to this replica's pipeline
         handover.connect(intake.handover_callbacks())

@@ -25,11 +25,7 @@ from ..native.agent_view import suggested_prompts
 from ..native.surface import AgentSurface
 from ..outbox.courier import Courier
 from ..replicas.callbacks import HandoverCallbacks
-from ..replicas.handover import Handover
 from .channel_binding import BindingRuntime
-from .click_events import ClickEvents
-from .form_events import FormEvents
-from .lanes import ThreadLanes
 from .output_sink import PhaseWatcher
 from .pending_events import PendingEvents
 from .session_calls import URGENT_COMMANDS
@@ -50,28 +46,25 @@ class ThreadIntake:
         *,
         config: BotConfig,
         state: ThreadState,
-        lanes: ThreadLanes,
         pending: PendingEvents,
         access: AccessPolicy,
         notes: ThreadNotes,
         pipeline: ThreadPipeline,
-        clicks: ClickEvents,
-        forms: FormEvents,
         feedback: FeedbackRecorder,
-        handover: Handover | None,
         surface: AgentSurface | None,
     ) -> None:
+        """The lanes and, with replicas, the hand-over come with `state`; clicks and forms with `pipeline`."""
         self.config = config
         self.state = state
-        self.lanes = lanes
+        self.lanes = state.lanes
         self.pending = pending  # the lane queue (kept on disk until run when embedded)
         self.access = access
         self.notes = notes
         self.pipeline = pipeline
-        self.clicks = clicks
-        self.forms = forms
+        self.clicks = pipeline.clicks
+        self.forms = pipeline.forms
         self.feedback = feedback
-        self.handover = handover  # replicas over Postgres: thread work goes through their shared queue
+        self.handover = state.handover  # replicas over Postgres: thread work goes through their shared queue
         self.surface = surface
 
     @property

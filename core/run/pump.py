@@ -55,6 +55,18 @@ class Round:
     was_complete: bool
 
 
+@dataclass(frozen=True)
+class OpenedRun:
+    """What `pump_run` opened for one pump: the run's workflow, its logs, its history and its state."""
+
+    workflow: Workflow
+    audit: AuditSink
+    reporter: RunReporter
+    history: History
+    state_dir: Path
+    fm: dict[str, Any]
+
+
 async def pump_run(
     deps: PumpDeps,
     record: RunRecord,
@@ -87,8 +99,8 @@ async def pump_run(
         except CrewError as exc:
             message = f"The run state cannot be read: {exc.message}"
             return await _failed_before_start(reporter, record, exc.code, message)
-        pump = Pump(deps, record, package, workflow, intent, user_input, on_event, control,
-                    audit=audit, reporter=reporter, history=history, state_dir=state_dir, fm=fm)
+        opened = OpenedRun(workflow, audit, reporter, history, state_dir, fm)
+        pump = Pump(deps, record, package, intent, user_input, on_event, control, opened)
         result = await pump.run()
         deps.histories.keep(history)  # the next pump of this run need not re-read the log
         return result
@@ -112,24 +124,20 @@ class Pump:
         deps: PumpDeps,
         record: RunRecord,
         package: Package,
-        workflow: Workflow,
         intent: Intent,
         user_input: UserInput | None,
         on_event: EventSink | None,
         control: PumpControl,
-        *,
-        audit: AuditSink,
-        reporter: RunReporter,
-        history: History,
-        state_dir: Path,
-        fm: dict[str, Any],
+        opened: OpenedRun,
     ) -> None:
-        self.deps, self.record, self.package, self.workflow = deps, record, package, workflow
-        self.graph = workflow.graph
+        self.deps, self.record, self.package, self.workflow = deps, record, package, opened.workflow
+        self.graph = opened.workflow.graph
         self.intent, self.user_input, self.on_event, self.control = intent, user_input, on_event, control
-        self.audit, self.reporter, self.history, self.state_dir = audit, reporter, history, state_dir
+        self.audit, self.reporter, self.history = opened.audit, opened.reporter, opened.history
+        self.state_dir = state_dir = opened.state_dir
         self.last_text: str | None = None
-        self.fm = fm
+        self.fm = fm = opened.fm
+        workflow, audit, reporter, history = opened.workflow, opened.audit, opened.reporter, opened.history
         self.complete = run_state.is_complete(fm, self.graph)
         self.state_version = 1  # bumped on every state reload, so the prompt prefix is rebuilt
         self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir,
