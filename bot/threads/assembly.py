@@ -93,7 +93,7 @@ def build_thread_work(
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(
         config=config, store=store, access=access, deduper=deduper, notes=notes, io=io,
-        claim_when_durable=pending is not None,  # embedded: an event cut off mid-reply is still in the journal
+        claim_when_durable=inbound.journal is not None,  # embedded: an event cut off mid-reply is still in the journal
     )
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
     intake = ThreadIntake(
