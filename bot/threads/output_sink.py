@@ -1,8 +1,8 @@
 """The one sink of a thread's session call: every output goes to the thread's renderer as it happens.
 
 It also claims the event the call answers once an output made its effect durable (bot.threads.event_claim),
-and keeps the thread's bookkeeping in step with the stream: the thread's link to a run is saved the
-moment the run starts (so a crash mid-run can resume it), and the phase watchers (the owner's Home tab)
+and keeps the thread's bookkeeping in step with the stream: the thread record is saved the
+moment the run starts or the conversation switches models, before the output saying so is shown, and the phase watchers (the owner's Home tab)
 hear when the run changes phase.
 """
 
@@ -39,17 +39,23 @@ class OutputSink:
         self.renderer = renderer
         self.store = store
         self.watchers = watchers
-        self.saved_run = record.session.run_id
+        self.saved = (record.session.run_id, record.session.model)
 
     async def __call__(self, output: outputs.Output) -> None:
+        await self._save_if_changed()  # what the output tells the person (a model switched) is kept first
         await self.renderer.emit(output)
         if self.claim is not None and not (isinstance(output, outputs.ReplyDelta) and output.run_id is None):
             await self.claim.settle()  # a reply is recorded, or a run took the text: a redo would repeat it
         record = self.record
-        if record.session.run_id != self.saved_run:
-            # A run just started: store the thread's link to it now, so a crash mid-run can resume it.
-            self.saved_run = record.session.run_id
-            await self.store.put(record)
+        await self._save_if_changed()
         if output.kind == "run_progress" and output.event.kind == "phase_changed":
             for watcher in self.watchers:
                 watcher(record)
+
+    async def _save_if_changed(self) -> None:
+        """A run just started (store the thread's link to it now, so a crash mid-run can resume it), or the
+        conversation switched models: the thread record is saved before anything else is shown."""
+        session = self.record.session
+        if (session.run_id, session.model) != self.saved:
+            self.saved = (session.run_id, session.model)
+            await self.store.put(self.record)
