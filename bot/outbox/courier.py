@@ -41,6 +41,7 @@ LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may ha
 CONCURRENCY = 8  # lanes sent at once
 
 Result = Literal["sent", "retry", "refused"]
+FENCED = "fenced"  # the error of an entry dropped because its writer lost the thread
 
 
 @dataclass
@@ -262,7 +263,10 @@ class Courier:
             if entry.expired(self.give_up_after):
                 attempt = _Attempt("refused", error=f"not delivered in time (last: {entry.error or 'no answer'})")
             else:
-                attempt = await self._attempt(entry)
+                attempt = await self._claimed(entry) or await self._attempt(entry)
+            if attempt.error == FENCED:
+                lane.entries.popleft()
+                return attempt
             if attempt.result == "retry":
                 lane.failures += 1
                 backoff = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (lane.failures - 1))
@@ -294,6 +298,18 @@ class Courier:
             await write
         except (LedgerUnavailable, TimeoutError) as exc:
             log.warning("could not record that a Slack message was sent", extra={"error": str(exc)})
+
+    async def _claimed(self, entry: OutboxEntry) -> _Attempt | None:
+        """None when the store lets the entry go now; an entry its writer's lost thread fenced off is
+        dropped (the store deleted it), and one the store cannot answer for waits like any retry."""
+        try:
+            if await self.ledger.claim(entry.id):
+                return None
+        except (LedgerUnavailable, TimeoutError) as exc:
+            return _Attempt("retry", error=f"store: {type(exc).__name__}")
+        log.warning("dropped a message queued by a replica that lost its thread",
+                    extra={"call": _method(entry), "channel": entry.channel})
+        return _Attempt("refused", error=FENCED)
 
     async def _attempt(self, entry: OutboxEntry) -> _Attempt:
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -19,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from crewagent.core.api.events import RunPhase
 from crewagent.core.api.runs import RunRecord
+from crewagent.core.api.stores import WRITE_FENCE, Fence
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
+from .lease import HELD, LeaseLost
+from .tables import FENCE_SQL
 from ..event_journal import EventJournal
 
 if TYPE_CHECKING:
@@ -61,9 +65,6 @@ class Handover:
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
-        # Threads another replica took over while we were cut off, with the runs we had in them: what
-        # our work there still writes is dropped until we take the thread back.
-        self._left: dict[ThreadKey, set[str]] = {}
         self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
@@ -164,24 +165,31 @@ class Handover:
 
     async def _drain(self, key: ThreadKey) -> None:
         self._scheduled.discard(key)
-        taken, previous = await self.replicas.acquire(key)
-        if not taken:
-            return  # a live replica drives it and will find the event
+        # Just after an outage of our own, a holder that has not beaten yet may be as alive as we are.
+        lease, previous = await self.replicas.acquire(key, from_dead=time.monotonic() >= self._adopt_after)
+        if lease is None:
+            return  # another replica drives it and will find the event (or it is adopted once it is dead)
         self._driving.add(key)
-        left = self._left.pop(key, None)
-        if left:
-            self.runtime.keep_writes(left)  # ours again: the folder is rebuilt from Postgres below
+        held = HELD.set(lease)  # every write of the thread's work from here on names this epoch
+        fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
             await self._take_over(key, current=previous == self.replicas.id)
-            while (item := await self.replicas.next_event(key)) is not None:
+            while (item := await self.replicas.next_event(lease)) is not None:
                 seq, event = item
                 if event is not None and self.work is not None:
                     try:
                         await self.work.run_event(event)
+                    except LeaseLost:
+                        raise
                     except Exception:  # one broken event must not block the thread's queue for good
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
-                await self.replicas.done(seq)
+                await self.replicas.done(lease, seq)
+        except LeaseLost:
+            log.warning("another replica took this thread over; leaving it", extra={"slack_thread": str(key)})
+            return
         finally:
+            HELD.reset(held)
+            WRITE_FENCE.reset(fenced)
             self._driving.discard(key)
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
@@ -242,15 +250,12 @@ class Handover:
         while self.replicas.cut_off:
             await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
 
-    def left(self, key: ThreadKey) -> bool:
-        """Another replica took this thread over while we were cut off, and we have not taken it back."""
-        return key in self._left
-
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
-        Our runs are paused where they are (nothing they say is recorded, copied to Postgres or shown)."""
+        Our runs are paused where they are (nothing they say is shown); what they write for a thread
+        someone took over is refused by its epoch (tables.FENCE_SQL)."""
         self.replicas.taking_stock = True
-        self.runtime.hold_writes()
+        self._adopt_after = math.inf  # until we are back (`_recover`)
         if self.outbox is not None:
             self.outbox.pause()
 
@@ -269,23 +274,17 @@ class Handover:
         """The database is back: give up threads another replica took meanwhile, hand back leases of
         threads we no longer drive, send what is still ours, queue what the journal kept."""
         if self.replicas.taking_stock:
-            self._adopt_after = time.monotonic() + self.replicas.lease_seconds
+            # Every replica's heartbeat stopped with ours: give the others two lease times to beat again.
+            self._adopt_after = time.monotonic() + 2 * self.replicas.lease_seconds
             driving = [str(key) for key in self._driving]
             taken = await self.replicas.taken_from_me(driving)
-            stored = await self.replicas.runs_of(list(taken))
             for thread in taken:
                 key = ThreadKey.parse(thread)
-                if key is None:
-                    continue
-                lane = self.lanes.lane(key)
-                live = lane.live.session.run_id if lane is not None and lane.live is not None else None
-                self._left[key] = {run for run in (live, stored.get(thread)) if run}
+                lane = self.lanes.lane(key) if key is not None else None
                 if lane is not None and lane.task is not None:
                     log.warning("another replica took this thread over while we were cut off; leaving it",
                                 extra={"slack_thread": thread})
                     lane.task.cancel()
-            # What our runs wrote there meanwhile is older than what the other replica made of them.
-            self.runtime.release_writes({run for runs in self._left.values() for run in runs})
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             if self.outbox is not None:
                 await self.outbox.resume()

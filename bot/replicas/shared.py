@@ -88,7 +88,7 @@ class SharedStore:
         handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off
-        threads = PostgresThreadStore(self.pool, left=handover.left)
+        threads = PostgresThreadStore(self.pool)
         return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:

@@ -15,14 +15,14 @@ from ..store.operator_log import AuditEntry, OperatorLog, UsageTotal
 
 if TYPE_CHECKING:
     from ..store.operator_log_postgres import PostgresOperatorLog
-    from ..store.postgres import PostgresRuntimeStore
+    from ..store.postgres import WRITE_FENCE, Fence, PostgresRuntimeStore
 
-__all__ = ["AuditEntry", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore", "UsageTotal"]
+__all__ = ["WRITE_FENCE", "AuditEntry", "Fence", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore", "UsageTotal"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PostgresRuntimeStore":
-        return importlib.import_module("..store.postgres", __package__).PostgresRuntimeStore
+    if name in ("PostgresRuntimeStore", "Fence", "WRITE_FENCE"):
+        return getattr(importlib.import_module("..store.postgres", __package__), name)
     if name == "PostgresOperatorLog":
         return importlib.import_module("..store.operator_log_postgres", __package__).PostgresOperatorLog
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
