@@ -340,14 +340,18 @@ class Replicas:
 
     @waits_for_database
     async def done(self, lease: Lease, seq: int) -> None:
-        """The event is handled: out of the queue, unless the thread passed to a newer epoch (LeaseLost:
-        the new holder takes the event again, and its dedupe keeps what was done from being done twice)."""
+        """The event is handled: out of the queue and its dedupe claim settled for good, unless the thread
+        passed to a newer epoch (LeaseLost: the new holder handles the event again, see
+        PostgresThreadStore.claim)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "DELETE FROM crew_inbox WHERE seq = %s AND " + FENCE_SQL.format(key="%s", epoch="%s"),
+                "WITH gone AS (DELETE FROM crew_inbox WHERE seq = %s AND " + FENCE_SQL.format(key="%s", epoch="%s")
+                + " RETURNING event), settled AS (UPDATE crew_seen SET epoch = NULL WHERE key IN "
+                "(SELECT jsonb_array_elements_text(event->'dedupe') FROM gone)) SELECT count(*) FROM gone",
                 (seq, lease.thread, lease.epoch),
             )
-        if cur.rowcount == 0:
+            row = await cur.fetchone()
+        if row is None or not row[0]:
             raise LeaseLost(lease.thread)
 
     @waits_for_database

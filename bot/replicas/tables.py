@@ -18,6 +18,8 @@ CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL
 );
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS thread_key text;
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS epoch bigint;
 CREATE TABLE IF NOT EXISTS crew_replicas (
     id text PRIMARY KEY,
     heartbeat timestamptz NOT NULL DEFAULT now(),

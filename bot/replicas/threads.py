@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
-from .lease import LeaseLost, held_for
+from .lease import HELD, LeaseLost, held_for
 from .membership import waits_for_database
 from .tables import FENCE_SQL
 
@@ -83,13 +83,20 @@ class PostgresThreadStore:
 
     @waits_for_database
     async def claim(self, keys: list[str]) -> bool:
-        """Record `keys` as handled; False if any was already handled within the TTL (by any replica)."""
-        now = time.time()
+        """Record `keys` as handled; False if any was already handled within the TTL (by any replica).
+
+        Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
+        whose event was never marked done (`Replicas.done` settles a claim): its holder lost the thread
+        before finishing, and what it did was refused, so the event is handled again, once."""
+        now, lease = time.time(), HELD.get()
+        thread, epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "INSERT INTO crew_seen (key, at) SELECT k, %s FROM unnest(%s::text[]) AS k "
-                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at WHERE crew_seen.at < %s RETURNING key",
-                (now, keys, now - self.seen_ttl),
+                "INSERT INTO crew_seen (key, at, thread_key, epoch) SELECT k, %s, %s, %s FROM unnest(%s::text[]) AS k "
+                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at, thread_key = EXCLUDED.thread_key, epoch = EXCLUDED.epoch "
+                "WHERE crew_seen.at < %s OR (crew_seen.thread_key = EXCLUDED.thread_key AND crew_seen.epoch < EXCLUDED.epoch) "
+                "RETURNING key",
+                (now, thread, epoch, keys, now - self.seen_ttl),
             )
             taken = await cur.fetchall()
         return len(taken) == len(set(keys))

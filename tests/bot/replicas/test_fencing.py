@@ -136,3 +136,42 @@ def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
             "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
         ).fetchall()
     return [bytes(r[0]) for r in rows]
+
+
+async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_once_by_the_new_one(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    a, old, new = await _taken_over_after_a_queued(async_pool)
+    b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
+    store, keys = PostgresThreadStore(async_pool), ["ev:Ev1", "msg:C1:1.2"]
+    held = HELD.set(old)
+    try:
+        assert await store.claim(keys)  # A decides the event, then loses the thread before it is done
+    finally:
+        HELD.reset(held)
+    for text in ("answer", "answer, delivered again by Slack"):  # A took the first out but never marked it done
+        await b.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text=text, dedupe=keys))
+    held = HELD.set(new)
+    try:
+        seq, _ = await b.next_event(new)  # type: ignore[misc]
+        await b.done(new, seq)  # the event queued before (no dedupe keys)
+        seq, event = await b.next_event(new)  # type: ignore[misc]
+        assert event is not None and await store.claim(event.dedupe), "B handles what A never finished"
+        await b.done(new, seq)
+        seq, event = await b.next_event(new)  # type: ignore[misc]
+        assert event is not None and not await store.claim(event.dedupe), "the redelivery does nothing"
+        await b.done(new, seq)
+        assert await b.next_event(new) is None
+    finally:
+        HELD.reset(held)
+    # Done is for good: a later holder never handles it again.
+    async with async_pool.connection() as conn:
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() - interval '1 minute' WHERE id = 'b'")
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = 'a'")
+    newest, _ = await a.acquire(KEY)
+    assert newest is not None and newest.epoch == new.epoch + 1
+    held = HELD.set(newest)
+    try:
+        assert not await store.claim(keys)
+    finally:
+        HELD.reset(held)
