@@ -151,10 +151,15 @@ class Handover:
             await self.replay()
         await self.adopt_orphans()
 
+    def _may_adopt(self) -> bool:
+        """Whether a holder whose heartbeat is old counts as dead: not until a while after an outage of
+        our own (the others' heartbeats may just not have come through yet)."""
+        return time.monotonic() >= self._adopt_after
+
     async def adopt_orphans(self) -> int:
         """Threads whose driver died (or that never had one): try to take each over."""
-        if time.monotonic() < self._adopt_after:
-            return 0  # we were cut off ourselves: the others' heartbeats may just not have come through yet
+        if not self._may_adopt():
+            return 0
         await self.replicas.forget_dead()
         keys = [k for k in map(ThreadKey.parse, await self.replicas.orphans()) if k is not None]
         for key in keys:
@@ -165,8 +170,7 @@ class Handover:
 
     async def _drain(self, key: ThreadKey) -> None:
         self._scheduled.discard(key)
-        # Just after an outage of our own, a holder that has not beaten yet may be as alive as we are.
-        lease, previous = await self.replicas.acquire(key, from_dead=time.monotonic() >= self._adopt_after)
+        lease, previous = await self.replicas.acquire(key, from_dead=self._may_adopt)
         if lease is None:
             return  # another replica drives it and will find the event (or it is adopted once it is dead)
         self._driving.add(key)

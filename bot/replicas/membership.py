@@ -217,9 +217,12 @@ class Replicas:
     # ---- thread leases ------------------------------------------------------------
 
     @waits_for_database
-    async def acquire(self, key: ThreadKey, *, from_dead: bool = True) -> tuple[Lease | None, str | None]:
-        """Take the thread's lease if it is free, ours, or (`from_dead`) its holder is dead: (the lease
-        held, previous holder); no lease when another replica holds it.
+    async def acquire(
+        self, key: ThreadKey, *, from_dead: Callable[[], bool] = lambda: True
+    ) -> tuple[Lease | None, str | None]:
+        """Take the thread's lease if it is free, ours, or its holder is dead and `from_dead()` allows
+        taking from the dead now (asked at each try: a try may wait out an outage): (the lease held,
+        previous holder); no lease when another replica holds it.
 
         The epoch grows unless we held the lease already, so whoever held it before is fenced off. The
         previous holder tells the caller whether its local copy of the thread's run is current.
@@ -233,7 +236,7 @@ class Replicas:
                 "SELECT replica IS NULL OR replica = %(me)s OR (%(dead)s AND NOT " + LIVE_SQL.format(col="replica") + "), "
                 "last_holder "
                 "FROM crew_leases WHERE thread_key = %(k)s FOR UPDATE",
-                self.sql_args(k=str(key), dead=from_dead),
+                self.sql_args(k=str(key), dead=from_dead()),
             )
             row = await cur.fetchone()
             if row is None or not row[0]:
