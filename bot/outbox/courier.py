@@ -85,7 +85,6 @@ class Courier:
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_failing = False
-        self.paused = False  # cut off from the database: nothing is sent until `resume`
         self._open = False  # `open` opened the ledger, so `close` closes it
 
     # ---- what SlackIO calls -------------------------------------------------------
@@ -115,7 +114,7 @@ class Courier:
         lane = self._lanes.setdefault(entry.lane, _Lane())
         lane.entries.append(entry)
         self._idle.clear()
-        if self.paused or len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
+        if len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
             self._kick()
             return None  # older entries go first
         attempt = await self._send_head(lane, entry)
@@ -169,20 +168,6 @@ class Courier:
                 lane.entries.appendleft(head)
             self._idle.clear()
 
-    def pause(self) -> None:
-        """This replica lost its database for a lease time: another may take its threads (and entries) over."""
-        self.paused = True
-
-    async def resume(self) -> None:
-        """Back in touch: send what is still ours (and what dead replicas left); drop what others took."""
-        kept = {entry.id: entry for entry in await self.ledger.pending()}
-        for lane in self._lanes.values():
-            for entry in [e for e in lane.entries if e.id not in kept and not lane.lock.locked()]:
-                lane.entries.remove(entry)
-        self._take(list(kept.values()))
-        self.paused = False
-        self._kick()
-
     async def idle(self, timeout: float | None = None) -> bool:
         """True once nothing waits to be sent (within `timeout` seconds)."""
         if not self.waiting():
@@ -217,11 +202,11 @@ class Courier:
         while True:
             self._wake.clear()
             now = time.monotonic()
-            if self.adopt_every > 0 and now >= next_adopt and not self.paused:
+            if self.adopt_every > 0 and now >= next_adopt:
                 next_adopt = now + self.adopt_every
                 await self._adopt()
             wait = math.inf if self.adopt_every <= 0 else max(0.0, next_adopt - now)
-            for key, lane in list(self._lanes.items()) if not self.paused else []:
+            for key, lane in list(self._lanes.items()):
                 if not lane.entries:
                     if not lane.lock.locked():
                         del self._lanes[key]
@@ -251,7 +236,7 @@ class Courier:
             pass  # looked for again at the next round
 
     async def _drain(self, lane: _Lane) -> None:
-        while lane.entries and lane.due <= time.monotonic() and not self.paused:
+        while lane.entries and lane.due <= time.monotonic():
             attempt = await self._send_head(lane, lane.entries[0])
             if attempt is None or attempt.result == "retry":
                 return
@@ -307,7 +292,7 @@ class Courier:
                 return None
         except (LedgerUnavailable, TimeoutError) as exc:
             return _Attempt("retry", error=f"store: {type(exc).__name__}")
-        log.warning("dropped a message queued by a replica that lost its thread",
+        log.warning("left a message to the replica that took it or its thread over",
                     extra={"call": _method(entry), "channel": entry.channel})
         return _Attempt("refused", error=FENCED)
 

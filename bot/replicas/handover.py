@@ -24,7 +24,6 @@ from crewagent.core.api.stores import WRITE_FENCE, Fence
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from ..outbox.courier import Courier
 from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
 from .lease import HELD, LeaseLost
 from .tables import FENCE_SQL
@@ -52,14 +51,12 @@ class Handover:
         lanes: Lanes,
         *,
         journal: EventJournal | None = None,
-        outbox: Courier | None = None,
         say: Say | None = None,
     ) -> None:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
         self.journal = journal  # events taken while the database was away
-        self.outbox = outbox
         self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
@@ -260,8 +257,6 @@ class Handover:
         someone took over is refused by its epoch (tables.FENCE_SQL)."""
         self.replicas.taking_stock = True
         self._adopt_after = math.inf  # until we are back (`_recover`)
-        if self.outbox is not None:
-            self.outbox.pause()
 
     def _on_back(self) -> None:
         task = asyncio.create_task(self._recover(), name="db-back")
@@ -290,7 +285,5 @@ class Handover:
                                 extra={"slack_thread": thread})
                     lane.task.cancel()
             await self.replicas.release_all_but([k for k in driving if k not in taken])
-            if self.outbox is not None:
-                await self.outbox.resume()
             self.replicas.taking_stock = False
         await self.replay()

@@ -74,15 +74,19 @@ class PostgresLedger:
             )
 
     async def claim(self, entry_id: str) -> bool:
-        """May the entry go to Slack now? Not when it was recorded under an epoch its thread has passed:
-        it is dropped then (its thread's new holder says what is still to be said)."""
+        """May the entry go to Slack now, from here? Not when another replica took it over (ours looked
+        dead), nor when it was recorded under an epoch its thread has passed: it is dropped then (the
+        thread's new holder says what is still to be said)."""
         async with self._connection() as conn:
             cur = await conn.execute(
-                "DELETE FROM crew_outbox o WHERE o.id = %s AND o.epoch IS NOT NULL AND NOT "
-                + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + " RETURNING seq",
-                (entry_id,),
+                "WITH fenced AS (DELETE FROM crew_outbox o WHERE o.id = %(id)s AND o.epoch IS NOT NULL AND NOT "
+                + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + " RETURNING 1) "
+                "SELECT NOT EXISTS (SELECT 1 FROM fenced) "
+                "AND EXISTS (SELECT 1 FROM crew_outbox WHERE id = %(id)s AND replica = %(me)s)",
+                self.replicas.sql_args(id=entry_id),
             )
-            return await cur.fetchone() is None
+            row = await cur.fetchone()
+        return bool(row and row[0])
 
     async def sent(self, entry_id: str) -> None:
         async with self._connection() as conn:

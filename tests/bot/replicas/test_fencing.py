@@ -71,7 +71,8 @@ async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_no
 
 
 async def _taken_over_after_a_queued(pool: AsyncConnectionPool) -> tuple[Replicas, Lease, Lease]:
-    """Like `_taken_over`, with an outbox entry A recorded (paused, as when cut off) before B took over."""
+    """A holds the thread and records an outbox entry Slack has not taken yet; then A stops beating (cut
+    off) and B takes the thread over: (A, A's lease, B's lease)."""
     a = Replicas(pool, "", lease_seconds=30, replica_id="a")
     b = Replicas(pool, "", lease_seconds=30, replica_id="b")
     async with pool.connection() as conn:
@@ -81,9 +82,10 @@ async def _taken_over_after_a_queued(pool: AsyncConnectionPool) -> tuple[Replica
     await a.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
     held = HELD.set(old)
     try:
-        queued = Courier(PacedWebClient(token=BOT_TOKEN, base_url="http://127.0.0.1:9/"), PostgresLedger(pool, a))
-        queued.pause()
+        slack_away = PacedWebClient(token=BOT_TOKEN, base_url="http://127.0.0.1:9/")  # nothing listens there
+        queued = Courier(slack_away, PostgresLedger(pool, a))
         assert await queued.post(KEY.channel, KEY.thread_ts, {"text": "queued before the takeover"}) is None
+        await queued.close()
     finally:
         HELD.reset(held)
     async with pool.connection() as conn:
