@@ -5,6 +5,10 @@ The replica that received an event queues it and tries the lease itself. If anot
 holds it, that one finds the event in its drain loop, or right after it released the lease (it looks
 once more then), so an event is never stranded. A replica taking a thread over brings the run's
 folder up to date from Postgres and resumes a run left `running` by a replica that died.
+
+Taking the lease gives an epoch (bot.replicas.lease); the thread's work runs under it, so each of
+its writes lands only while no one has taken the thread since. A refused write (LeaseLost) ends
+the drain quietly: the thread is someone else's now.
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ class Handover:
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
-        self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
+        self._adopt_after = 0.0  # after an outage of our own, others get two lease times to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
         # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
@@ -270,8 +274,9 @@ class Handover:
             asyncio.get_running_loop().call_later(self.replicas.beat_interval, self._on_back)
 
     async def _recover(self) -> None:
-        """The database is back: give up threads another replica took meanwhile, hand back leases of
-        threads we no longer drive, send what is still ours, queue what the journal kept."""
+        """The database is back: stop our work in threads another replica took meanwhile (its writes
+        there are refused anyway), hand back leases of threads we no longer drive, queue what the
+        journal kept."""
         if self.replicas.taking_stock:
             # Every replica's heartbeat stopped with ours: give the others two lease times to beat again.
             self._adopt_after = time.monotonic() + 2 * self.replicas.lease_seconds
