@@ -10,19 +10,23 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..store.fence import WRITE_FENCE, Fence
 from ..store.files import RuntimeStore
 from ..store.operator_log import AuditEntry, OperatorLog, UsageTotal
 
 if TYPE_CHECKING:
     from ..store.operator_log_postgres import PostgresOperatorLog
-    from ..store.postgres import WRITE_FENCE, Fence, PostgresRuntimeStore
+    from ..store.postgres import PostgresRuntimeStore
 
-__all__ = ["WRITE_FENCE", "AuditEntry", "Fence", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore", "UsageTotal"]
+__all__ = [
+    "WRITE_FENCE", "AuditEntry", "Fence", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore",
+    "UsageTotal",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("PostgresRuntimeStore", "Fence", "WRITE_FENCE"):
-        return getattr(importlib.import_module("..store.postgres", __package__), name)
+    if name == "PostgresRuntimeStore":
+        return importlib.import_module("..store.postgres", __package__).PostgresRuntimeStore
     if name == "PostgresOperatorLog":
         return importlib.import_module("..store.operator_log_postgres", __package__).PostgresOperatorLog
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,9 +9,8 @@ after a crash never repeats a message the user has seen. A replica that takes a 
 rebuilds the run's folder from Postgres (`materialise`) and goes on from there, exactly as a
 restarted single process would from its disk.
 
-Each write is copied under the fence it was queued under (WRITE_FENCE, set by whoever drives the
-run: a condition in SQL, e.g. "this replica still holds the thread at this epoch"): the statement
-itself checks it, so a write from someone who lost the run never lands. Appended lines carry an id
+Each write is copied under the fence it was queued under (core.store.fence, set by whoever drives
+the run): the statement itself checks it, so a write from someone who lost the run never lands. Appended lines carry an id
 of their own, so a batch committed again after an answer that was lost writes each line once.
 """
 
@@ -25,10 +24,9 @@ import time
 import uuid
 from collections.abc import Collection
 from contextlib import ExitStack
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -37,6 +35,7 @@ from pydantic import ValidationError
 
 from ..base.atomic import add_mirror, remove_mirror
 from .database import open_pool
+from .fence import WRITE_FENCE, Fence
 from .runs_model import RunRecord
 from .files import RuntimeStore
 from .operator_log_postgres import PostgresOperatorLog
@@ -45,17 +44,6 @@ log = logging.getLogger(__name__)
 
 FLUSH_TIMEOUT = 30.0  # seconds a flush waits for an unreachable database before giving up
 _RETRY_SECONDS = 0.5
-
-
-class Fence(NamedTuple):
-    """A condition in SQL (with its parameters) that must hold for a write to land."""
-
-    condition: str
-    params: tuple[Any, ...]
-
-
-WRITE_FENCE: ContextVar[Fence | None] = ContextVar("run_write_fence", default=None)
-"""The fence of the work writing now: every write it queues is copied only while the fence holds."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from crewagent.bot.replicas.threads import PostgresThreadStore
 from crewagent.bot.slack_client import PacedWebClient
 from crewagent.core.base.atomic import append_line
 from crewagent.core.package.loader import load_package
-from crewagent.core.store.postgres import WRITE_FENCE, Fence, PostgresRuntimeStore, _Write
+from crewagent.core.store.fence import WRITE_FENCE, Fence
+from crewagent.core.store.postgres import PostgresRuntimeStore, _Write
 from crewagent.core.store.run_manager import RunManager
 from tests.support.fakes import BOT_TOKEN, FakeSlack
 from tests.support.paths import EXAMPLES
