@@ -43,6 +43,7 @@ STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a stre
 RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
 
 Result = Literal["sent", "retry", "refused"]
+FENCED = "fenced"  # the error of an entry dropped because its writer lost the thread
 
 
 @dataclass
@@ -86,7 +87,6 @@ class Courier:
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._record_failing = False
-        self.paused = False  # cut off from the database: nothing is sent until `resume`
         self._open = False  # `open` opened the ledger, so `close` closes it
         self.open_streams: list[OutboxEntry] = []  # streamed replies an earlier process left unfinished
         self._settles_left: list[str] = []
@@ -175,7 +175,7 @@ class Courier:
         lane = self._lanes.setdefault(entry.lane, _Lane())
         lane.entries.append(entry)
         self._idle.clear()
-        if self.paused or len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
+        if len(lane.entries) > 1 or lane.lock.locked() or lane.due > time.monotonic():
             self._kick()
             return None  # older entries go first
         attempt = await self._send_head(lane, entry)
@@ -234,20 +234,6 @@ class Courier:
                 lane.entries.appendleft(head)
             self._idle.clear()
 
-    def pause(self) -> None:
-        """This replica lost its database for a lease time: another may take its threads (and entries) over."""
-        self.paused = True
-
-    async def resume(self) -> None:
-        """Back in touch: send what is still ours (and what dead replicas left); drop what others took."""
-        kept = {entry.id: entry for entry in await self.ledger.pending()}
-        for lane in self._lanes.values():
-            for entry in [e for e in lane.entries if e.id not in kept and not lane.lock.locked()]:
-                lane.entries.remove(entry)
-        self._take(list(kept.values()))
-        self.paused = False
-        self._kick()
-
     async def idle(self, timeout: float | None = None) -> bool:
         """True once nothing waits to be sent (within `timeout` seconds)."""
         if not self.waiting():
@@ -282,11 +268,11 @@ class Courier:
         while True:
             self._wake.clear()
             now = time.monotonic()
-            if self.adopt_every > 0 and now >= next_adopt and not self.paused:
+            if self.adopt_every > 0 and now >= next_adopt:
                 next_adopt = now + self.adopt_every
                 await self._adopt()
             wait = math.inf if self.adopt_every <= 0 else max(0.0, next_adopt - now)
-            for key, lane in list(self._lanes.items()) if not self.paused else []:
+            for key, lane in list(self._lanes.items()):
                 if not lane.entries:
                     if not lane.lock.locked():
                         del self._lanes[key]
@@ -318,7 +304,7 @@ class Courier:
             await self.settle_streams()
 
     async def _drain(self, lane: _Lane) -> None:
-        while lane.entries and lane.due <= time.monotonic() and not self.paused:
+        while lane.entries and lane.due <= time.monotonic():
             attempt = await self._send_head(lane, lane.entries[0])
             if attempt is None or attempt.result == "retry":
                 return
@@ -330,7 +316,10 @@ class Courier:
             if entry.expired(self.give_up_after):
                 attempt = _Attempt("refused", error=f"not delivered in time (last: {entry.error or 'no answer'})")
             else:
-                attempt = await self._attempt(entry)
+                attempt = await self._claimed(entry) or await self._attempt(entry)
+            if attempt.error == FENCED:
+                lane.entries.popleft()
+                return attempt
             if attempt.result == "retry":
                 lane.failures += 1
                 backoff = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (lane.failures - 1))
@@ -362,6 +351,18 @@ class Courier:
             await write
         except (LedgerUnavailable, TimeoutError) as exc:
             log.warning("could not record that a Slack message was sent", extra={"error": str(exc)})
+
+    async def _claimed(self, entry: OutboxEntry) -> _Attempt | None:
+        """None when the store lets the entry go now; an entry its writer's lost thread fenced off is
+        dropped (the store deleted it), and one the store cannot answer for waits like any retry."""
+        try:
+            if await self.ledger.claim(entry.id):
+                return None
+        except (LedgerUnavailable, TimeoutError) as exc:
+            return _Attempt("retry", error=f"store: {type(exc).__name__}")
+        log.warning("left a message to the replica that took it or its thread over",
+                    extra={"call": _method(entry), "channel": entry.channel})
+        return _Attempt("refused", error=FENCED)
 
     async def _attempt(self, entry: OutboxEntry) -> _Attempt:
         try:

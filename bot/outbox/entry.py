@@ -84,6 +84,9 @@ class Ledger(Protocol):
     async def replace(self, entry: OutboxEntry) -> None:
         """A newer payload for an entry not sent yet (coalesced edits)."""
 
+    async def claim(self, entry_id: str) -> bool:
+        """Just before a send: False when the entry must not go any more (its writer lost the thread)."""
+
     async def sent(self, entry_id: str) -> None:
         """Slack has it: the entry is done."""
 

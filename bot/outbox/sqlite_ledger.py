@@ -91,6 +91,10 @@ class SqliteLedger:
         data = entry.model_dump_json()
         await self._run(lambda db: db.execute("UPDATE outbox SET entry = ? WHERE id = ?", (data, entry.id)))
 
+    async def claim(self, entry_id: str) -> bool:
+        """One process owns every thread it writes for: nothing to fence."""
+        return True
+
     async def sent(self, entry_id: str) -> None:
         await self._run(lambda db: db.execute("DELETE FROM outbox WHERE id = ?", (entry_id,)))
 

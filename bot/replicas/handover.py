@@ -5,12 +5,17 @@ The replica that received an event queues it and tries the lease itself. If anot
 holds it, that one finds the event in its drain loop, or right after it released the lease (it looks
 once more then), so an event is never stranded. A replica taking a thread over brings the run's
 folder up to date from Postgres and resumes a run left `running` by a replica that died.
+
+Taking the lease gives an epoch (bot.replicas.lease); the thread's work runs under it, so each of
+its writes lands only while no one has taken the thread since. A refused write (LeaseLost) ends
+the drain quietly: the thread is someone else's now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import weakref
 from collections.abc import Awaitable, Callable
@@ -19,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from crewagent.core.api.events import RunPhase
 from crewagent.core.api.runs import RunRecord
+from crewagent.core.api.stores import WRITE_FENCE, Fence
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from ..outbox.courier import Courier
 from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
+from .lease import HELD, LeaseLost
+from .tables import FENCE_SQL
 from ..event_journal import EventJournal
 
 if TYPE_CHECKING:
@@ -48,23 +55,18 @@ class Handover:
         lanes: Lanes,
         *,
         journal: EventJournal | None = None,
-        outbox: Courier | None = None,
         say: Say | None = None,
     ) -> None:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
         self.journal = journal  # events taken while the database was away
-        self.outbox = outbox
         self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
         self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
-        # Threads another replica took over while we were cut off, with the runs we had in them: what
-        # our work there still writes is dropped until we take the thread back.
-        self._left: dict[ThreadKey, set[str]] = {}
-        self._adopt_after = 0.0  # after an outage of our own, others get a lease time to beat first
+        self._adopt_after = 0.0  # after an outage of our own, others get two lease times to beat first
         self._replaying = asyncio.Lock()
         self._side: set[asyncio.Task[None]] = set()
         # One rebuild of a thread's run folder at a time (a lock lives while someone holds or awaits it).
@@ -150,10 +152,15 @@ class Handover:
             await self.replay()
         await self.adopt_orphans()
 
+    def _may_adopt(self) -> bool:
+        """Whether a holder whose heartbeat is old counts as dead: not until a while after an outage of
+        our own (the others' heartbeats may just not have come through yet)."""
+        return time.monotonic() >= self._adopt_after
+
     async def adopt_orphans(self) -> int:
         """Threads whose driver died (or that never had one): try to take each over."""
-        if time.monotonic() < self._adopt_after:
-            return 0  # we were cut off ourselves: the others' heartbeats may just not have come through yet
+        if not self._may_adopt():
+            return 0
         await self.replicas.forget_dead()
         keys = [k for k in map(ThreadKey.parse, await self.replicas.orphans()) if k is not None]
         for key in keys:
@@ -164,24 +171,30 @@ class Handover:
 
     async def _drain(self, key: ThreadKey) -> None:
         self._scheduled.discard(key)
-        taken, previous = await self.replicas.acquire(key)
-        if not taken:
-            return  # a live replica drives it and will find the event
+        lease, previous = await self.replicas.acquire(key, from_dead=self._may_adopt)
+        if lease is None:
+            return  # another replica drives it and will find the event (or it is adopted once it is dead)
         self._driving.add(key)
-        left = self._left.pop(key, None)
-        if left:
-            self.runtime.keep_writes(left)  # ours again: the folder is rebuilt from Postgres below
+        held = HELD.set(lease)  # every write of the thread's work from here on names this epoch
+        fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
             await self._take_over(key, current=previous == self.replicas.id)
-            while (item := await self.replicas.next_event(key)) is not None:
+            while (item := await self.replicas.next_event(lease)) is not None:
                 seq, event = item
                 if event is not None and self.work is not None:
                     try:
                         await self.work.run_event(event)
+                    except LeaseLost:
+                        raise
                     except Exception:  # one broken event must not block the thread's queue for good
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
-                await self.replicas.done(seq)
+                await self.replicas.done(lease, seq)
+        except LeaseLost:
+            log.warning("another replica took this thread over; leaving it", extra={"slack_thread": str(key)})
+            return
         finally:
+            HELD.reset(held)
+            WRITE_FENCE.reset(fenced)
             self._driving.discard(key)
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
@@ -242,17 +255,12 @@ class Handover:
         while self.replicas.cut_off:
             await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
 
-    def left(self, key: ThreadKey) -> bool:
-        """Another replica took this thread over while we were cut off, and we have not taken it back."""
-        return key in self._left
-
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
-        Our runs are paused where they are (nothing they say is recorded, copied to Postgres or shown)."""
+        Our runs are paused where they are (nothing they say is shown); what they write for a thread
+        someone took over is refused by its epoch (tables.FENCE_SQL)."""
         self.replicas.taking_stock = True
-        self.runtime.hold_writes()
-        if self.outbox is not None:
-            self.outbox.pause()
+        self._adopt_after = math.inf  # until we are back (`_recover`)
 
     def _on_back(self) -> None:
         task = asyncio.create_task(self._recover(), name="db-back")
@@ -266,28 +274,21 @@ class Handover:
             asyncio.get_running_loop().call_later(self.replicas.beat_interval, self._on_back)
 
     async def _recover(self) -> None:
-        """The database is back: give up threads another replica took meanwhile, hand back leases of
-        threads we no longer drive, send what is still ours, queue what the journal kept."""
+        """The database is back: stop our work in threads another replica took meanwhile (its writes
+        there are refused anyway), hand back leases of threads we no longer drive, queue what the
+        journal kept."""
         if self.replicas.taking_stock:
-            self._adopt_after = time.monotonic() + self.replicas.lease_seconds
+            # Every replica's heartbeat stopped with ours: give the others two lease times to beat again.
+            self._adopt_after = time.monotonic() + 2 * self.replicas.lease_seconds
             driving = [str(key) for key in self._driving]
             taken = await self.replicas.taken_from_me(driving)
-            stored = await self.replicas.runs_of(list(taken))
             for thread in taken:
                 key = ThreadKey.parse(thread)
-                if key is None:
-                    continue
-                lane = self.lanes.lane(key)
-                live = lane.live.session.run_id if lane is not None and lane.live is not None else None
-                self._left[key] = {run for run in (live, stored.get(thread)) if run}
+                lane = self.lanes.lane(key) if key is not None else None
                 if lane is not None and lane.task is not None:
                     log.warning("another replica took this thread over while we were cut off; leaving it",
                                 extra={"slack_thread": thread})
                     lane.task.cancel()
-            # What our runs wrote there meanwhile is older than what the other replica made of them.
-            self.runtime.release_writes({run for runs in self._left.values() for run in runs})
             await self.replicas.release_all_but([k for k in driving if k not in taken])
-            if self.outbox is not None:
-                await self.outbox.resume()
             self.replicas.taking_stock = False
         await self.replay()

@@ -30,6 +30,8 @@ from psycopg_pool import AsyncConnectionPool
 from ..base.event import ThreadEvent
 from .callbacks import DatabaseAway
 from .heartbeat import HeartbeatThread
+from .lease import Lease, LeaseLost
+from .tables import FENCE_SQL
 from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
@@ -215,10 +217,15 @@ class Replicas:
     # ---- thread leases ------------------------------------------------------------
 
     @waits_for_database
-    async def acquire(self, key: ThreadKey) -> tuple[bool, str | None]:
-        """Take the thread's lease if it is free, ours, or its holder is dead: (taken, previous holder).
+    async def acquire(
+        self, key: ThreadKey, *, from_dead: Callable[[], bool] = lambda: True
+    ) -> tuple[Lease | None, str | None]:
+        """Take the thread's lease if it is free, ours, or its holder is dead and `from_dead()` allows
+        taking from the dead now (asked at each try: a try may wait out an outage): (the lease held,
+        previous holder); no lease when another replica holds it.
 
-        The previous holder tells the caller whether its local copy of the thread's run is current.
+        The epoch grows unless we held the lease already, so whoever held it before is fenced off. The
+        previous holder tells the caller whether its local copy of the thread's run is current.
         """
         async with self.pool.connection() as conn, conn.transaction():
             await conn.execute(
@@ -226,19 +233,22 @@ class Replicas:
                 {"k": str(key)},
             )
             cur = await conn.execute(
-                "SELECT replica IS NULL OR replica = %(me)s OR NOT " + LIVE_SQL.format(col="replica") + ", last_holder "
+                "SELECT replica IS NULL OR replica = %(me)s OR (%(dead)s AND NOT " + LIVE_SQL.format(col="replica") + "), "
+                "last_holder "
                 "FROM crew_leases WHERE thread_key = %(k)s FOR UPDATE",
-                self.sql_args(k=str(key)),
+                self.sql_args(k=str(key), dead=from_dead()),
             )
             row = await cur.fetchone()
             if row is None or not row[0]:
-                return False, None
-            await conn.execute(
-                "UPDATE crew_leases SET replica = %(me)s, last_holder = %(me)s, acquired = now() "
-                "WHERE thread_key = %(k)s",
+                return None, None
+            cur = await conn.execute(
+                "UPDATE crew_leases SET epoch = CASE WHEN replica = %(me)s THEN epoch ELSE epoch + 1 END, "
+                "replica = %(me)s, last_holder = %(me)s, acquired = now() WHERE thread_key = %(k)s RETURNING epoch",
                 self.sql_args(k=str(key)),
             )
-            return True, row[1]
+            held = await cur.fetchone()
+            assert held is not None  # the row is locked above
+            return Lease(str(key), int(held[0])), row[1]
 
     @waits_for_database
     async def release(self, key: ThreadKey) -> None:
@@ -259,12 +269,6 @@ class Replicas:
                 (keys, self.id),
             )
             return {row[0] for row in await cur.fetchall()}
-
-    async def runs_of(self, keys: list[str]) -> dict[str, str]:
-        """The current run of each of these threads, as Postgres has it."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT key, run_id FROM crew_threads WHERE key = ANY(%s) AND run_id IS NOT NULL", (keys,))
-            return {row[0]: row[1] for row in await cur.fetchall()}
 
     async def release_all_but(self, keys: list[str]) -> None:
         """Hand back every lease of ours but those of `keys` (threads this replica still drives)."""
@@ -318,24 +322,40 @@ class Replicas:
             raise DatabaseAway(str(exc).splitlines()[0] if str(exc) else "database unreachable") from exc
 
     @waits_for_database
-    async def next_event(self, key: ThreadKey) -> tuple[int, ThreadEvent | None] | None:
-        """The thread's oldest queued event (None for an unreadable one); None when nothing is queued."""
+    async def next_event(self, lease: Lease) -> tuple[int, ThreadEvent | None] | None:
+        """The thread's oldest queued event (None for an unreadable one); None when nothing is queued.
+        LeaseLost once the thread's epoch is no longer `lease`'s."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT seq, event FROM crew_inbox WHERE thread_key = %s ORDER BY seq LIMIT 1", (str(key),)
+                "SELECT l.epoch = %(e)s, i.seq, i.event FROM crew_leases l LEFT JOIN LATERAL (SELECT seq, event "
+                "FROM crew_inbox WHERE thread_key = l.thread_key ORDER BY seq LIMIT 1) i ON true WHERE l.thread_key = %(k)s",
+                {"k": lease.thread, "e": lease.epoch},
             )
             row = await cur.fetchone()
-        if row is None:
+        if row is None or not row[0]:
+            raise LeaseLost(lease.thread)
+        if row[1] is None:
             return None
         try:
-            return int(row[0]), ThreadEvent.model_validate(row[1])
+            return int(row[1]), ThreadEvent.model_validate(row[2])
         except ValueError:
-            return int(row[0]), None
+            return int(row[1]), None
 
     @waits_for_database
-    async def done(self, seq: int) -> None:
+    async def done(self, lease: Lease, seq: int) -> None:
+        """The event is handled: out of the queue and its dedupe claim settled for good, unless the thread
+        passed to a newer epoch (LeaseLost: the new holder handles the event again, see
+        PostgresThreadStore.claim)."""
         async with self.pool.connection() as conn:
-            await conn.execute("DELETE FROM crew_inbox WHERE seq = %s", (seq,))
+            cur = await conn.execute(
+                "WITH gone AS (DELETE FROM crew_inbox WHERE seq = %s AND " + FENCE_SQL.format(key="%s", epoch="%s")
+                + " RETURNING event), settled AS (UPDATE crew_seen SET epoch = NULL WHERE key IN "
+                "(SELECT jsonb_array_elements_text(event->'dedupe') FROM gone)) SELECT count(*) FROM gone",
+                (seq, lease.thread, lease.epoch),
+            )
+            row = await cur.fetchone()
+        if row is None or not row[0]:
+            raise LeaseLost(lease.thread)
 
     @waits_for_database
     async def queued(self, key: ThreadKey) -> bool:

@@ -19,7 +19,9 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..outbox.entry import LedgerUnavailable, OutboxEntry
 from ..outbox.given_up import SHOWN_FOR, in_threads
+from .lease import HELD, LeaseLost
 from .membership import LIVE_SQL, Replicas
+from .tables import FENCE_SQL
 
 CALL_TIMEOUT = 5.0  # seconds to wait for a connection
 KEEP_GIVEN_UP = 7 * 24 * 3600.0
@@ -47,28 +49,44 @@ class PostgresLedger:
     async def close(self) -> None:
         """The pool belongs to the replica, which closes it."""
 
-    def _check_in_touch(self) -> None:
-        """A run of a replica that was cut off may belong to another replica by now: what it says is kept
-        out of the outbox until this replica knows (the run is cancelled if it does not)."""
-        if self.replicas.cut_off:
-            raise LedgerUnavailable("cut off from the database")
-
     async def add(self, entry: OutboxEntry) -> None:
-        self._check_in_touch()
+        """Record the entry; one made by work holding its thread's lease names the epoch, and is refused
+        (LeaseLost) once that is not the thread's epoch any more."""
+        lease = HELD.get()
+        fence = FENCE_SQL.format(key="%s", epoch="%s") if lease is not None else "true"
+        thread, epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
+        args: tuple[Any, ...] = (entry.id, self.replicas.id, Jsonb(entry.model_dump(mode="json")), thread, epoch)
         async with self._connection() as conn:
             cur = await conn.execute(
-                "INSERT INTO crew_outbox (id, replica, entry) VALUES (%s, %s, %s) RETURNING seq",
-                (entry.id, self.replicas.id, Jsonb(entry.model_dump(mode="json"))),
+                "INSERT INTO crew_outbox (id, replica, entry, thread_key, epoch) SELECT %s, %s, %s, %s, %s WHERE "
+                + fence + " RETURNING seq",
+                args + ((thread, epoch) if lease is not None else ()),
             )
             row = await cur.fetchone()
-        entry.seq = int(row[0]) if row else 0
+        if row is None:
+            raise LeaseLost(str(thread))
+        entry.seq = int(row[0])
 
     async def replace(self, entry: OutboxEntry) -> None:
-        self._check_in_touch()
         async with self._connection() as conn:
             await conn.execute(
                 "UPDATE crew_outbox SET entry = %s WHERE id = %s", (Jsonb(entry.model_dump(mode="json")), entry.id)
             )
+
+    async def claim(self, entry_id: str) -> bool:
+        """May the entry go to Slack now, from here? Not when another replica took it over (ours looked
+        dead), nor when it was recorded under an epoch its thread has passed: it is dropped then (the
+        thread's new holder says what is still to be said)."""
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "WITH fenced AS (DELETE FROM crew_outbox o WHERE o.id = %(id)s AND o.epoch IS NOT NULL AND NOT "
+                + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + " RETURNING 1) "
+                "SELECT NOT EXISTS (SELECT 1 FROM fenced) "
+                "AND EXISTS (SELECT 1 FROM crew_outbox WHERE id = %(id)s AND replica = %(me)s)",
+                self.replicas.sql_args(id=entry_id),
+            )
+            row = await cur.fetchone()
+        return bool(row and row[0])
 
     async def sent(self, entry_id: str) -> None:
         async with self._connection() as conn:

@@ -85,10 +85,10 @@ class SharedStore:
                 NOT_HELD.reset(unheld)
 
         journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
-        handover = Handover(replicas, self.runtime, lanes, journal=journal, outbox=outbox, say=say)
+        handover = Handover(replicas, self.runtime, lanes, journal=journal, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off
-        threads = PostgresThreadStore(self.pool, left=handover.left)
+        threads = PostgresThreadStore(self.pool)
         return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
 
     async def open(self) -> None:

@@ -1,6 +1,10 @@
 """The tables replicas coordinate through: thread sessions, event dedupe, live replicas, thread
 leases, queued events, the model-work slots and the outbox of messages not yet in Slack. Created
-with the run tables when the pool opens."""
+with the run tables when the pool opens; columns added later are added to an existing database too.
+
+`crew_leases.epoch` grows each time a thread's lease passes to a new holder; a write made for a
+thread names the epoch its writer holds and lands only while that is still the thread's epoch
+(FENCE_SQL), so a replica that lost a thread cannot change it any more."""
 
 REPLICA_SCHEMA = """
 CREATE TABLE IF NOT EXISTS crew_threads (
@@ -14,6 +18,8 @@ CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL
 );
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS thread_key text;
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS epoch bigint;
 CREATE TABLE IF NOT EXISTS crew_replicas (
     id text PRIMARY KEY,
     heartbeat timestamptz NOT NULL DEFAULT now(),
@@ -25,6 +31,7 @@ CREATE TABLE IF NOT EXISTS crew_leases (
     last_holder text,
     acquired timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE crew_leases ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS crew_inbox (
     seq bigserial PRIMARY KEY,
     thread_key text NOT NULL,
@@ -40,9 +47,14 @@ CREATE TABLE IF NOT EXISTS crew_outbox (
     done_at double precision
 );
 CREATE INDEX IF NOT EXISTS crew_outbox_pending ON crew_outbox (state, seq);
+ALTER TABLE crew_outbox ADD COLUMN IF NOT EXISTS thread_key text;
+ALTER TABLE crew_outbox ADD COLUMN IF NOT EXISTS epoch bigint;
 CREATE TABLE IF NOT EXISTS crew_model_slots (
     slot integer PRIMARY KEY,
     replica text,
     thread_key text
 );
 """
+
+FENCE_SQL = "EXISTS (SELECT 1 FROM crew_leases WHERE thread_key = {key} AND epoch = {epoch})"
+"""True while `epoch` is still the thread's lease epoch: put in the statement of every fenced write."""

@@ -7,23 +7,21 @@ While the database is away each call waits for it (the turn that needs it pauses
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
+from .lease import HELD, LeaseLost, held_for
 from .membership import waits_for_database
+from .tables import FENCE_SQL
 
 
 class PostgresThreadStore:
-    def __init__(
-        self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600, left: Callable[[ThreadKey], bool] | None = None
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600) -> None:
         self.pool = pool
         self.seen_ttl = seen_ttl
-        self.left = left  # threads another replica took over while this one was cut off (bot.replicas.handover)
 
     async def open(self) -> None:
         await self.prune_seen()
@@ -40,16 +38,20 @@ class PostgresThreadStore:
 
     @waits_for_database
     async def put(self, record: ThreadRecord) -> None:
-        """Store the record, unless another replica took the thread over from us: ours is older then."""
-        if self.left is not None and self.left(record.key):
-            return
-        data = record.model_dump(mode="json")
+        """Store the record. Work holding the thread's lease stores it only while its epoch is the
+        thread's (LeaseLost otherwise: another replica took the thread over and its record is newer)."""
+        thread = str(record.key)
+        lease = held_for(thread)
+        fence = FENCE_SQL.format(key="%s", epoch="%s") if lease is not None else "true"
+        args: tuple[Any, ...] = (thread, record.session.run_id, Jsonb(record.model_dump(mode="json")))
         async with self.pool.connection() as conn:
-            await conn.execute(
-                "INSERT INTO crew_threads (key, run_id, data) VALUES (%s, %s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data",
-                (str(record.key), record.session.run_id, Jsonb(data)),
+            cur = await conn.execute(
+                "INSERT INTO crew_threads (key, run_id, data) SELECT %s, %s, %s WHERE " + fence
+                + " ON CONFLICT (key) DO UPDATE SET run_id = EXCLUDED.run_id, data = EXCLUDED.data",
+                args + ((thread, lease.epoch) if lease is not None else ()),
             )
+        if cur.rowcount == 0:
+            raise LeaseLost(thread)
 
     @waits_for_database
     async def all(self) -> list[ThreadRecord]:
@@ -81,13 +83,20 @@ class PostgresThreadStore:
 
     @waits_for_database
     async def claim(self, keys: list[str]) -> bool:
-        """Record `keys` as handled; False if any was already handled within the TTL (by any replica)."""
-        now = time.time()
+        """Record `keys` as handled; False if any was already handled within the TTL (by any replica).
+
+        Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
+        whose event was never marked done (`Replicas.done` settles a claim): its holder lost the thread
+        before finishing, and what it did was refused, so the event is handled again, once."""
+        now, lease = time.time(), HELD.get()
+        thread, epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "INSERT INTO crew_seen (key, at) SELECT k, %s FROM unnest(%s::text[]) AS k "
-                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at WHERE crew_seen.at < %s RETURNING key",
-                (now, keys, now - self.seen_ttl),
+                "INSERT INTO crew_seen (key, at, thread_key, epoch) SELECT k, %s, %s, %s FROM unnest(%s::text[]) AS k "
+                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at, thread_key = EXCLUDED.thread_key, epoch = EXCLUDED.epoch "
+                "WHERE crew_seen.at < %s OR (crew_seen.thread_key = EXCLUDED.thread_key AND crew_seen.epoch < EXCLUDED.epoch) "
+                "RETURNING key",
+                (now, thread, epoch, keys, now - self.seen_ttl),
             )
             taken = await cur.fetchall()
         return len(taken) == len(set(keys))

@@ -4,7 +4,9 @@ Bolt acks once these return (process_before_response), so an event is queued, in
 order, before Slack hears it arrived. A listener that raises (the event could not be recorded)
 gets no ack: HTTP 500, or no Socket Mode ack, and Slack delivers the event again (its event id
 keeps the redelivery from being handled twice once one of them is recorded). Nothing here waits
-on the model: work is queued for the thread (see bot/threads/intake.py).
+on the model: work is queued for the thread (see bot/threads/intake.py). Clicks, menu choices and
+form submissions call `ack` themselves, after the work is queued, so they are acknowledged once
+recorded too.
 
 Which event handles what (Slack sends both `app_mention` and `message` for one mention):
 - top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
@@ -161,36 +163,29 @@ class Handlers:
         return user, channel
 
     async def click(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
         kind = str(action.get("action_id", "")).split(":")[1]
         value = ButtonValue.decode(action.get("value"))
-        user, channel = self._where(body)
-        if value is None or not user:
-            return
-        await self._pass_click(kind, value, body, user, channel)
+        await self._pass_click(ack, kind, value, body)
 
-    async def _pass_click(self, kind: str, value: ButtonValue, body: dict[str, Any], user: str, channel: str) -> None:
-        trigger = body.get("trigger_id")
-        clicked = Clicked.from_body(body)
-        await self.intake.on_click(
-            kind, value, user=user, channel=channel, trigger_id=trigger, clicked=clicked,
-        )
+    async def _pass_click(self, ack: Any, kind: str, value: ButtonValue | None, body: dict[str, Any]) -> None:
+        """Acked once the click is queued: one that cannot be recorded raises and gets no ack."""
+        user, channel = self._where(body)
+        if value is not None and user:
+            await self.intake.on_click(
+                kind, value, user=user, channel=channel, trigger_id=body.get("trigger_id"), clicked=Clicked.from_body(body),
+            )
+        await ack()
 
     async def select(self, ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
-        await ack()
         kind = str(action.get("action_id", "")).split(":")[1].removesuffix("_select")
         context = ButtonValue.decode(action.get("block_id"))
         chosen = str((action.get("selected_option") or {}).get("value") or "")
-        user, channel = self._where(body)
-        if context is None or not chosen or not user:
-            return
-        if kind == act.AGENT:
+        value: ButtonValue | None = None
+        if context is not None and kind == act.AGENT and chosen:
             value = context.model_copy(update={"a": chosen})
-        elif chosen.isdigit():
+        elif context is not None and chosen.isdigit():
             value = context.model_copy(update={"n" if kind == act.MENU else "i": int(chosen)})
-        else:
-            return
-        await self._pass_click(kind, value, body, user, channel)
+        await self._pass_click(ack, kind, value, body)
 
     async def view_submission(self, ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
         context = decode_context(view.get("private_metadata"))
@@ -206,8 +201,8 @@ class Handlers:
         if errors:
             await ack(response_action="errors", errors=errors)
             return
+        await self.intake.on_form(context, answer, user)  # queued first: acked once recorded
         await ack()
-        await self.intake.on_form(context, answer, user)
 
 
 def _notice_view(text: str) -> View:

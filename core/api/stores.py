@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ..store.fence import WRITE_FENCE, Fence
 from ..store.files import RuntimeStore
 from ..store.operator_log import AuditEntry, OperatorLog, UsageTotal
 
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
     from ..store.operator_log_postgres import PostgresOperatorLog
     from ..store.postgres import PostgresRuntimeStore
 
-__all__ = ["AuditEntry", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore", "UsageTotal"]
+__all__ = [
+    "WRITE_FENCE", "AuditEntry", "Fence", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore",
+    "UsageTotal",
+]
 
 
 def __getattr__(name: str) -> Any:

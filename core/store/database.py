@@ -42,6 +42,8 @@ CREATE TABLE IF NOT EXISTS crew_run_lines (
     line bytea NOT NULL
 );
 CREATE INDEX IF NOT EXISTS crew_run_lines_by_run ON crew_run_lines (run_id, rel, seq);
+ALTER TABLE crew_run_lines ADD COLUMN IF NOT EXISTS write_id text;
+CREATE UNIQUE INDEX IF NOT EXISTS crew_run_lines_once ON crew_run_lines (write_id);
 """ + ";\n".join(OPERATOR_LOG_SCHEMA) + ";\n"  # the operator log (core.store.operator_log)
 
 

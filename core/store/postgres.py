@@ -8,6 +8,10 @@ reaches Slack and before it hands a thread to another replica, so a replica that
 after a crash never repeats a message the user has seen. A replica that takes a thread over
 rebuilds the run's folder from Postgres (`materialise`) and goes on from there, exactly as a
 restarted single process would from its disk.
+
+Each write is copied under the fence it was queued under (core.store.fence, set by whoever drives
+the run): the statement itself checks it, so a write from someone who lost the run never lands. Appended lines carry an id
+of their own, so a batch committed again after an answer that was lost writes each line once.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ import os
 import shutil
 import threading
 import time
+import uuid
 from collections.abc import Collection
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +35,7 @@ from pydantic import ValidationError
 
 from ..base.atomic import add_mirror, remove_mirror
 from .database import open_pool
+from .fence import WRITE_FENCE, Fence
 from .runs_model import RunRecord
 from .files import RuntimeStore
 from .operator_log_postgres import PostgresOperatorLog
@@ -49,6 +55,8 @@ class _Write:
     record: dict[str, Any] | None = None
     phase: str = ""
     row: tuple[Any, ...] = ()  # an "operator_log" write's parameters (its statement is `rel`)
+    fence: Fence | None = field(default_factory=WRITE_FENCE.get)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)  # a line lands once, however often it is sent
 
 
 class PostgresRuntimeStore(RuntimeStore):
@@ -73,8 +81,6 @@ class PostgresRuntimeStore(RuntimeStore):
         self._unsaved: dict[str, dict[str, Any]] = {}  # records queued, not yet committed (read your writes)
         self._changed = threading.Condition()
         self._closing = False
-        self._held = False  # see hold_writes
-        self._dropped: set[str] = set()  # runs whose writes are dropped (see release_writes)
         self._writer = threading.Thread(target=self._write_loop, name="crewagent-pg-writer", daemon=True)
         self._writer.start()
         add_mirror(os.path.join(self._home_str, "projects"), self._mirror)
@@ -96,8 +102,6 @@ class PostgresRuntimeStore(RuntimeStore):
 
     def _enqueue(self, write: _Write) -> None:
         with self._changed:
-            if write.run_id in self._dropped:
-                return
             self._queue.append(write)
             self._queued += 1
             if write.record is not None:
@@ -106,27 +110,6 @@ class PostgresRuntimeStore(RuntimeStore):
 
     def pending(self) -> bool:
         return self._written < self._queued
-
-    def hold_writes(self) -> None:
-        """Copy nothing more to Postgres until `release_writes`: whoever uses this store may have lost
-        some of its runs to someone else and must first find out which."""
-        with self._changed:
-            self._held = True
-
-    def release_writes(self, dropped: Collection[str] = ()) -> None:
-        """Copy writes on again, except those of the `dropped` runs (someone else has moved them on):
-        their queued writes are dropped, and so are later ones, until `keep_writes`."""
-        with self._changed:
-            self._dropped.update(dropped)
-            for run_id in dropped:
-                self._unsaved.pop(run_id, None)  # reads go to what Postgres has
-            self._held = False
-            self._changed.notify_all()
-
-    def keep_writes(self, run_ids: Collection[str]) -> None:
-        """These runs are ours again (taken back over): their writes go to Postgres again."""
-        with self._changed:
-            self._dropped.difference_update(run_ids)
 
     def flush(self, timeout: float = FLUSH_TIMEOUT) -> bool:
         """Wait until every write queued so far is in Postgres; False if that took over `timeout`."""
@@ -140,61 +123,55 @@ class PostgresRuntimeStore(RuntimeStore):
     def _write_loop(self) -> None:
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: (self._queue and not self._held) or self._closing)
+                self._changed.wait_for(lambda: self._queue or self._closing)
                 if not self._queue:
                     return
                 batch, self._queue = self._queue, []
-            taken = len(batch)
             while True:
-                with self._changed:
-                    self._changed.wait_for(lambda: not self._held or self._closing)
                 try:
-                    if self._commit(batch):
-                        break
-                except psycopg.Error:
+                    self._commit(batch)
+                    break
+                except psycopg.Error:  # a commit whose answer was lost may have landed: lines have ids
                     log.warning("could not copy run writes to the database; retrying", exc_info=True)
                     time.sleep(_RETRY_SECONDS)
             with self._changed:
-                self._written += taken  # dropped writes count as done: nobody waits for them
+                self._written += len(batch)  # refused (fenced) writes count as done: nobody waits for them
                 for write in batch:
                     if write.record is not None and self._unsaved.get(write.run_id) is write.record:
                         del self._unsaved[write.run_id]
                 self._changed.notify_all()
 
-    def _commit(self, batch: list[_Write]) -> bool:
-        """Copy the batch (but writes of dropped runs) in one transaction; False, with nothing copied, if
-        writes were held while this waited for a connection (the holder decides what goes first)."""
-        with self.pool.connection() as conn:
-            with self._changed:
-                if self._held and not self._closing:
-                    return False
-                batch = [w for w in batch if w.run_id not in self._dropped]
-            if batch:
-                with conn.transaction(), conn.pipeline():
-                    self._copy(conn, batch)
-        return True
+    def _commit(self, batch: list[_Write]) -> None:
+        """Copy the batch in one transaction; a write whose fence no longer holds is left out by its statement."""
+        with self.pool.connection() as conn, conn.transaction(), conn.pipeline():
+            self._copy(conn, batch)
 
     @staticmethod
     def _copy(conn: psycopg.Connection[Any], batch: list[_Write]) -> None:
         for w in batch:
+            fence, fenced = (w.fence.condition, w.fence.params) if w.fence is not None else ("true", ())
             if w.kind == "record":
                 conn.execute(
-                    "INSERT INTO crew_runs (run_id, phase, data) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (run_id) DO UPDATE SET phase = EXCLUDED.phase, data = EXCLUDED.data",
-                    (w.run_id, w.phase, Jsonb(w.record)),
+                    "INSERT INTO crew_runs (run_id, phase, data) SELECT %s, %s, %s WHERE " + fence
+                    + " ON CONFLICT (run_id) DO UPDATE SET phase = EXCLUDED.phase, data = EXCLUDED.data",
+                    (w.run_id, w.phase, Jsonb(w.record), *fenced),
                 )
             elif w.kind == "file":
-                conn.execute("DELETE FROM crew_run_lines WHERE run_id = %s AND rel = %s", (w.run_id, w.rel))
                 conn.execute(
-                    "INSERT INTO crew_run_files (run_id, rel, content) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
-                    (w.run_id, w.rel, w.data),
+                    "DELETE FROM crew_run_lines WHERE run_id = %s AND rel = %s AND " + fence, (w.run_id, w.rel, *fenced)
+                )
+                conn.execute(
+                    "INSERT INTO crew_run_files (run_id, rel, content) SELECT %s, %s, %s WHERE " + fence
+                    + " ON CONFLICT (run_id, rel) DO UPDATE SET content = EXCLUDED.content",
+                    (w.run_id, w.rel, w.data, *fenced),
                 )
             elif w.kind == "operator_log":
                 conn.execute(w.rel, w.row)  # type: ignore[arg-type]
             else:
                 conn.execute(
-                    "INSERT INTO crew_run_lines (run_id, rel, line) VALUES (%s, %s, %s)", (w.run_id, w.rel, w.data)
+                    "INSERT INTO crew_run_lines (run_id, rel, line, write_id) SELECT %s, %s, %s, %s WHERE " + fence
+                    + " ON CONFLICT (write_id) DO NOTHING",
+                    (w.run_id, w.rel, w.data, w.id, *fenced),
                 )
 
     # ---- run index ---------------------------------------------------------

@@ -226,3 +226,56 @@ async def test_an_event_that_cannot_be_recorded_gets_no_ack_and_its_redelivery_i
         mentions = [r for r in llm.requests if current_node(r) == "step-01-ask"]
         assert len(c.shown(top, QUESTION)) == 1 and len(mentions) == 1
         kill_group(c.processes[0].pid)
+
+
+ROUNDS = 5
+
+
+async def test_runs_finishing_through_repeated_10_s_outages_end_once_with_the_model_asked_as_often_as_without(
+    own_postgres: PostgresServer, project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    """Each round a run is mid-turn after the owner's answer when the database goes for 10 s; its
+    ending (closing text, completion notice) is shown once and nothing is asked of the model twice."""
+    database_url = own_postgres.url(own_postgres.create_database())
+    competent = hello_linear_responder()
+    reached, release = asyncio.Event(), asyncio.Event()
+
+    async def respond(body: dict[str, Any]) -> Reply:
+        if current_node(body) == "step-02-generate" and not release.is_set():
+            reached.set()
+            await release.wait()  # the run is mid-turn when the database goes
+        return competent(body)
+
+    async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
+        llm.responder = respond
+        c = await start_cluster(spawn, project, tmp_path, slack, llm, http, database_url)
+        calls: list[int] = []
+        tops: list[str] = []
+        for round_ in range(ROUNDS + 2):  # round 0 counts one run's model calls; the last one is a sentinel
+            outage = 0 < round_ <= ROUNDS
+            before = len(llm.requests)
+            reached.clear()
+            release.clear()
+            top = await c.mention("hello-linear", via=round_ % 2)
+            await c.until(lambda: bool(c.shown(top, QUESTION)))
+            assert await c.reply(top, HELLO_LINEAR_ANSWER, via=(round_ + 1) % 2) == 200
+            await asyncio.wait_for(reached.wait(), WAIT)
+            if outage:
+                own_postgres.halt()
+                down = time.monotonic()
+                release.set()
+                await asyncio.sleep(10.0 - (time.monotonic() - down))  # the fault itself lasts 10 s
+                own_postgres.resume()
+            release.set()
+            await c.until(lambda: bool(c.shown(top, DONE)))
+            calls.append(len(llm.requests) - before)
+            tops.append(top)
+        # A late ending of one round would have shown up by the end of the rounds after it.
+        for round_, top in enumerate(tops):
+            posted = [text_of(m) for m in c.shown(top, "") if marked_entry(m) is not None]
+            assert len(posted) == len(set(posted)), f"round {round_}: a message was shown twice: {posted}"
+            assert len(c.shown(top, DONE)) == 1 and not c.shown(top, "resuming this run"), f"round {round_}"
+        assert calls == [calls[0]] * len(calls), f"model calls per round (round 0 without an outage): {calls}"
+        for process in c.processes:
+            kill_group(process.pid)
+

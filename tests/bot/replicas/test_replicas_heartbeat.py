@@ -45,7 +45,7 @@ async def test_a_replica_whose_event_loop_is_busy_keeps_beating_and_keeps_its_th
     b = Replicas(async_pool, database_url, lease_seconds=LEASE, replica_id="b")
     await a.start(on_inbox=lambda key: None, on_control=lambda payload: None, on_tick=_idle, on_lost=lambda: None)
     try:
-        assert await a.acquire(KEY) == (True, None)
+        assert await a.acquire(KEY) == ((str(KEY), 1), None)
         assert a._heartbeat is not None
         beats_before = a._heartbeat.beats
         done, verdicts = threading.Event(), []
@@ -60,7 +60,7 @@ async def test_a_replica_whose_event_loop_is_busy_keeps_beating_and_keeps_its_th
             await asyncio.to_thread(watcher.join, WAIT)
         assert verdicts and all(verdicts), "another replica saw a busy replica as dead"
         assert a._heartbeat.beats > beats_before  # the beats went on while the loop was busy
-        assert (await b.acquire(KEY))[0] is False  # so its thread was not taken over
+        assert (await b.acquire(KEY))[0] is None  # so its thread was not taken over
     finally:
         await a.stop()
 
@@ -100,11 +100,11 @@ async def test_a_stopped_replica_stops_beating_and_leaves_at_once(
     assert heartbeat is not None
     try:
         await asyncio.wait_for(ticked.wait(), WAIT)  # each beat is followed by a scan on the loop
-        assert await a.acquire(KEY) == (True, None)
+        assert await a.acquire(KEY) == ((str(KEY), 1), None)
     finally:
         await a.stop()
     assert not heartbeat._thread.is_alive()
-    assert await b.acquire(KEY) == (True, "a")  # handed over without waiting for the lease
+    assert await b.acquire(KEY) == ((str(KEY), 2), "a")  # handed over without waiting for the lease
     async with async_pool.connection() as conn:
         cur = await conn.execute("SELECT count(*) FROM crew_replicas WHERE id = 'a'")
         assert await cur.fetchone() == (0,)

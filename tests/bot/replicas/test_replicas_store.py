@@ -70,33 +70,6 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
         elsewhere.close()
 
 
-def test_held_writes_go_on_after_release_except_those_of_runs_someone_else_moved_on(
-    sync_pool: ConnectionPool, tmp_path: Path, project: Path
-) -> None:
-    here = PostgresRuntimeStore(sync_pool, tmp_path / "replica-a")
-    try:
-        package = load_package(EXAMPLES / "hello-branch", cache_dir=here.packages_dir)
-        kept, lost = (RunManager(here).create(package, None, None, project) for _ in range(2))
-        assert here.flush()
-        here.hold_writes()
-        append_line(here.conversation_log(kept), b'{"id":"k1"}\n')
-        append_line(here.conversation_log(lost), b'{"id":"l1"}\n')
-        assert not here.flush(timeout=0.5), "held writes are not copied"
-        assert _lines(sync_pool, kept.run_id) == _lines(sync_pool, lost.run_id) == []
-
-        here.release_writes([lost.run_id])
-        append_line(here.conversation_log(lost), b'{"id":"l2"}\n')  # later writes of a dropped run: dropped too
-        assert here.flush(timeout=30)
-        assert _lines(sync_pool, kept.run_id) == [b'{"id":"k1"}\n'] and _lines(sync_pool, lost.run_id) == []
-
-        here.keep_writes([lost.run_id])  # taken back: written through again
-        append_line(here.conversation_log(lost), b'{"id":"l3"}\n')
-        assert here.flush(timeout=30)
-        assert _lines(sync_pool, lost.run_id) == [b'{"id":"l3"}\n']
-    finally:
-        here.close()
-
-
 def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
     with pool.connection() as conn:
         rows = conn.execute(
@@ -132,17 +105,18 @@ async def test_a_lease_is_held_by_one_replica_until_its_holder_stops_beating(asy
     b = Replicas(async_pool, "", lease_seconds=0.5, replica_id="b")
     async with async_pool.connection() as conn:
         await conn.execute("INSERT INTO crew_replicas (id) VALUES ('a'), ('b')")
-    assert await a.acquire(KEY) == (True, None)
-    assert (await b.acquire(KEY))[0] is False
-    assert await a.acquire(KEY) == (True, "a")  # re-entrant for its holder
+    assert await a.acquire(KEY) == ((str(KEY), 1), None)
+    assert (await b.acquire(KEY))[0] is None
+    assert await a.acquire(KEY) == ((str(KEY), 1), "a")  # re-entrant for its holder, at the same epoch
     await a.release(KEY)
-    assert await b.acquire(KEY) == (True, "a")  # b learns its copy of the run may be stale
+    assert await b.acquire(KEY) == ((str(KEY), 2), "a")  # b learns its copy of the run may be stale
     # b dies: it stops beating; a takes the thread over once b's heartbeat is older than the lease.
     async with async_pool.connection() as conn:
         await conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = 'a'")
-    assert (await a.acquire(KEY))[0] is False
+    assert (await a.acquire(KEY))[0] is None
     await _until(lambda: a.acquire(KEY), lambda got: got[0], beat=a)
-    assert (await b.acquire(KEY))[0] is False
+    assert (await b.acquire(KEY))[0] is None
+    assert (await a.acquire(KEY))[0] == (str(KEY), 3)
 
 
 async def _until(call, done, *, beat: Replicas, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
@@ -166,12 +140,13 @@ async def test_threads_with_queued_events_or_a_running_run_and_no_live_driver_ar
         await conn.execute("INSERT INTO crew_replicas (id) VALUES ('a')")
     await a.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
     assert await a.orphans() == [str(KEY)]
-    assert (await a.acquire(KEY))[0]
+    lease = (await a.acquire(KEY))[0]
+    assert lease is not None
     assert await a.orphans() == []
-    seq, event = await a.next_event(KEY)  # type: ignore[misc]
+    seq, event = await a.next_event(lease)  # type: ignore[misc]
     assert event is not None and event.text == "hi"
-    await a.done(seq)
-    assert await a.next_event(KEY) is None
+    await a.done(lease, seq)
+    assert await a.next_event(lease) is None
     await a.release(KEY)
 
     runtime = PostgresRuntimeStore(sync_pool, tmp_path / "home")

@@ -1,0 +1,180 @@
+"""The thread lease's epoch against a real Postgres: once replica B took a thread over from A, every
+write A still makes for the thread — its record, an outbox entry, taking an event out of the inbox,
+the run's copy — is refused where it lands, and nothing A queued reaches Slack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from crewagent.bot.base.event import ThreadEvent
+from crewagent.bot.base.thread import ThreadKey, ThreadRecord
+from crewagent.bot.outbox.courier import Courier
+from crewagent.bot.replicas.lease import HELD, Lease, LeaseLost
+from crewagent.bot.replicas.membership import Replicas
+from crewagent.bot.replicas.outbox_table import PostgresLedger
+from crewagent.bot.replicas.tables import FENCE_SQL
+from crewagent.bot.replicas.threads import PostgresThreadStore
+from crewagent.bot.slack_client import PacedWebClient
+from crewagent.core.base.atomic import append_line
+from crewagent.core.package.loader import load_package
+from crewagent.core.store.fence import WRITE_FENCE, Fence
+from crewagent.core.store.postgres import PostgresRuntimeStore, _Write
+from crewagent.core.store.run_manager import RunManager
+from tests.support.fakes import BOT_TOKEN, FakeSlack
+from tests.support.paths import EXAMPLES
+
+pytestmark = pytest.mark.slow  # a real Postgres
+
+KEY = ThreadKey("T1", "C1", "1700000000.000100")
+
+
+async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_nothing_of_it_reaches_slack(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    async with FakeSlack() as slack:
+        client = PacedWebClient(token=BOT_TOKEN, base_url=slack.api_url)
+        a, old, new = await _taken_over_after_a_queued(async_pool)
+        held = HELD.set(old)  # A's thread work goes on as if nothing happened
+        try:
+            with pytest.raises(LeaseLost):
+                await PostgresThreadStore(async_pool).put(ThreadRecord.new(KEY, owner="U1", binding="default"))
+            with pytest.raises(LeaseLost):
+                await Courier(client, PostgresLedger(async_pool, a)).post(KEY.channel, KEY.thread_ts, {"text": "late"})
+            with pytest.raises(LeaseLost):
+                await a.next_event(old)
+            with pytest.raises(LeaseLost):
+                await a.done(old, 1)
+        finally:
+            HELD.reset(held)
+        courier_a = Courier(client, PostgresLedger(async_pool, a))
+        assert await courier_a.start() == 1  # A back in touch: the entry it recorded before the takeover
+        assert await courier_a.idle(30)
+        await courier_a.close()
+        assert not slack.calls_to("chat.postMessage"), "nothing of A's reaches Slack"
+        async with async_pool.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM crew_inbox")
+            assert (await cur.fetchone()) == (1,), "the event waits for B"
+            cur = await conn.execute("SELECT count(*) FROM crew_outbox")
+            assert (await cur.fetchone()) == (0,), "A's entry was dropped, not kept to send later"
+        # B, holding the newer epoch, writes and sends as usual.
+        held = HELD.set(new)
+        try:
+            b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
+            await PostgresThreadStore(async_pool).put(ThreadRecord.new(KEY, owner="U1", binding="default"))
+            seq, _ = await b.next_event(new)  # type: ignore[misc]
+            await b.done(new, seq)
+            assert await Courier(client, PostgresLedger(async_pool, b)).post(KEY.channel, KEY.thread_ts, {"text": "B"})
+        finally:
+            HELD.reset(held)
+
+
+async def _taken_over_after_a_queued(pool: AsyncConnectionPool) -> tuple[Replicas, Lease, Lease]:
+    """A holds the thread and records an outbox entry Slack has not taken yet; then A stops beating (cut
+    off) and B takes the thread over: (A, A's lease, B's lease)."""
+    a = Replicas(pool, "", lease_seconds=30, replica_id="a")
+    b = Replicas(pool, "", lease_seconds=30, replica_id="b")
+    async with pool.connection() as conn:
+        await conn.execute("INSERT INTO crew_replicas (id, heartbeat) VALUES ('a', now()), ('b', now())")
+    old, _ = await a.acquire(KEY)
+    assert old is not None
+    await a.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
+    held = HELD.set(old)
+    try:
+        slack_away = PacedWebClient(token=BOT_TOKEN, base_url="http://127.0.0.1:9/")  # nothing listens there
+        queued = Courier(slack_away, PostgresLedger(pool, a))
+        assert await queued.post(KEY.channel, KEY.thread_ts, {"text": "queued before the takeover"}) is None
+        await queued.close()
+    finally:
+        HELD.reset(held)
+    async with pool.connection() as conn:
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() - interval '1 minute' WHERE id = 'a'")
+    new, previous = await b.acquire(KEY)
+    assert new is not None and previous == "a" and new.epoch == old.epoch + 1
+    return a, old, new
+
+
+async def test_the_old_holders_run_writes_are_not_copied_to_postgres(
+    async_pool: AsyncConnectionPool, sync_pool: ConnectionPool, tmp_path: Path, project: Path
+) -> None:
+    _, old, new = await _taken_over_after_a_queued(async_pool)
+    runtime = PostgresRuntimeStore(sync_pool, tmp_path / "home")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=runtime.packages_dir)
+        run = RunManager(runtime).create(package, None, None, project)
+        for lease, line in ((old, b'{"by":"a"}\n'), (new, b'{"by":"b"}\n')):
+            fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))
+            try:
+                append_line(runtime.conversation_log(run), line)
+            finally:
+                WRITE_FENCE.reset(fenced)
+        assert runtime.flush()
+        assert _lines(sync_pool, run.run_id) == [b'{"by":"b"}\n']
+    finally:
+        runtime.close()
+
+
+def test_a_batch_committed_again_writes_each_log_line_once(
+    sync_pool: ConnectionPool, tmp_path: Path, project: Path
+) -> None:
+    """The writer commits a batch again when the answer to its commit was lost (the commit may have landed)."""
+    runtime = PostgresRuntimeStore(sync_pool, tmp_path / "home")
+    try:
+        package = load_package(EXAMPLES / "hello-branch", cache_dir=runtime.packages_dir)
+        run = RunManager(runtime).create(package, None, None, project)
+        assert runtime.flush()
+        batch = [_Write("line", run.run_id, "conversation.jsonl", f'{{"n":{n}}}\n'.encode()) for n in range(2)]
+        runtime._commit(batch)
+        runtime._commit(batch)  # the retry
+        assert _lines(sync_pool, run.run_id) == [b'{"n":0}\n', b'{"n":1}\n']
+    finally:
+        runtime.close()
+
+
+def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_once_by_the_new_one(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    a, old, new = await _taken_over_after_a_queued(async_pool)
+    b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
+    store, keys = PostgresThreadStore(async_pool), ["ev:Ev1", "msg:C1:1.2"]
+    held = HELD.set(old)
+    try:
+        assert await store.claim(keys)  # A decides the event, then loses the thread before it is done
+    finally:
+        HELD.reset(held)
+    for text in ("answer", "answer, delivered again by Slack"):  # A took the first out but never marked it done
+        await b.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text=text, dedupe=keys))
+    held = HELD.set(new)
+    try:
+        seq, _ = await b.next_event(new)  # type: ignore[misc]
+        await b.done(new, seq)  # the event queued before (no dedupe keys)
+        seq, event = await b.next_event(new)  # type: ignore[misc]
+        assert event is not None and await store.claim(event.dedupe), "B handles what A never finished"
+        await b.done(new, seq)
+        seq, event = await b.next_event(new)  # type: ignore[misc]
+        assert event is not None and not await store.claim(event.dedupe), "the redelivery does nothing"
+        await b.done(new, seq)
+        assert await b.next_event(new) is None
+    finally:
+        HELD.reset(held)
+    # Done is for good: a later holder never handles it again.
+    async with async_pool.connection() as conn:
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() - interval '1 minute' WHERE id = 'b'")
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() WHERE id = 'a'")
+    newest, _ = await a.acquire(KEY)
+    assert newest is not None and newest.epoch == new.epoch + 1
+    held = HELD.set(newest)
+    try:
+        assert not await store.claim(keys)
+    finally:
+        HELD.reset(held)
