@@ -43,7 +43,7 @@ STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a stre
 RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
 
 Result = Literal["sent", "retry", "refused"]
-FENCED = "fenced"  # the error of an entry dropped because its writer lost the thread
+FENCED = "fenced"  # an entry left to the replica that holds its thread now (its writer lost the thread)
 
 
 @dataclass
@@ -354,7 +354,7 @@ class Courier:
 
     async def _claimed(self, entry: OutboxEntry) -> _Attempt | None:
         """None when the store lets the entry go now; an entry its writer's lost thread fenced off is
-        dropped (the store deleted it), and one the store cannot answer for waits like any retry."""
+        left to the thread's new holder (this replica no longer sends it), and one the store cannot answer for waits like any retry."""
         try:
             if await self.ledger.claim(entry.id):
                 return None

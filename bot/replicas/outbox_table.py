@@ -75,14 +75,12 @@ class PostgresLedger:
 
     async def claim(self, entry_id: str) -> bool:
         """May the entry go to Slack now, from here? Not when another replica took it over (ours looked
-        dead), nor when it was recorded under an epoch its thread has passed: it is dropped then (the
-        thread's new holder says what is still to be said)."""
+        dead), nor when it was recorded under an epoch its thread has passed: then it stays recorded
+        for the thread's new holder to send (`pending`), and nothing of ours reaches the thread."""
         async with self._connection() as conn:
             cur = await conn.execute(
-                "WITH fenced AS (DELETE FROM crew_outbox o WHERE o.id = %(id)s AND o.epoch IS NOT NULL AND NOT "
-                + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + " RETURNING 1) "
-                "SELECT NOT EXISTS (SELECT 1 FROM fenced) "
-                "AND EXISTS (SELECT 1 FROM crew_outbox WHERE id = %(id)s AND replica = %(me)s)",
+                "SELECT EXISTS (SELECT 1 FROM crew_outbox o WHERE o.id = %(id)s AND o.replica = %(me)s "
+                "AND (o.epoch IS NULL OR " + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + "))",
                 self.replicas.sql_args(id=entry_id),
             )
             row = await cur.fetchone()
@@ -102,11 +100,22 @@ class PostgresLedger:
             )
 
     async def pending(self) -> list[OutboxEntry]:
-        """Ours, and those of replicas that stopped beating (taken over here)."""
+        """Ours, those of replicas that stopped beating, and those recorded under an epoch their thread
+        has passed (by a replica that lost it) once the thread's lease is ours, free or dead: taken over
+        here under the thread's current epoch. What was recorded is sent once, by whoever holds it now."""
+        current = FENCE_SQL.format(key="o.thread_key", epoch="o.epoch")
+        ours_or_free = ("EXISTS (SELECT 1 FROM crew_leases l WHERE l.thread_key = o.thread_key AND (l.replica = %(me)s "
+                        "OR l.replica IS NULL OR NOT " + LIVE_SQL.format(col="l.replica") + "))")
         async with self._connection() as conn:
             cur = await conn.execute(
-                "UPDATE crew_outbox SET replica = %(me)s WHERE state = 'pending' AND (replica = %(me)s OR replica IS NULL "
-                "OR NOT " + LIVE_SQL.format(col="crew_outbox.replica") + ") RETURNING seq, entry",
+                "UPDATE crew_outbox o SET replica = %(me)s, epoch = CASE WHEN o.epoch IS NULL THEN NULL ELSE "
+                "COALESCE((SELECT l.epoch FROM crew_leases l WHERE l.thread_key = o.thread_key), o.epoch) END "
+                "WHERE o.state = 'pending' AND ("
+                "(o.replica = %(me)s AND (o.epoch IS NULL OR " + current + ")) "
+                "OR (o.replica IS DISTINCT FROM %(me)s AND ("
+                "((o.replica IS NULL OR NOT " + LIVE_SQL.format(col="o.replica") + ") AND (o.epoch IS NULL OR "
+                + current + ")) OR (o.epoch IS NOT NULL AND NOT " + current + " AND " + ours_or_free + "))))"
+                " RETURNING seq, entry",
                 self.replicas.sql_args(),
             )
             rows = await cur.fetchall()

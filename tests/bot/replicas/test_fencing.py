@@ -50,15 +50,15 @@ async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_no
         finally:
             HELD.reset(held)
         courier_a = Courier(client, PostgresLedger(async_pool, a))
-        assert await courier_a.start() == 1  # A back in touch: the entry it recorded before the takeover
+        assert await courier_a.start() == 0  # A back in touch: its entry now belongs to the thread's new holder
         assert await courier_a.idle(30)
         await courier_a.close()
-        assert not slack.calls_to("chat.postMessage"), "nothing of A's reaches Slack"
+        assert not slack.calls_to("chat.postMessage"), "nothing of A's reaches Slack from A"
         async with async_pool.connection() as conn:
             cur = await conn.execute("SELECT count(*) FROM crew_inbox")
             assert (await cur.fetchone()) == (1,), "the event waits for B"
             cur = await conn.execute("SELECT count(*) FROM crew_outbox")
-            assert (await cur.fetchone()) == (0,), "A's entry was dropped, not kept to send later"
+            assert (await cur.fetchone()) == (1,), "A's entry is kept: it was recorded while A held the thread"
         # B, holding the newer epoch, writes and sends as usual.
         held = HELD.set(new)
         try:
@@ -69,6 +69,13 @@ async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_no
             assert await Courier(client, PostgresLedger(async_pool, b)).post(KEY.channel, KEY.thread_ts, {"text": "B"})
         finally:
             HELD.reset(held)
+        # What A recorded while it held the thread is not lost: B, the thread's holder now, sends it once.
+        courier_b = Courier(client, PostgresLedger(async_pool, b))
+        assert await courier_b.start() == 1
+        assert await courier_b.idle(30)
+        await courier_b.close()
+        texts = [call["text"] for call in slack.calls_to("chat.postMessage")]
+        assert texts.count("queued before the takeover") == 1, texts
 
 
 async def _taken_over_after_a_queued(pool: AsyncConnectionPool) -> tuple[Replicas, Lease, Lease]:
