@@ -517,7 +517,7 @@ async def run_throughput(
                 results[f"{label}_fakes_cpu_s"] = time.process_time() - own_cpu
                 results[f"{label}_llm_calls"] = len(llm.requests)
                 results[f"{label}_false_takeovers"] = sum(
-                    "resuming this run" in str(p.get("text")) for p in slack.calls_to("chat.postMessage")
+                    "Picking this run up" in str(p.get("text")) for p in slack.calls_to("chat.postMessage")
                 )
                 results["home_fs"], results["project_fs"] = filesystem_of(home.parent), filesystem_of(project)
     results["ratio"] = results["many_s"] / results["one_s"]
@@ -553,7 +553,7 @@ async def failover(http: aiohttp.ClientSession, workdir: Path, database_url: str
                 return any(needle in str(p.get("text")) for p in slack.calls_to("chat.postMessage")
                            if p.get("thread_ts") == top)
 
-            await wait_until(lambda: posted("resuming this run"), lease * 4 + 60, "the run to be resumed")
+            await wait_until(lambda: posted("Picking this run up"), lease * 4 + 60, "the run to be resumed")
             resumed = time.perf_counter() - killed
             await wait_until(lambda: posted("completed"), 120, "the resumed run to complete")
             completed = time.perf_counter() - killed

@@ -27,9 +27,11 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
+from crewagent.core.api.stores import connection_settings
+
 from ..base.event import ThreadEvent
 from .callbacks import DatabaseAway
-from .heartbeat import HeartbeatThread
+from .heartbeat import CUT_OFF_SHARE, HeartbeatThread
 from .lease import Lease, LeaseLost
 from .tables import FENCE_SQL
 from ..base.thread import ThreadKey
@@ -60,6 +62,7 @@ def waits_for_database(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitab
     return patiently
 
 
+LISTEN_CONNECT_TIMEOUT = 10.0  # seconds the notification connection may take to open
 PUSH_TIMEOUT = 2.0  # seconds an event may wait for a connection before it goes to the local journal
 LIVE_SQL = "EXISTS (SELECT 1 FROM crew_replicas r WHERE r.id = {col} AND r.heartbeat > now() - make_interval(secs => %(ttl)s))"
 
@@ -136,7 +139,7 @@ class Replicas:
             log.warning("could not hand back leases on shutdown; they expire after the lease time", exc_info=True)
 
     async def _connect_listener(self) -> AsyncConnection[Any]:
-        conn = await AsyncConnection.connect(self.url, autocommit=True)
+        conn = await AsyncConnection.connect(self.url, **connection_settings(LISTEN_CONNECT_TIMEOUT))
         for channel in (INBOX_CHANNEL, CONTROL_CHANNEL, SLOTS_CHANNEL):
             await conn.execute(f"LISTEN {channel}")
         return conn
@@ -171,13 +174,20 @@ class Replicas:
 
     @property
     def database_lost(self) -> bool:
-        """The last heartbeat did not reach the database."""
-        return self._heartbeat is not None and self._heartbeat.failing
+        """The last heartbeat did not reach the database, or none got through for a while (`silent`)."""
+        return self._heartbeat is not None and (self._heartbeat.failing or self.silent)
+
+    @property
+    def silent(self) -> bool:
+        """No beat got through for CUT_OFF_SHARE of the lease time: judged by this replica's own clock,
+        whatever its connections are doing (a frozen one answers nothing and raises nothing)."""
+        return self._heartbeat is not None and time.monotonic() - self.last_beat > self.lease_seconds * CUT_OFF_SHARE
 
     @property
     def cut_off(self) -> bool:
-        """What this replica's runs do must not reach Slack or the outbox now: its database is away, or
-        was away for a lease time and another replica may have taken some of its threads over."""
+        """What this replica's runs do must not reach Slack or the outbox now: its database is away or
+        silent (judged before any other replica may take its threads over), or was away long enough that
+        another replica may have taken some of its threads over and this one has not taken stock yet."""
         return self.database_lost or self.taking_stock
 
     def _start_heartbeat(
@@ -189,7 +199,7 @@ class Replicas:
         def after_beat() -> None:
             if self._heartbeat is None:
                 return  # stopping
-            self.last_beat = self._heartbeat.last_beat
+            self.last_beat = self._heartbeat.last_beat  # here on the loop, after on_lost: never fresh too early
             if self._scan_task is None or self._scan_task.done():
                 self._scan_task = asyncio.create_task(self._scan(on_tick), name="replica-scan")
 

@@ -15,7 +15,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from slack_sdk.errors import SlackApiError
 
-from crewagent.core.api.stores import PostgresRuntimeStore
+from crewagent.core.api.stores import PostgresRuntimeStore, connection_settings
 
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
@@ -34,6 +34,8 @@ from .threads import PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
+CONNECT_TIMEOUT = 10.0  # seconds a new pooled connection may take
+REACHABLE_TIMEOUT = 2.0  # seconds the health check waits for the database to answer
 SEND_FLUSH_TIMEOUT = 2.0  # seconds the outbox waits for run writes to reach Postgres before it tries later
 
 
@@ -53,12 +55,14 @@ class SharedStore:
         self.url = url
         self.runtime = runtime
         self.sync_pool = sync_pool
-        # Checked on the way out: after the database restarted, the connections it had are dead.
+        # Checked on the way out: after the database restarted, the connections it had are dead. A connection
+        # whose peer went silent fails within about 15 s (connection_settings).
         self.pool = AsyncConnectionPool(
-            url, min_size=1, max_size=12, kwargs={"autocommit": True}, open=False,
+            url, min_size=1, max_size=12, kwargs=connection_settings(CONNECT_TIMEOUT), open=False,
             check=AsyncConnectionPool.check_connection,
         )
         self.replicas = Replicas(self.pool, url, lease_seconds=lease_seconds)
+        self._probe: asyncio.Task[bool] | None = None  # the health check's query, while it runs
 
     @classmethod
     def connect(cls, database_url: str, home: Path | None, lease_seconds: float) -> SharedStore:
@@ -106,14 +110,24 @@ class SharedStore:
             raise LedgerUnavailable("the database did not take the run's writes")
 
     async def reachable(self) -> bool:
+        """Whether the database answers within REACHABLE_TIMEOUT. One probe at a time, left to finish on
+        its own when late: cancelling a query on a frozen connection would itself wait for the database."""
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.create_task(self._answers(), name="database-probe")
+        done, _ = await asyncio.wait({self._probe}, timeout=REACHABLE_TIMEOUT)
+        return bool(done) and self._probe.result()
+
+    async def _answers(self) -> bool:
         try:
-            async with self.pool.connection(timeout=2) as conn:
+            async with self.pool.connection(timeout=REACHABLE_TIMEOUT) as conn:
                 await conn.execute("SELECT 1")
             return True
         except psycopg.Error:  # PoolTimeout included
             return False
 
     async def close(self) -> None:
+        if self._probe is not None:
+            self._probe.cancel()
         await self.pool.close()
         await asyncio.to_thread(self.runtime.close)
         self.sync_pool.close()

@@ -82,7 +82,7 @@ class ThreadIntake:
             run_event=self.pipeline.run_event,
             control_signal=self.control_signal,
             idle_run=self.state.idle_run,
-            resume_thread=self.pipeline.resume,
+            resume_thread=self.pipeline.take_over,
             stop_local_runs=self.state.stop_local_runs,
         )
 

@@ -52,6 +52,10 @@ class ThreadPipeline:
         """Resume (or offer to resume) the thread's run that a stopped process left `running`."""
         await self._run(await self.upkeep.resume_call(key, run_id))
 
+    async def take_over(self, key: ThreadKey, run_id: str) -> None:
+        """Resume the thread's run that another replica left `running` (it stopped or was cut off)."""
+        await self._run(await self.upkeep.resume_call(key, run_id, taken_over=True))
+
     async def _decide(self, event: ThreadEvent) -> ThreadCall | None:
         if event.kind == "text":
             return await self.text.decide(event)

@@ -26,6 +26,8 @@ from .session_calls import RunControl, ThreadCall
 log = logging.getLogger(__name__)
 
 TIDY_INTERVAL = 3600.0  # seconds between clean-ups of old run worktrees
+RESTARTED_NOTE = "The bot restarted; resuming this run where it stopped."  # this process started again
+TAKEN_OVER_NOTE = "Picking this run up where it stopped."  # from another replica: nothing need have restarted
 
 
 class Records(Protocol):
@@ -115,14 +117,17 @@ class Upkeep:
             self.lanes.submit(record.key, partial(resume, record.key, run_id))
         return count
 
-    async def resume_call(self, key: ThreadKey, run_id: str) -> ThreadCall | None:
-        """The thread's run that a stopped process left `running`: the call that resumes it, or a Resume offer."""
+    async def resume_call(self, key: ThreadKey, run_id: str, *, taken_over: bool = False) -> ThreadCall | None:
+        """The thread's run that a stopped process left `running`: the call that resumes it, or a Resume offer.
+
+        `taken_over`: another replica drove it (it stopped, or was cut off from the database), so the
+        note says the run is picked up rather than that this bot restarted."""
         record = await self.store.get(key)
         if record is None or record.session.run_id != run_id:
             return None
         if not self.resume_on_start:
             await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id))
             return None
-        notice = blocks.notice("The bot restarted; resuming this run where it stopped.")
+        notice = blocks.notice(TAKEN_OVER_NOTE if taken_over else RESTARTED_NOTE)
         await self.io.post(key.channel, key.thread_ts, notice)
         return ThreadCall(record, RunControl("resume"), record.session.owner or "", budgeted=False)

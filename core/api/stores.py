@@ -15,12 +15,13 @@ from ..store.files import RuntimeStore
 from ..store.operator_log import AuditEntry, OperatorLog, UsageTotal
 
 if TYPE_CHECKING:
+    from ..store.database import connection_settings
     from ..store.operator_log_postgres import PostgresOperatorLog
     from ..store.postgres import PostgresRuntimeStore
 
 __all__ = [
     "WRITE_FENCE", "AuditEntry", "Fence", "OperatorLog", "PostgresOperatorLog", "PostgresRuntimeStore", "RuntimeStore",
-    "UsageTotal",
+    "UsageTotal", "connection_settings",
 ]
 
 
@@ -29,4 +30,6 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("..store.postgres", __package__).PostgresRuntimeStore
     if name == "PostgresOperatorLog":
         return importlib.import_module("..store.operator_log_postgres", __package__).PostgresOperatorLog
+    if name == "connection_settings":  # Postgres connection keywords every part of the product uses
+        return importlib.import_module("..store.database", __package__).connection_settings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,6 +10,7 @@ starting together do not race on the catalog).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import psycopg
 from psycopg import Connection
@@ -47,6 +48,25 @@ CREATE UNIQUE INDEX IF NOT EXISTS crew_run_lines_once ON crew_run_lines (write_i
 """ + ";\n".join(OPERATOR_LOG_SCHEMA) + ";\n"  # the operator log (core.store.operator_log)
 
 
+# A connection whose peer stops answering (a silent partition: no reset, packets lost) must fail within
+# about 15 s rather than hang for the kernel's two hours: libpq probes an idle connection after 5 s, every
+# 2 s, and gives up after 3 missed probes (11 s); `tcp_user_timeout` ends one whose sent bytes stay unacknowledged
+# for 10 s. Every connection the product opens to Postgres uses these.
+SILENT_PEER_SETTINGS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,  # milliseconds
+}
+
+
+def connection_settings(connect_timeout: float) -> dict[str, Any]:
+    """Keyword arguments for `psycopg.connect` and a pool's `kwargs`: autocommit, a bound on connecting,
+    and the settings that notice a silent peer."""
+    return {"autocommit": True, "connect_timeout": max(1, int(connect_timeout)), **SILENT_PEER_SETTINGS}
+
+
 def database_url(explicit: str | None = None) -> str | None:
     """`database_url:` from the config, else $CREWAGENT_DATABASE_URL; None means the embedded store."""
     url = (explicit or os.environ.get(DATABASE_ENV, "")).strip()
@@ -75,7 +95,7 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0, schema: str
     """A pool of autocommit connections, the run tables and `schema` ensured; raises CrewError when
     Postgres is unreachable."""
     try:
-        with psycopg.connect(check_url(url), autocommit=True, connect_timeout=max(1, int(timeout))) as conn:
+        with psycopg.connect(check_url(url), **connection_settings(timeout)) as conn:
             create_schema(conn, schema)
     except psycopg.Error as exc:
         raise _unreachable(exc) from None
@@ -83,7 +103,7 @@ def open_pool(url: str, *, max_size: int = 8, timeout: float = 10.0, schema: str
         url,
         min_size=1,
         max_size=max_size,
-        kwargs={"autocommit": True, "connect_timeout": max(1, int(timeout))},
+        kwargs=connection_settings(timeout),
         open=False,
         name="crewagent",
         # After the server restarted, the connections the pool kept are dead: each is checked as it is

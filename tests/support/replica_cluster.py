@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,10 +17,12 @@ import psycopg
 
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, Reply, ScriptedLLM
-from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
+from tests.support.fakes.slack_events import (
+    app_mention_event, block_actions_payload, deliver_event, deliver_interaction, message_event, new_ts,
+)
 from tests.support.fakes.slack_api import STREAMED
 from tests.support.processes import free_port, kill_group, wait_healthy
-from tests.support.bot_harness import SECRET, Mode, message_text
+from tests.support.bot_harness import SECRET, Mode, element_text, elements, message_text
 from tests.support.scripts import hello_branch_responder
 
 LEASE_SECONDS = 1.5
@@ -129,6 +132,29 @@ class Cluster:
         await self.event(envelope, via=via)
         return envelope
 
+    async def click(self, top: str, label: str, *, user: str, via: int) -> None:
+        """Press the button labelled `label` in the thread, as `user`, through replica `via`."""
+        hits = [
+            (e, m)
+            for (ch, _), m in sorted(self.slack.messages.items(), key=lambda item: float(item[0][1]))
+            if ch == "C1" and m.get("thread_ts") == top
+            for e in elements(m)
+            if label in element_text(e)
+        ]
+        assert hits, f"no {label} button in the thread"
+        element, message = hits[-1]
+        payload = block_actions_payload(
+            element["action_id"], element.get("value"), user=user, channel="C1", message_ts=message["ts"],
+            thread_ts=top, block_id=element.get("_block_id", "actions"), action_type=element["type"],
+            message_blocks=message.get("blocks"),
+        )
+        if self.mode == "socket":
+            envelope_id = await self.slack.socket_mode.send_envelope("interactive", payload, via=via)
+            await self.slack.socket_mode.wait_ack(envelope_id, timeout=WAIT)
+        else:
+            status, _ = await deliver_interaction(self.http, self.replicas[via].events_url, SECRET, payload)
+            assert status == 200
+
     # ---- what users see ------------------------------------------------------------
 
     async def posted(self, predicate: Callable[[dict[str, Any]], bool], *, since: int = 0) -> dict[str, Any]:
@@ -142,6 +168,22 @@ class Cluster:
             if call.method in ("chat.postMessage", STREAMED) and call.params.get("thread_ts") == top
         ]
 
+    def shows_in_thread(self, top: str, params: dict[str, Any]) -> bool:
+        """Whether a Slack call shows something in thread `top`: posts into it, or edits, streams or
+        reacts to one of its messages."""
+        if params.get("thread_ts") == top:
+            return True
+        ts = str(params.get("ts") or params.get("timestamp") or "")
+        message = self.slack.messages.get((str(params.get("channel")), ts))
+        return ts == top or (message is not None and message.get("thread_ts") == top)
+
+    async def logged(self, index: int, needle: str, timeout: float = WAIT) -> None:
+        """Wait until replica `index` has logged `needle`."""
+        deadline = time.monotonic() + timeout
+        while needle not in self.log(index):
+            assert time.monotonic() < deadline, f"replica {index} never logged {needle!r}:\n{self.log(index)[-3000:]}"
+            await asyncio.sleep(0.1)  # polling a log file: nothing to be called back from
+
     async def holder(self, top: str) -> str | None:
         async with await psycopg.AsyncConnection.connect(self.database_url, autocommit=True) as conn:
             cur = await conn.execute("SELECT replica FROM crew_leases WHERE thread_key = %s", (f"T1:C1:{top}",))
@@ -149,10 +191,11 @@ class Cluster:
         return row[0] if row else None
 
 
-def hold_second_call(llm: ScriptedLLM) -> tuple[asyncio.Event, asyncio.Event]:
-    """A competent hello-branch model whose second call waits: set when it is reached, and the release."""
+def hold_second_call(llm: ScriptedLLM, *, preset_branch: str | None = "greenfield") -> tuple[asyncio.Event, asyncio.Event]:
+    """A competent hello-branch model whose second call waits: set when it is reached, and the release.
+    Without `preset_branch` the run asks its owner greenfield or brownfield after the intake."""
     held, release = asyncio.Event(), asyncio.Event()
-    competent = hello_branch_responder(preset_branch="greenfield")
+    competent = hello_branch_responder(preset_branch=preset_branch)
     calls = 0
 
     async def respond(body: dict[str, Any]) -> Reply:

@@ -3,7 +3,9 @@
 The replicas under test are separate processes: point one of them at the proxy and the other straight
 at the server, and `cut()` takes the first one's database away while the second keeps it. A cut
 closes every open connection at once (the client sees them drop, as it does when a partition is
-noticed) and closes each new one as soon as it is accepted, until `restore()`.
+noticed) and closes each new one as soon as it is accepted, until `restore()`. A freeze is the silent
+kind: `freeze()` stops forwarding in both directions and closes nothing (new connections are accepted
+and left as silent), as when packets are lost with no reset; `thaw()` forwards again what waited.
 
 Stdlib only; it forwards from a thread of its own (a selector loop), so it keeps working whatever
 the test's event loop is doing. `close()` ends the thread and every socket, pass or fail (use it as
@@ -52,6 +54,7 @@ class TcpProxy:
         self.accepted = 0  # connections let through
         self.refused = 0  # connections closed at once because the proxy was cut
         self._cut = False
+        self._frozen = False
         self._pairs: list[_Pair] = []
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
@@ -83,6 +86,14 @@ class TcpProxy:
     def restore(self) -> None:
         """Let connections through again (those dropped by the cut stay closed: clients reconnect)."""
         self._command("restore")
+
+    def freeze(self) -> None:
+        """Forward nothing either way, and close nothing, until `thaw`: the clients hear silence."""
+        self._command("freeze")
+
+    def thaw(self) -> None:
+        """Forward again, what waited first."""
+        self._command("thaw")
 
     @property
     def open_connections(self) -> int:
@@ -149,6 +160,15 @@ class TcpProxy:
                     self._drop(pair)
             elif name == "restore":
                 self._cut = False
+            elif name == "freeze":
+                self._frozen = True
+                for pair in list(self._pairs):
+                    for sock in (pair.client, pair.server):
+                        self._selector.unregister(sock)
+            elif name == "thaw":
+                self._frozen = False
+                for pair in list(self._pairs):
+                    self._listen_to(pair)
             else:
                 keep_going = False
             done.set()
@@ -174,8 +194,13 @@ class TcpProxy:
         with self._lock:
             self._pairs.append(pair)
         self.accepted += 1
-        self._selector.register(client, selectors.EVENT_READ, pair)
-        self._selector.register(server, selectors.EVENT_READ, pair)
+        if not self._frozen:
+            self._listen_to(pair)
+
+    def _listen_to(self, pair: _Pair) -> None:
+        for sock in (pair.client, pair.server):
+            self._selector.register(sock, selectors.EVENT_READ, pair)
+        self._watch(pair)
 
     def _pump(self, pair: _Pair, sock: socket.socket, mask: int) -> None:
         """Move bytes one hop; a side that ends or fails ends the pair (as the real peer would see it)."""

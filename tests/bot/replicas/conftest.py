@@ -4,6 +4,7 @@ test's own to stop and start again."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -11,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from crewagent.bot.replicas.tables import REPLICA_SCHEMA
 from crewagent.core.store.database import open_pool
 from tests.support.postgres import PostgresServer, running_server
+from tests.support.tcp_proxy import TcpProxy
 
 
 @pytest.fixture
@@ -38,3 +40,12 @@ async def async_pool(database_url: str, sync_pool: ConnectionPool) -> AsyncItera
 def own_postgres() -> Iterator[PostgresServer]:
     """A Postgres of this test's own, to stop and start again without touching the other tests' server."""
     yield from running_server()
+
+
+@pytest.fixture
+def proxy(database_url: str) -> Iterator[TcpProxy]:
+    """A proxy in front of the test database's server; closed with every connection through it."""
+    port = urlsplit(database_url).port
+    assert port is not None
+    with TcpProxy(port) as running:
+        yield running

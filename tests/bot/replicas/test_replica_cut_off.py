@@ -9,12 +9,10 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -35,35 +33,8 @@ BACK = "the database is reachable again"
 LEFT = "another replica took this thread over while we were cut off; leaving it"
 
 
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[TcpProxy]:
-    """A proxy in front of the test database's server; closed with every connection through it."""
-    port = urlsplit(database_url).port
-    assert port is not None
-    with TcpProxy(port) as running:
-        yield running
-
-
 def lines(text: str, needle: str) -> int:
     return len(re.findall(re.escape(needle), text))
-
-
-def in_thread(c: Cluster, top: str, params: dict[str, Any]) -> bool:
-    """Whether a Slack call shows something in thread `top`: posts into it, or edits, streams or reacts
-    to one of its messages."""
-    if params.get("thread_ts") == top:
-        return True
-    ts = str(params.get("ts") or params.get("timestamp") or "")
-    message = c.slack.messages.get((str(params.get("channel")), ts))
-    return ts == top or (message is not None and message.get("thread_ts") == top)
-
-
-async def logged(c: Cluster, index: int, needle: str, timeout: float = WAIT) -> None:
-    """Wait until replica `index` has logged `needle`."""
-    deadline = time.monotonic() + timeout
-    while needle not in c.log(index):
-        assert time.monotonic() < deadline, f"replica {index} never logged {needle!r}:\n{c.log(index)[-3000:]}"
-        await asyncio.sleep(0.1)  # polling a log file: nothing to be called back from
 
 
 @dataclass
@@ -77,7 +48,7 @@ class CutOff:
     def from_a(self, methods: tuple[str, ...]) -> list[str]:
         """A's calls of `methods` about the taken thread since B took it over."""
         return [f"{r.method} {message_text(r.params)[:80]!r}" for r in self.c.slack.requests[self.taken:]
-                if r.token == CUT_OFF_TOKEN and r.method in methods and in_thread(self.c, self.top, r.params)]
+                if r.token == CUT_OFF_TOKEN and r.method in methods and self.c.shows_in_thread(self.top, r.params)]
 
 
 async def stored_run(c: Cluster, top: str) -> tuple[str | None, list[str]]:
@@ -110,18 +81,18 @@ async def cut_off_mid_run(database_url: str, proxy: TcpProxy, project: Path, tmp
 
         proxy.cut()
         cut_at = time.monotonic()
-        await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
+        await c.posted(lambda p: p.get("thread_ts") == top and "Picking this run up" in message_text(p))
         taken_at = time.monotonic()
         taken = len(c.slack.requests)
         assert await c.holder(top) in (b.id, None)
         release.set()  # A's model call answers now, while A is still cut off: A's run must not go on in Slack
         await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
-        await logged(c, a.index, LOST)
+        await c.logged(a.index, LOST)
 
         proxy.restore()
         back_at = time.monotonic()
-        await logged(c, a.index, BACK)
-        await logged(c, a.index, LEFT)
+        await c.logged(a.index, BACK)
+        await c.logged(a.index, LEFT)
         await wait_healthy(c.http, a.health_url, timeout=WAIT)
         # A works again: a new thread through A runs to its end (by then A's outbox has long resumed).
         other = await c.mention("hello-branch", via=a.index)
@@ -146,7 +117,7 @@ async def test_a_replica_cut_off_from_its_database_leaves_a_thread_another_took_
         assert len(entries) == len(set(entries)), "an outbox entry was shown twice"
         posts = [t for t in c.posts(top) if "Progress:" not in t]
         assert len(posts) == len(set(posts)), f"a message was posted twice: {posts}"
-        assert sum("completed." in t for t in posts) == 1 and sum("resuming this run" in t for t in posts) == 1
+        assert sum("completed." in t for t in posts) == 1 and sum("Picking this run up" in t for t in posts) == 1
         log_a = c.log(a.index)
         assert lines(log_a, LOST) == 1 and lines(log_a, BACK) == 1 and lines(log_a, LEFT) == 1, log_a[-3000:]
         assert lines(c.log(b.index), LOST) == 0

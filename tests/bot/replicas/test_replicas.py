@@ -68,7 +68,7 @@ async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_dupli
         await victim.process.wait()
         release.set()
 
-        notice = await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
+        notice = await c.posted(lambda p: p.get("thread_ts") == top and "Picking this run up" in message_text(p))
         assert notice["channel"] == "C1"
         done = await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
         assert "artifacts/plan-greenfield.md" in artifact_paths(done)
@@ -76,7 +76,7 @@ async def test_a_run_whose_replica_is_killed_is_resumed_by_another_without_dupli
         assert await c.holder(top) in (None, survivor.id)
         posts = [t for t in c.posts(top) if "Progress:" not in t]
         assert len(posts) == len(set(posts)), f"a message was posted twice: {posts}"
-        assert sum("resuming this run" in t for t in posts) == 1
+        assert sum("Picking this run up" in t for t in posts) == 1
 
 
 async def test_stop_sent_to_a_replica_that_is_not_pumping_stops_the_run(
@@ -145,6 +145,6 @@ async def test_sigterm_mid_run_exits_in_time_and_another_replica_resumes_the_run
         assert await asyncio.wait_for(leaving.process.wait(), 10) == 0  # a container runtime's grace
         assert not group_alive(leaving.process.pid)
         release.set()
-        await c.posted(lambda p: p.get("thread_ts") == top and "resuming this run" in message_text(p))
+        await c.posted(lambda p: p.get("thread_ts") == top and "Picking this run up" in message_text(p))
         done = await c.posted(lambda p: p.get("thread_ts") == top and "completed." in message_text(p))
         assert "artifacts/plan-greenfield.md" in artifact_paths(done)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.fakes.slack_events import app_home_opened_event, block_actions_payload, deliver_command, deliver_interaction
+from tests.support.fakes.slack_events import app_home_opened_event, deliver_command
 from tests.support.scripts import hello_branch_responder
-from tests.support.bot_harness import SECRET, Mode, element_text, elements, message_text
+from tests.support.bot_harness import SECRET, Mode, message_text
 from tests.support.replica_cluster import WAIT, Cluster, cluster
 
 pytestmark = pytest.mark.slow  # two serve processes on a real Postgres
@@ -30,30 +30,6 @@ async def command(c: Cluster, text: str, *, user: str, via: int, channel: str = 
         status, _ = await deliver_command(c.http, c.replicas[via].events_url, SECRET, payload)
         assert status == 200
     return payload
-
-
-async def click(c: Cluster, top: str, label: str, *, user: str, via: int) -> None:
-    """Press the button labelled `label` in the thread, as `user`, through replica `via`."""
-    hits = [
-        (e, m)
-        for (ch, _), m in sorted(c.slack.messages.items(), key=lambda item: float(item[0][1]))
-        if ch == "C1" and m.get("thread_ts") == top
-        for e in elements(m)
-        if label in element_text(e)
-    ]
-    assert hits, f"no {label} button in the thread"
-    element, message = hits[-1]
-    payload = block_actions_payload(
-        element["action_id"], element.get("value"), user=user, channel="C1", message_ts=message["ts"],
-        thread_ts=top, block_id=element.get("_block_id", "actions"), action_type=element["type"],
-        message_blocks=message.get("blocks"),
-    )
-    if c.mode == "socket":
-        envelope_id = await c.slack.socket_mode.send_envelope("interactive", payload, via=via)
-        await c.slack.socket_mode.wait_ack(envelope_id, timeout=WAIT)
-    else:
-        status, _ = await deliver_interaction(c.http, c.replicas[via].events_url, SECRET, payload)
-        assert status == 200
 
 
 def view_text(view: dict[str, Any]) -> str:
@@ -89,7 +65,7 @@ async def test_crew_on_one_replica_and_the_home_tab_on_the_other(
 
         # Alice answers in the thread (through the other replica): her Home tab follows the run.
         mark = len(c.slack.calls)
-        await click(c, top, "Greenfield", user=ALICE, via=0)
+        await c.click(top, "Greenfield", user=ALICE, via=0)
         done = await c.slack.wait_for(
             "views.publish",
             lambda p: p.get("user_id") == ALICE and "*Recently completed* (1)" in view_text(p["view"]),
