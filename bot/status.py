@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .render.message import SlackMessage
+from .base.lease import HELD, still_held
 from .slack_io import SlackIO
 from .slack_send import MAX_TRACKED, CallBudget, Priority, Sender
 
@@ -62,8 +63,11 @@ class StatusBoard:
         An URGENT state (an outcome, a pause, a reply's final text) goes through the outbox: it is not lost."""
         shown = self._shown.get(ts) or self._remember(ts, _Shown(channel, None))
         durable = priority is Priority.URGENT
+        lease = HELD.get()  # the thread's lease this state was drawn under, with replicas
 
         async def send() -> bool:
+            if not still_held(lease):
+                return False  # another replica drives the thread now: what we drew is not shown
             message = render()
             payload = message.payload()
             if payload == shown.payload:

@@ -20,6 +20,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .fallbacks import SLACK_FAILURES, STATUS, Fallbacks
 from ..slack_io import SlackIO
 from ..slack_send import CallBudget, Priority, Sender
+from ..base.lease import HELD, still_held
 from ..base.thread import ThreadKey
 
 
@@ -92,10 +93,13 @@ class StatusLines:
 
     def _queue(self, line: _Line, priority: Priority, *, later: float = 0.0) -> None:
         line.queued = not later
+        lease = HELD.get()  # the thread's lease this line was set under, with replicas
 
         async def send() -> bool:
             line.queued = False
             try:
+                if not still_held(lease):
+                    return False  # another replica drives the thread now: its status line is its own
                 return await self._send(line)
             finally:
                 if not line.wanted and not line.reacted and not line.queued and not line.retrying:

@@ -6,7 +6,7 @@ holds it, that one finds the event in its drain loop, or right after it released
 once more then), so an event is never stranded. A replica taking a thread over brings the run's
 folder up to date from Postgres and resumes a run left `running` by a replica that died.
 
-Taking the lease gives an epoch (bot.replicas.lease); the thread's work runs under it, so each of
+Taking the lease gives an epoch (bot.base.lease); the thread's work runs under it, so each of
 its writes lands only while no one has taken the thread since. A refused write (LeaseLost) ends
 the drain quietly: the thread is someone else's now.
 """
@@ -29,7 +29,7 @@ from crewagent.core.api.stores import WRITE_FENCE, Fence
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
-from .lease import HELD, LeaseLost
+from ..base.lease import HELD, Lease, LeaseLost, mark_lost, still_held
 from .tables import FENCE_SQL
 from ..event_journal import EventJournal
 
@@ -64,7 +64,7 @@ class Handover:
         self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
-        self._driving: set[ThreadKey] = set()  # threads whose lease this replica holds and drains now
+        self._driving: dict[ThreadKey, Lease] = {}  # threads this replica holds and drains now, by lease
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
         self._adopt_after = 0.0  # after an outage of our own, others get two lease times to beat first
         self._replaying = asyncio.Lock()
@@ -174,7 +174,7 @@ class Handover:
         lease, previous = await self.replicas.acquire(key, from_dead=self._may_adopt)
         if lease is None:
             return  # another replica drives it and will find the event (or it is adopted once it is dead)
-        self._driving.add(key)
+        self._driving[key] = lease
         held = HELD.set(lease)  # every write of the thread's work from here on names this epoch
         fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
@@ -190,12 +190,13 @@ class Handover:
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
                 await self.replicas.done(lease, seq)
         except LeaseLost:
+            mark_lost(lease)  # what is still waiting to be shown under it is dropped too
             log.warning("another replica took this thread over; leaving it", extra={"slack_thread": str(key)})
             return
         finally:
             HELD.reset(held)
             WRITE_FENCE.reset(fenced)
-            self._driving.discard(key)
+            self._driving.pop(key, None)
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
             await asyncio.shield(self.replicas.release(key))
@@ -254,6 +255,10 @@ class Handover:
             return
         while self.replicas.cut_off:
             await asyncio.sleep(self.replicas.beat_interval)  # the heartbeat thread decides: nothing to wait on
+        lease = HELD.get()
+        if not still_held(lease):
+            assert lease is not None
+            raise LeaseLost(lease.thread)  # the thread passed on while this call waited: it is not made
 
     def _on_lost(self) -> None:
         """No heartbeat for a whole lease time: another replica may take our threads over from now on.
@@ -284,6 +289,8 @@ class Handover:
             taken = await self.replicas.taken_from_me(driving)
             for thread in taken:
                 key = ThreadKey.parse(thread)
+                if key is not None and (lease := self._driving.get(key)) is not None:
+                    mark_lost(lease)  # before anything held during the outage may go out
                 lane = self.lanes.lane(key) if key is not None else None
                 if lane is not None and lane.task is not None:
                     log.warning("another replica took this thread over while we were cut off; leaving it",

@@ -32,7 +32,7 @@ from crewagent.core.api.stores import connection_settings
 from ..base.event import ThreadEvent
 from .callbacks import DatabaseAway
 from .heartbeat import CUT_OFF_SHARE, HeartbeatThread
-from .lease import Lease, LeaseLost
+from ..base.lease import Lease, LeaseLost
 from .tables import FENCE_SQL
 from ..base.thread import ThreadKey
 
@@ -234,7 +234,8 @@ class Replicas:
         taking from the dead now (asked at each try: a try may wait out an outage): (the lease held,
         previous holder); no lease when another replica holds it.
 
-        The epoch grows unless we held the lease already, so whoever held it before is fenced off. The
+        The epoch grows unless we held the lease already or were its last holder (no one held it since),
+        so whoever held it before is fenced off while our own work in flight keeps its epoch. The
         previous holder tells the caller whether its local copy of the thread's run is current.
         """
         async with self.pool.connection() as conn, conn.transaction():
@@ -252,7 +253,8 @@ class Replicas:
             if row is None or not row[0]:
                 return None, None
             cur = await conn.execute(
-                "UPDATE crew_leases SET epoch = CASE WHEN replica = %(me)s THEN epoch ELSE epoch + 1 END, "
+                "UPDATE crew_leases SET epoch = CASE WHEN replica = %(me)s OR (replica IS NULL AND last_holder = %(me)s) "
+                "THEN epoch ELSE epoch + 1 END, "
                 "replica = %(me)s, last_holder = %(me)s, acquired = now() WHERE thread_key = %(k)s RETURNING epoch",
                 self.sql_args(k=str(key)),
             )

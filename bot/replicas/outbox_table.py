@@ -19,7 +19,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..outbox.entry import LedgerUnavailable, OutboxEntry
 from ..outbox.given_up import SHOWN_FOR, in_threads
-from .lease import HELD, LeaseLost
+from ..base.lease import HELD, LeaseLost
 from .membership import LIVE_SQL, Replicas
 from .tables import FENCE_SQL
 

@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
-from .lease import HELD, LeaseLost, held_for
+from ..base.lease import HELD, LeaseLost, held_for
 from .membership import waits_for_database
 from .tables import FENCE_SQL
 
@@ -82,14 +82,17 @@ class PostgresThreadStore:
         return int(row[0]) if row else 0
 
     @waits_for_database
-    async def claim(self, keys: list[str]) -> bool:
+    async def claim(self, keys: list[str], *, final: bool = False) -> bool:
         """Record `keys` as handled; False if any was already handled within the TTL (by any replica).
 
         Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
-        whose event was never marked done (`Replicas.done` settles a claim): its holder lost the thread
-        before finishing, and what it did was refused, so the event is handled again, once."""
+        whose event was never marked done (`Replicas.done` or `settle` settles a claim): its holder lost the
+        thread before finishing, and what it did was refused, so the event is handled again, once. A
+        `final` claim (the event's effect is a run's, carried on by its resume) is settled when made."""
         now, lease = time.time(), HELD.get()
         thread, epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
+        if final:
+            epoch = None
         async with self.pool.connection() as conn:
             cur = await conn.execute(
                 "INSERT INTO crew_seen (key, at, thread_key, epoch) SELECT k, %s, %s, %s FROM unnest(%s::text[]) AS k "
@@ -100,6 +103,12 @@ class PostgresThreadStore:
             )
             taken = await cur.fetchall()
         return len(taken) == len(set(keys))
+
+    @waits_for_database
+    async def settle(self, keys: list[str]) -> None:
+        """The claims of `keys` are final: no later holder of their thread handles the event again."""
+        async with self.pool.connection() as conn:
+            await conn.execute("UPDATE crew_seen SET epoch = NULL WHERE key = ANY(%s)", (keys,))
 
     @waits_for_database
     async def seen(self, keys: list[str]) -> bool:

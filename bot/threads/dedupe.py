@@ -13,7 +13,9 @@ from typing import Protocol
 
 
 class ClaimStore(Protocol):
-    async def claim(self, keys: list[str]) -> bool: ...
+    async def claim(self, keys: list[str], *, final: bool = False) -> bool: ...
+
+    async def settle(self, keys: list[str]) -> None: ...
 
     async def seen(self, keys: list[str]) -> bool: ...
 
@@ -44,9 +46,15 @@ class Deduper:
         for k in keys:
             self._recent.pop(k, None)
 
-    async def claim_persisted(self, keys: list[str]) -> bool:
-        """False if a previous process already handled one of `keys`; otherwise record them durably."""
-        return await self.store.claim(keys)
+    async def claim_persisted(self, keys: list[str], *, final: bool = False) -> bool:
+        """False if a previous process already handled one of `keys`; otherwise record them durably.
+        `final`: what the event does is carried on by a run from here (its resume, not the event, goes on
+        after a takeover), so no later holder of the thread handles it again."""
+        return await self.store.claim(keys, final=final)
+
+    async def settle_persisted(self, keys: list[str]) -> None:
+        """The event's effect is durable now: its claim is final (see `claim_persisted`)."""
+        await self.store.settle(keys)
 
     async def seen_persisted(self, keys: list[str]) -> bool:
         """True if a previous process (or this one) already handled one of `keys`; nothing is recorded."""

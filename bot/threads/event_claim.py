@@ -21,6 +21,7 @@ class EventClaim:
     keys: list[str]
     deduper: Deduper
     claimed: bool = False
+    final: bool = False  # settled for good (with replicas, a claim made at decision may still be taken over)
 
     @property
     def answers(self) -> str:
@@ -33,9 +34,13 @@ class EventClaim:
         return () if self.claimed else tuple(self.keys)
 
     async def settle(self) -> None:
-        """The event's effect is durable now: it counts as handled."""
-        if self.claimed:
+        """The event's effect is durable now: it counts as handled, for good."""
+        if self.final:
             return
-        self.claimed = True
-        if self.keys:
-            await self.deduper.remember_persisted(self.keys)
+        self.final = True
+        if not self.claimed:
+            self.claimed = True
+            if self.keys:
+                await self.deduper.remember_persisted(self.keys)
+        elif self.keys:
+            await self.deduper.settle_persisted(self.keys)

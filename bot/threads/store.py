@@ -120,7 +120,10 @@ class ThreadStore:
 
         return await asyncio.to_thread(check)
 
-    async def claim(self, keys: list[str]) -> bool:
+    async def settle(self, keys: list[str]) -> None:
+        """A claim here is final when it is made: one process owns every thread."""
+
+    async def claim(self, keys: list[str], *, final: bool = False) -> bool:
         """Record `keys` as handled; False if any was already handled within the TTL."""
 
         def check_and_mark() -> bool:

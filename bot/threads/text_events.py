@@ -98,7 +98,7 @@ class TextEvents:
 
     async def decide_now(self, record: ThreadRecord, event: ThreadEvent) -> ThreadCall | None:
         """`*pause` / `*stop` for the run pumping in the thread, outside the thread's order."""
-        if event.command is None or not await self.deduper.claim_persisted(event.dedupe):
+        if event.command is None or not await self.deduper.claim_persisted(event.dedupe, final=True):
             return None
         if not await self.notes.permitted(record.key, record, event.user):
             return None

@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.base.thread import ThreadKey, ThreadRecord
 from crewagent.bot.outbox.courier import Courier
-from crewagent.bot.replicas.lease import HELD, Lease, LeaseLost
+from crewagent.bot.base.lease import HELD, Lease, LeaseLost
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.replicas.outbox_table import PostgresLedger
 from crewagent.bot.replicas.tables import FENCE_SQL
@@ -185,3 +185,27 @@ async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_onc
         assert not await store.claim(keys)
     finally:
         HELD.reset(held)
+
+
+async def test_a_claim_made_final_is_never_handled_again_and_a_lease_taken_back_by_its_last_holder_keeps_its_epoch(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    """A run's event (a click, an answer the run took) is claimed for good when decided: the run's resume,
+    not the event, carries it on after a takeover. And a replica that let its lease go and takes it back
+    with no one in between keeps its epoch, so what its work still sends under it is not fenced off."""
+    a, old, new = await _taken_over_after_a_queued(async_pool)
+    store, keys = PostgresThreadStore(async_pool), ["click:Ev9"]
+    held = HELD.set(old)
+    try:
+        assert await store.claim(keys, final=True)  # A decided a click for its run, then lost the thread
+    finally:
+        HELD.reset(held)
+    held = HELD.set(new)
+    try:
+        assert not await store.claim(keys), "the new holder's resume carries the run on; the click is not run again"
+    finally:
+        HELD.reset(held)
+    b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
+    await b.release(KEY)
+    again, previous = await b.acquire(KEY)
+    assert again is not None and previous == "b" and again.epoch == new.epoch
