@@ -140,7 +140,7 @@ class HeartbeatThread:
         if self._conn is None or self._conn.closed:
             timeout_ms = max(100, int(self.deadline * 1000))  # a stuck statement must not hold beats back
             self._conn = psycopg.connect(
-                self.url, **connection_settings(self.deadline), options=f"-c statement_timeout={timeout_ms}"
+                self.url, **connection_settings(self.deadline, options=f"-c statement_timeout={timeout_ms}")
             )
         return self._conn
 

@@ -61,10 +61,17 @@ SILENT_PEER_SETTINGS: dict[str, int] = {
 }
 
 
-def connection_settings(connect_timeout: float) -> dict[str, Any]:
+# The server must let go of a silent client too: one frozen in the middle of a transaction keeps its row
+# locks (a thread's lease, a run's rows), and every other replica's writes to them wait for as long as the
+# server's own keepalives take (two hours by default). Each session asks the server for the same probes.
+SERVER_SIDE_OPTIONS = "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=10000"
+
+
+def connection_settings(connect_timeout: float, *, options: str = "") -> dict[str, Any]:
     """Keyword arguments for `psycopg.connect` and a pool's `kwargs`: autocommit, a bound on connecting,
-    and the settings that notice a silent peer."""
-    return {"autocommit": True, "connect_timeout": max(1, int(connect_timeout)), **SILENT_PEER_SETTINGS}
+    and the settings that notice a silent peer on both sides (`options`: more server settings)."""
+    return {"autocommit": True, "connect_timeout": max(1, int(connect_timeout)), **SILENT_PEER_SETTINGS,
+            "options": f"{SERVER_SIDE_OPTIONS} {options}".strip()}
 
 
 def database_url(explicit: str | None = None) -> str | None:
