@@ -28,6 +28,12 @@ def parse_handover(text: str) -> str | None:
     return match.group(1) or ""
 
 
+# How long a claim outlives the work it guards: Slack retries a delivery it got no answer for within
+# minutes (at once, after a minute, after five), so an hour leaves a wide margin. A claim whose event
+# still waits (in the embedded journal, or in the replicas' queue) or whose work is unsettled is kept
+# whatever its age; nothing expires a claim by age alone.
+REDELIVERY_WINDOW = 3600.0
+
 class ThreadEvent(BaseModel):
     kind: Literal["text", "click", "form"]
     thread: str  # ThreadKey as text

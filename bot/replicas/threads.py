@@ -14,14 +14,15 @@ from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
 from ..base.lease import HELD, LeaseLost, held_for
+from ..base.event import REDELIVERY_WINDOW
 from .membership import waits_for_database
 from .tables import FENCE_SQL
 
 
 class PostgresThreadStore:
-    def __init__(self, pool: AsyncConnectionPool, *, seen_ttl: float = 6 * 3600) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
         self.pool = pool
-        self.seen_ttl = seen_ttl
+        self.redelivery_window = redelivery_window
 
     async def open(self) -> None:
         await self.prune_seen()
@@ -83,7 +84,7 @@ class PostgresThreadStore:
 
     @waits_for_database
     async def claim(self, keys: list[str], *, final: bool = False) -> bool:
-        """Record `keys` as handled; False if any was already handled within the TTL (by any replica).
+        """Record `keys` as handled; False if any was already handled (by any replica).
 
         Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
         whose event was never marked done (`Replicas.done` or `settle` settles a claim): its holder lost the
@@ -97,9 +98,9 @@ class PostgresThreadStore:
             cur = await conn.execute(
                 "INSERT INTO crew_seen (key, at, thread_key, epoch) SELECT k, %s, %s, %s FROM unnest(%s::text[]) AS k "
                 "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at, thread_key = EXCLUDED.thread_key, epoch = EXCLUDED.epoch "
-                "WHERE crew_seen.at < %s OR (crew_seen.thread_key = EXCLUDED.thread_key AND crew_seen.epoch < EXCLUDED.epoch) "
+                "WHERE crew_seen.thread_key = EXCLUDED.thread_key AND crew_seen.epoch < EXCLUDED.epoch "
                 "RETURNING key",
-                (now, thread, epoch, keys, now - self.seen_ttl),
+                (now, thread, epoch, keys),
             )
             taken = await cur.fetchall()
         return len(taken) == len(set(keys))
@@ -114,7 +115,7 @@ class PostgresThreadStore:
     async def seen(self, keys: list[str]) -> bool:
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT 1 FROM crew_seen WHERE key = ANY(%s) AND at >= %s LIMIT 1", (keys, time.time() - self.seen_ttl)
+                "SELECT 1 FROM crew_seen WHERE key = ANY(%s) LIMIT 1", (keys,)
             )
             return await cur.fetchone() is not None
 
@@ -128,7 +129,14 @@ class PostgresThreadStore:
                 (now, keys),
             )
 
-    async def prune_seen(self) -> int:
+    async def prune_seen(self, keep: frozenset[str] = frozenset()) -> int:
+        """Forget claims older than the redelivery window whose work is settled and whose event no longer
+        waits in the queue (`keep`: more keys to keep; the queue itself is looked at here)."""
         async with self.pool.connection() as conn:
-            cur = await conn.execute("DELETE FROM crew_seen WHERE at < %s", (time.time() - self.seen_ttl,))
+            # Older than a redelivery could be, settled, and no queued event carries it.
+            cur = await conn.execute(
+                "DELETE FROM crew_seen s WHERE s.at < %s AND s.epoch IS NULL AND NOT EXISTS "
+                "(SELECT 1 FROM crew_inbox i WHERE jsonb_exists(i.event->'dedupe', s.key)) AND NOT (s.key = ANY(%s))",
+                (time.time() - self.redelivery_window, list(keep)),
+            )
             return cur.rowcount

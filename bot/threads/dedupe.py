@@ -3,7 +3,8 @@
 A delivery is identified by several keys (its event_id and the message it is about);
 the first delivery claiming any of them wins. The in-memory LRU answers synchronously
 (no await between check and mark, so concurrent duplicates cannot both pass); the
-persisted set catches redeliveries that arrive after a restart, or at another replica.
+persisted set catches redeliveries that arrive after a restart, or at another replica. A persisted
+claim lives as long as a redelivery could arrive and as long as the work it guards (bot.base.event.REDELIVERY_WINDOW).
 """
 
 from __future__ import annotations

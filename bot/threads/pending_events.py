@@ -52,14 +52,14 @@ class PendingEvents:
         finally:
             kept.set_result(seq)  # None: not kept, so not acknowledged (the error goes on): Slack delivers it again
 
-    async def replay(self) -> int:
-        """Queue what a previous process kept but did not finish, oldest first. Returns how many."""
+    async def replay(self) -> list[ThreadEvent]:
+        """Queue what a previous process kept but did not finish, oldest first. Returns those events."""
         if self.journal is None:
-            return 0
+            return []
         kept = await self.journal.waiting()
         for seq, event, _ in kept:
             self.lanes.submit(event.key, partial(self._run_kept, seq, event))
-        return len(kept)
+        return [event for _, event, _ in kept]
 
     async def close(self) -> None:
         """At shutdown, once the lanes are closed: what is still kept waits for the next start."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlitedict import SqliteDict
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
+from ..base.event import REDELIVERY_WINDOW
 
 OWNER_INDEX = "threads_by_owner"
 
@@ -35,9 +36,9 @@ def open_table(path: Path, table: str) -> SqliteDict:
 class ThreadStore:
     """Thread records and the set of already-handled Slack deliveries, under `<home>/slack/`."""
 
-    def __init__(self, directory: Path, *, seen_ttl: float = 6 * 3600) -> None:
+    def __init__(self, directory: Path, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
         self.directory = directory
-        self.seen_ttl = seen_ttl
+        self.redelivery_window = redelivery_window
         self._threads: SqliteDict | None = None
         self._seen: SqliteDict | None = None
 
@@ -51,7 +52,6 @@ class ThreadStore:
 
         self._threads, self._seen = await asyncio.to_thread(_open_all)
         await asyncio.to_thread(self._index_owners)
-        await self.prune_seen()
 
     async def close(self) -> None:
         for db in (self._threads, self._seen):
@@ -112,11 +112,10 @@ class ThreadStore:
         return await asyncio.to_thread(select)
 
     async def seen(self, keys: list[str]) -> bool:
-        """True if any of `keys` was handled within the TTL (a redelivery, possibly from before a restart)."""
+        """True if any of `keys` was handled (a redelivery, possibly from before a restart)."""
 
         def check() -> bool:
-            now = time.time()
-            return any(now - float(self.seen_db.get(k, 0)) < self.seen_ttl for k in keys)
+            return any(k in self.seen_db for k in keys)
 
         return await asyncio.to_thread(check)
 
@@ -124,11 +123,11 @@ class ThreadStore:
         """A claim here is final when it is made: one process owns every thread."""
 
     async def claim(self, keys: list[str], *, final: bool = False) -> bool:
-        """Record `keys` as handled; False if any was already handled within the TTL."""
+        """Record `keys` as handled; False if any was already handled."""
 
         def check_and_mark() -> bool:
             now = time.time()
-            if any(now - float(self.seen_db.get(k, 0)) < self.seen_ttl for k in keys):
+            if any(k in self.seen_db for k in keys):
                 return False
             for k in keys:
                 self.seen_db[k] = now
@@ -144,10 +143,14 @@ class ThreadStore:
 
         await asyncio.to_thread(write)
 
-    async def prune_seen(self) -> int:
+    async def prune_seen(self, keep: frozenset[str] = frozenset()) -> int:
+        """Forget claims older than the redelivery window, but those of events still kept (`keep`: the
+        keys of what the journal holds), whose redo must still find them. Called once the journal's
+        events were queued again at start-up."""
+
         def prune() -> int:
-            cutoff = time.time() - self.seen_ttl
-            old = [k for k, t in self.seen_db.items() if float(t) < cutoff]
+            cutoff = time.time() - self.redelivery_window
+            old = [k for k, t in self.seen_db.items() if float(t) < cutoff and k not in keep]
             for k in old:
                 del self.seen_db[k]
             return len(old)
