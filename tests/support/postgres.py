@@ -18,11 +18,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from tests.support.processes import free_port, kill_group
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 USER = "crew"
 
@@ -147,3 +151,12 @@ def running_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+def conversation_lines(pool: "ConnectionPool", run_id: str) -> list[bytes]:
+    """The lines of a run's conversation log as Postgres holds them, in order."""
+    with pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]

@@ -25,6 +25,7 @@ from crewagent.core.store.postgres import PostgresRuntimeStore, _Write
 from crewagent.core.store.run_manager import RunManager
 from tests.support.fakes import BOT_TOKEN, FakeSlack
 from tests.support.paths import EXAMPLES
+from tests.support.postgres import conversation_lines
 
 pytestmark = pytest.mark.slow  # a real Postgres
 
@@ -118,7 +119,7 @@ async def test_the_old_holders_run_writes_are_not_copied_to_postgres(
             finally:
                 WRITE_FENCE.reset(fenced)
         assert runtime.flush()
-        assert _lines(sync_pool, run.run_id) == [b'{"by":"b"}\n']
+        assert conversation_lines(sync_pool, run.run_id) == [b'{"by":"b"}\n']
     finally:
         runtime.close()
 
@@ -135,17 +136,10 @@ def test_a_batch_committed_again_writes_each_log_line_once(
         batch = [_Write("line", run.run_id, "conversation.jsonl", f'{{"n":{n}}}\n'.encode()) for n in range(2)]
         runtime._commit(batch)
         runtime._commit(batch)  # the retry
-        assert _lines(sync_pool, run.run_id) == [b'{"n":0}\n', b'{"n":1}\n']
+        assert conversation_lines(sync_pool, run.run_id) == [b'{"n":0}\n', b'{"n":1}\n']
     finally:
         runtime.close()
 
-
-def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
-    with pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
-        ).fetchall()
-    return [bytes(r[0]) for r in rows]
 
 
 async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_once_by_the_new_one(

@@ -70,13 +70,6 @@ def test_run_files_are_written_through_and_rebuilt_in_another_home(
         elsewhere.close()
 
 
-def _lines(pool: ConnectionPool, run_id: str) -> list[bytes]:
-    with pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT line FROM crew_run_lines WHERE run_id = %s AND rel = 'conversation.jsonl' ORDER BY seq", (run_id,)
-        ).fetchall()
-    return [bytes(r[0]) for r in rows]
-
 
 def _rels(pool: ConnectionPool) -> list[str]:
     with pool.connection() as conn:
