@@ -349,9 +349,10 @@ def settled(clicked: Clicked, outcome: str) -> SlackMessage:
     return SlackMessage(text=clicked.text or outcome, blocks=kept)
 
 
-def resume_offer(*, key: str, run_id: str) -> SlackMessage:
-    """After a restart, when runs are not resumed automatically."""
-    text = "The bot restarted while this run was working. Press *Resume* to continue where it stopped."
+def resume_offer(*, key: str, run_id: str, taken_over: bool = False) -> SlackMessage:
+    """After a restart (or a takeover from another replica), when runs are not resumed automatically."""
+    why = "This run stopped while it was working" if taken_over else "The bot restarted while this run was working"
+    text = f"{why}. Press *Resume* to continue where it stopped."
     resume = button("Resume", act.action_id(act.CONTROL, "resume"), ButtonValue(s=key, r=run_id, x="resume"), "primary")
     return SlackMessage(text=text, blocks=[section(text), actions_block([resume])])
 

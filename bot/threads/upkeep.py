@@ -126,7 +126,7 @@ class Upkeep:
         if record is None or record.session.run_id != run_id:
             return None
         if not self.resume_on_start:
-            await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id))
+            await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id, taken_over=taken_over))
             return None
         notice = blocks.notice(TAKEN_OVER_NOTE if taken_over else RESTARTED_NOTE)
         await self.io.post(key.channel, key.thread_ts, notice)

@@ -264,3 +264,10 @@ def test_form_submission_validates_required_numbers_and_schema() -> None:
     values["field:public"] = {"value": {"type": "radio_buttons", "selected_option": {"value": "false"}}}
     answer, errors = parse_submission(FORM, "form", values)
     assert errors == {} and answer == {"name": "TaskNest", "size": 4, "kind": "web", "public": False}
+
+
+def test_a_resume_offer_says_the_bot_restarted_only_after_a_restart() -> None:
+    restarted = blocks.resume_offer(key="T1:C1:1.0", run_id="r1")
+    taken_over = blocks.resume_offer(key="T1:C1:1.0", run_id="r1", taken_over=True)
+    assert "restarted" in restarted.text
+    assert "restarted" not in taken_over.text and "Resume" in taken_over.text
