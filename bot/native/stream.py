@@ -37,7 +37,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.core.api.sessions import outputs
 
-from ..outbox.courier import Courier
+from ..outbox.courier import STOPPED_BY_USER, Courier
 from ..outbox.entry import OutboxEntry
 from ..render import blocks
 from ..render.message import SlackMessage, defused
@@ -48,7 +48,6 @@ from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
 from ..base.thread import ThreadKey
 
-STOPPED_BY_USER = "stopped_by_user"
 EXPIRED = "message_not_in_streaming_state"
 CUT_OFF_NOTE = "_(connection lost, retrying)_"
 

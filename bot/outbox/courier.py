@@ -353,8 +353,9 @@ class Courier:
             log.warning("could not record that a Slack message was sent", extra={"error": str(exc)})
 
     async def _claimed(self, entry: OutboxEntry) -> _Attempt | None:
-        """None when the store lets the entry go now; an entry its writer's lost thread fenced off is
-        left to the thread's new holder (this replica no longer sends it), and one the store cannot answer for waits like any retry."""
+        """None when the store lets the entry go now. An entry whose writer lost its thread is left to the
+        thread's new holder (this replica no longer sends it); one the store cannot answer for waits like
+        any retry."""
         try:
             if await self.ledger.claim(entry.id):
                 return None
