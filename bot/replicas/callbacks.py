@@ -12,10 +12,6 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
 
 
-class DatabaseAway(OSError):
-    """Postgres did not answer (stopped, unreachable, no free connection in time)."""
-
-
 class Lane(Protocol):
     """One thread's lane: the task running its jobs, if any, and the record the running job works on."""
 

@@ -1,5 +1,8 @@
-"""Thread work across replicas: every event is queued in Postgres, and the replica holding the thread's
-lease takes the thread's events out in order and runs them, one at a time, in its local lane.
+"""Thread work across replicas: every event is queued in the Postgres inbox (bot.inbox), and the replica
+holding the thread's lease takes the thread's events out in order and runs them, one at a time, in its
+local lane. While the database is away, events wait in a local away-inbox (the same table on SQLite)
+and are forwarded when it is back: an insert that ignores a delivery already there, so a forward
+repeated after a crash queues nothing twice.
 
 The replica that received an event queues it and tries the lease itself. If another live replica
 holds it, that one finds the event in its drain loop, or right after it released the lease (it looks
@@ -22,16 +25,19 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from crewagent.core.api.events import RunPhase
 from crewagent.core.api.runs import RunRecord
 from crewagent.core.api.stores import WRITE_FENCE, Fence
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from .callbacks import DatabaseAway, HandoverCallbacks, Lanes
+from .callbacks import HandoverCallbacks, Lanes
 from ..base.lease import HELD, Lease, LeaseLost, mark_lost, still_held
+from ..inbox.database_inbox import DatabaseInbox
+from ..inbox.file_inbox import FileInbox
+from .membership import waits_for_database
 from .tables import FENCE_SQL
-from ..event_journal import EventJournal
 
 if TYPE_CHECKING:
     from crewagent.core.api.stores import PostgresRuntimeStore
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PRUNE_EVERY = 60.0  # seconds between two prunes of inbox rows whose redelivery window has passed
 WAIT_NOTE_SECONDS = 10.0  # an event kept locally this long gets one line in its thread
 WAIT_NOTE = ":hourglass: I can't reach my database right now. I have your message and will take it as soon as I can."
 Say = Callable[[ThreadKey, str], Awaitable[None]]
@@ -54,13 +61,20 @@ class Handover:
         runtime: PostgresRuntimeStore,
         lanes: Lanes,
         *,
-        journal: EventJournal | None = None,
+        inbox: DatabaseInbox,
+        away: FileInbox | None = None,
         say: Say | None = None,
     ) -> None:
         self.replicas = replicas
         self.runtime = runtime
         self.lanes = lanes
-        self.journal = journal  # events taken while the database was away
+        self.inbox = inbox
+        self.away = away  # events taken while the database was away
+        # Taking a thread's events waits while the database is away (the drain pauses there).
+        self._next_event = waits_for_database(inbox.next_for)
+        self._done = waits_for_database(inbox.done)
+        self._has_waiting = waits_for_database(inbox.has_waiting)
+        self._pruned = time.monotonic()
         self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
         self._scheduled: set[ThreadKey] = set()
@@ -82,7 +96,7 @@ class Handover:
             on_inbox=self._on_inbox, on_control=self._on_control, on_tick=self._tick, on_lost=self._on_lost,
             on_back=self._on_back,
         )
-        await self.replay()  # what an earlier process here kept while its database was away
+        await self.forward()  # what an earlier process here kept while its database was away
         return await self.adopt_orphans()
 
     async def stop(self) -> None:
@@ -91,24 +105,26 @@ class Handover:
         await asyncio.gather(*self._side, return_exceptions=True)
         await asyncio.to_thread(self.runtime.flush)
         await self.replicas.stop()
+        if self.away is not None:
+            await self.away.close()  # what waits in it stays for the next start
 
     # ---- queueing -----------------------------------------------------------------
 
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
-        """Queue `event` for its thread (and signal `control` to the replica pumping its run). While the
-        database is away, keep it in the local journal (in order behind what is kept there already);
-        raises when it cannot be kept anywhere, so Slack gets no ack and delivers it again."""
-        if self.journal is None or not self.journal.count:
+        """Queue `event` for its thread (and signal `control` to the replica pumping its run); a delivery
+        the inbox has already is acknowledged and nothing more. While the database is away, keep it in
+        the away-inbox (in order behind what waits there already); raises when it cannot be kept
+        anywhere, so Slack gets no ack and delivers it again."""
+        if self.away is None or not self.away.waiting_count:
             try:
-                await self.replicas.push(event, control)
-            except DatabaseAway:
-                if self.journal is None:
-                    raise
-            else:
-                self.kick(event.key)
+                if await self.inbox.push(event, control):
+                    self.kick(event.key)
                 return
-        await self.journal.add(event, control)
-        self._note_wait(event.key)
+            except psycopg.OperationalError:  # stopped, unreachable, no free connection in time
+                if self.away is None:
+                    raise
+        if await self.away.add(event, control) is not None:
+            self._note_wait(event.key)
 
     def _note_wait(self, key: ThreadKey) -> None:
         if key in self._noted or self.say is None:
@@ -123,17 +139,18 @@ class Handover:
         if key in self._noted and self.say is not None:
             await self.say(key, WAIT_NOTE)
 
-    async def replay(self) -> None:
-        """Queue the journal's events in Postgres, oldest first (stops at the first that does not go)."""
-        if self.journal is None:
+    async def forward(self) -> None:
+        """Queue the away-inbox's events in Postgres, oldest first (stops at the first that does not go).
+        One forwarded before a crash, but not yet marked done here, is found in the inbox: not queued twice."""
+        if self.away is None:
             return
         async with self._replaying:
-            for seq, event, control in await self.journal.waiting():
+            for seq, event, control in await self.away.waiting():
                 try:
-                    await self.replicas.push(event, control)
-                except DatabaseAway:
+                    await self.inbox.push(event, control)
+                except psycopg.OperationalError:
                     return  # still away: the next heartbeat that gets through tries again
-                await self.journal.done(seq)
+                await self.away.done(seq)
                 self._noted.discard(event.key)
                 self.kick(event.key)
             self._noted.clear()
@@ -147,10 +164,14 @@ class Handover:
             self._scheduled.discard(key)
 
     async def _tick(self) -> None:
-        """After each heartbeat: queue what the journal kept, take over orphaned threads."""
-        if self.journal is not None and self.journal.count:
-            await self.replay()
+        """After each heartbeat: forward what the away-inbox kept, take over orphaned threads, and now and
+        then forget handled events whose redelivery window has passed."""
+        if self.away is not None and self.away.waiting_count:
+            await self.forward()
         await self.adopt_orphans()
+        if time.monotonic() - self._pruned > PRUNE_EVERY:
+            self._pruned = time.monotonic()
+            await self.inbox.prune()
 
     def _may_adopt(self) -> bool:
         """Whether a holder whose heartbeat is old counts as dead: not until a while after an outage of
@@ -179,7 +200,7 @@ class Handover:
         fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
             await self._take_over(key, current=previous == self.replicas.id)
-            while (item := await self.replicas.next_event(lease)) is not None:
+            while (item := await self._next_event(lease)) is not None:
                 seq, event = item
                 if event is not None and self.work is not None:
                     try:
@@ -188,7 +209,7 @@ class Handover:
                         raise
                     except Exception:  # one broken event must not block the thread's queue for good
                         log.exception("thread event failed", extra={"slack_thread": str(key)})
-                await self.replicas.done(lease, seq)
+                await self._done(lease, seq)
         except LeaseLost:
             mark_lost(lease)  # what is still waiting to be shown under it is dropped too
             log.warning("another replica took this thread over; leaving it", extra={"slack_thread": str(key)})
@@ -200,7 +221,7 @@ class Handover:
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
             await asyncio.shield(self.replicas.release(key))
-        if await self.replicas.queued(key):
+        if await self._has_waiting(key):
             self.kick(key)  # queued by another replica while we were letting go
 
     async def _take_over(self, key: ThreadKey, *, current: bool) -> None:
@@ -280,8 +301,8 @@ class Handover:
 
     async def _recover(self) -> None:
         """The database is back: stop our work in threads another replica took meanwhile (its writes
-        there are refused anyway), hand back leases of threads we no longer drive, queue what the
-        journal kept."""
+        there are refused anyway), hand back leases of threads we no longer drive, forward what the
+        away-inbox kept."""
         if self.replicas.taking_stock:
             # Every replica's heartbeat stopped with ours: give the others two lease times to beat again.
             self._adopt_after = time.monotonic() + 2 * self.replicas.lease_seconds
@@ -298,4 +319,4 @@ class Handover:
                     lane.task.cancel()
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             self.replicas.taking_stock = False
-        await self.replay()
+        await self.forward()

@@ -1,12 +1,12 @@
 """What replicas sharing one Postgres agree on, with nothing but Postgres: who drives which thread,
-the queued events of each thread, how many model calls run at once, and signals between them.
+how many model calls run at once, and signals between them (a thread's queued events are in the
+inbox, bot.inbox.database_inbox).
 
 - A replica is live while its row's heartbeat is younger than the lease time; a thread of its own
   renews it every quarter of that (bot.replicas.heartbeat), however busy the event loop is. Nothing
   else expires: a lease held by a replica that stopped beating is free.
 - A thread lease is a row naming its holder, taken and checked under the row lock (one statement
   sequence in a transaction), so two replicas can never both hold a live lease on a thread.
-- Events wait in `crew_inbox` in arrival order; only the lease holder takes them out.
 - NOTIFY tells the others that a thread has new events (`crew_inbox`), that a pumping run must be
   paused or stopped (`crew_control`), or that a model slot came free (`crew_slots`).
 """
@@ -24,13 +24,11 @@ from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from crewagent.core.api.stores import connection_settings
 
-from ..base.event import ThreadEvent
-from .callbacks import DatabaseAway
+from ..inbox.database_inbox import CONTROL_CHANNEL, INBOX_CHANNEL
 from .heartbeat import CUT_OFF_SHARE, HeartbeatThread
 from ..base.lease import Lease, LeaseLost
 from .tables import FENCE_SQL
@@ -38,8 +36,6 @@ from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 
-INBOX_CHANNEL = "crew_inbox"
-CONTROL_CHANNEL = "crew_control"
 SLOTS_CHANNEL = "crew_slots"
 
 AWAY_RETRY_SECONDS = 1.0  # how often work that waits for the database tries again
@@ -63,7 +59,6 @@ def waits_for_database(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitab
 
 
 LISTEN_CONNECT_TIMEOUT = 10.0  # seconds the notification connection may take to open
-PUSH_TIMEOUT = 2.0  # seconds an event may wait for a connection before it goes to the local journal
 LIVE_SQL = "EXISTS (SELECT 1 FROM crew_replicas r WHERE r.id = {col} AND r.heartbeat > now() - make_interval(secs => %(ttl)s))"
 
 
@@ -290,13 +285,14 @@ class Replicas:
             )
 
     async def orphans(self) -> list[str]:
-        """Threads that need a driver and have none alive: queued events, or a run left `running`."""
+        """Threads that need a driver and have none alive: waiting events, or a run left `running`."""
         live_lease = "EXISTS (SELECT 1 FROM crew_leases l WHERE l.thread_key = {key} AND " + LIVE_SQL.format(
             col="l.replica"
         ) + ")"
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                "SELECT DISTINCT i.thread_key FROM crew_inbox i WHERE NOT " + live_lease.format(key="i.thread_key")
+                "SELECT DISTINCT i.thread_key FROM crew_inbox i WHERE i.done_at IS NULL AND NOT "
+                + live_lease.format(key="i.thread_key")
                 + " UNION SELECT t.key FROM crew_threads t JOIN crew_runs r ON r.run_id = t.run_id "
                 "WHERE r.phase = 'running' AND NOT " + live_lease.format(key="t.key"),
                 self.sql_args(),
@@ -309,69 +305,3 @@ class Replicas:
             await conn.execute(
                 "DELETE FROM crew_replicas WHERE heartbeat < now() - make_interval(secs => %s)", (after_seconds,)
             )
-
-    # ---- the per-thread queue -------------------------------------------------------
-
-    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
-        """Queue the event behind the thread's earlier ones and wake whoever drives the thread; with
-        `control`, also tell every replica (this one too) about it: the one pumping the thread's run
-        acts on a pause/stop at once. One statement, one round trip (the ack waits for it).
-        DatabaseAway when Postgres does not take it within PUSH_TIMEOUT."""
-        data = Jsonb(event.model_dump(mode="json"))
-        queue = "WITH queued AS (INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s) RETURNING seq) "
-        try:
-            async with self.pool.connection(timeout=PUSH_TIMEOUT) as conn:
-                if control is None:
-                    await conn.execute(
-                        queue + "SELECT pg_notify(%s, %s) FROM queued", (event.thread, data, INBOX_CHANNEL, event.thread)
-                    )
-                else:
-                    await conn.execute(
-                        queue + "SELECT pg_notify(%s, %s), pg_notify(%s, %s) FROM queued",
-                        (event.thread, data, INBOX_CHANNEL, event.thread, CONTROL_CHANNEL, control.model_dump_json()),
-                    )
-        except psycopg.OperationalError as exc:
-            raise DatabaseAway(str(exc).splitlines()[0] if str(exc) else "database unreachable") from exc
-
-    @waits_for_database
-    async def next_event(self, lease: Lease) -> tuple[int, ThreadEvent | None] | None:
-        """The thread's oldest queued event (None for an unreadable one); None when nothing is queued.
-        LeaseLost once the thread's epoch is no longer `lease`'s."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT l.epoch = %(e)s, i.seq, i.event FROM crew_leases l LEFT JOIN LATERAL (SELECT seq, event "
-                "FROM crew_inbox WHERE thread_key = l.thread_key ORDER BY seq LIMIT 1) i ON true WHERE l.thread_key = %(k)s",
-                {"k": lease.thread, "e": lease.epoch},
-            )
-            row = await cur.fetchone()
-        if row is None or not row[0]:
-            raise LeaseLost(lease.thread)
-        if row[1] is None:
-            return None
-        try:
-            return int(row[1]), ThreadEvent.model_validate(row[2])
-        except ValueError:
-            return int(row[1]), None
-
-    @waits_for_database
-    async def done(self, lease: Lease, seq: int) -> None:
-        """The event is handled: out of the queue and its dedupe claim settled for good, unless the thread
-        passed to a newer epoch (LeaseLost: the new holder handles the event again, see
-        PostgresThreadStore.claim)."""
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "WITH gone AS (DELETE FROM crew_inbox WHERE seq = %s AND " + FENCE_SQL.format(key="%s", epoch="%s")
-                + " RETURNING event), settled AS (UPDATE crew_seen SET epoch = NULL WHERE key IN "
-                "(SELECT jsonb_array_elements_text(event->'dedupe') FROM gone)) SELECT count(*) FROM gone",
-                (seq, lease.thread, lease.epoch),
-            )
-            row = await cur.fetchone()
-        if row is None or not row[0]:
-            raise LeaseLost(lease.thread)
-
-    @waits_for_database
-    async def queued(self, key: ThreadKey) -> bool:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute("SELECT 1 FROM crew_inbox WHERE thread_key = %s LIMIT 1", (str(key),))
-            return await cur.fetchone() is not None
-

@@ -25,12 +25,13 @@ from ..slack_client import PacedWebClient
 from ..slack_io import SlackIO, failure_code
 from .callbacks import Lanes
 from .handover import NOT_HELD, Handover
-from ..event_journal import EventJournal
 from .membership import Replicas
 from .outbox_table import PostgresLedger
 from .slots import GlobalSlots
-from .tables import REPLICA_SCHEMA
-from .threads import PostgresThreadStore
+from ..inbox.database_inbox import DatabaseInbox
+from ..inbox.file_inbox import FileInbox
+from .tables import FENCE_SQL, REPLICA_SCHEMA
+from .threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ class SharedStore:
             finally:
                 NOT_HELD.reset(unheld)
 
-        journal = EventJournal(self.runtime.home / "slack" / "journal.sqlite")
-        handover = Handover(replicas, self.runtime, lanes, journal=journal, say=say)
+        inbox = DatabaseInbox(self.pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
+        away = FileInbox(self.runtime.home / "slack" / "away-inbox.sqlite")
+        handover = Handover(replicas, self.runtime, lanes, inbox=inbox, away=away, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off
         threads = PostgresThreadStore(self.pool)

@@ -1,10 +1,12 @@
 """The tables replicas coordinate through: thread sessions, event dedupe, live replicas, thread
-leases, queued events, the model-work slots and the outbox of messages not yet in Slack. Created
+leases, the inbox of thread events, the model-work slots and the outbox of messages not yet in Slack. Created
 with the run tables when the pool opens; columns added later are added to an existing database too.
 
 `crew_leases.epoch` grows each time a thread's lease passes to a new holder; a write made for a
 thread names the epoch its writer holds and lands only while that is still the thread's epoch
 (FENCE_SQL), so a replica that lost a thread cannot change it any more."""
+
+from ..inbox.records import postgres_ddl
 
 REPLICA_SCHEMA = """
 CREATE TABLE IF NOT EXISTS crew_threads (
@@ -32,12 +34,6 @@ CREATE TABLE IF NOT EXISTS crew_leases (
     acquired timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE crew_leases ADD COLUMN IF NOT EXISTS epoch bigint NOT NULL DEFAULT 0;
-CREATE TABLE IF NOT EXISTS crew_inbox (
-    seq bigserial PRIMARY KEY,
-    thread_key text NOT NULL,
-    event jsonb NOT NULL
-);
-CREATE INDEX IF NOT EXISTS crew_inbox_by_thread ON crew_inbox (thread_key, seq);
 CREATE TABLE IF NOT EXISTS crew_outbox (
     seq bigserial PRIMARY KEY,
     id text UNIQUE NOT NULL,
@@ -54,7 +50,7 @@ CREATE TABLE IF NOT EXISTS crew_model_slots (
     replica text,
     thread_key text
 );
-"""
+""" + postgres_ddl()  # the inbox: one definition for Postgres and SQLite (bot.inbox.records)
 
 FENCE_SQL = "EXISTS (SELECT 1 FROM crew_leases WHERE thread_key = {key} AND epoch = {epoch})"
 """True while `epoch` is still the thread's lease epoch: put in the statement of every fenced write."""

@@ -19,6 +19,10 @@ from .membership import waits_for_database
 from .tables import FENCE_SQL
 
 
+SETTLE_CLAIMS_SQL = "UPDATE crew_seen SET epoch = NULL WHERE key = ANY(%s)"
+"""Makes the claims of an event's keys final (no later holder of the thread handles it again)."""
+
+
 class PostgresThreadStore:
     def __init__(self, pool: AsyncConnectionPool, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
         self.pool = pool
@@ -87,7 +91,7 @@ class PostgresThreadStore:
         """Record `keys` as handled; False if any was already handled (by any replica).
 
         Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
-        whose event was never marked done (`Replicas.done` or `settle` settles a claim): its holder lost the
+        whose event was never marked done (`DatabaseInbox.done` or `settle` settles a claim): its holder lost the
         thread before finishing, and what it did was refused, so the event is handled again, once. A
         `final` claim (the event's effect is a run's, carried on by its resume) is settled when made."""
         now, lease = time.time(), HELD.get()
@@ -109,7 +113,7 @@ class PostgresThreadStore:
     async def settle(self, keys: list[str]) -> None:
         """The claims of `keys` are final: no later holder of their thread handles the event again."""
         async with self.pool.connection() as conn:
-            await conn.execute("UPDATE crew_seen SET epoch = NULL WHERE key = ANY(%s)", (keys,))
+            await conn.execute(SETTLE_CLAIMS_SQL, (keys,))
 
     @waits_for_database
     async def seen(self, keys: list[str]) -> bool:
@@ -136,7 +140,8 @@ class PostgresThreadStore:
             # Older than a redelivery could be, settled, and no queued event carries it.
             cur = await conn.execute(
                 "DELETE FROM crew_seen s WHERE s.at < %s AND s.epoch IS NULL AND NOT EXISTS "
-                "(SELECT 1 FROM crew_inbox i WHERE jsonb_exists(i.event->'dedupe', s.key)) AND NOT (s.key = ANY(%s))",
+                "(SELECT 1 FROM crew_inbox i WHERE i.done_at IS NULL AND jsonb_exists(i.event->'dedupe', s.key)) "
+                "AND NOT (s.key = ANY(%s))",
                 (time.time() - self.redelivery_window, list(keep)),
             )
             return cur.rowcount

@@ -39,7 +39,7 @@ from crewagent.core.api.tools import ToolHost
 from ..access import AccessPolicy
 from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
-from ..event_journal import EventJournal
+from ..inbox.file_inbox import FileInbox
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
 from ..threads.dedupe import Deduper
 from ..threads.channel_binding import BindingRuntime
@@ -455,10 +455,10 @@ def _build(
         admins=frozenset(config.access.admins),
     )
     surface = _agent_surface(config, work_client, io, board, bindings, engine)
-    journal = EventJournal(store.home / "slack" / "pending.sqlite") if shared is None else None  # embedded
+    inbox = FileInbox(store.home / "slack" / "inbox.sqlite") if shared is None else None  # embedded
     dispatcher = build_thread_work(
         config=config, engine=engine, bindings=bindings, store=thread_store, access=access,
-        inbound=Inbound(lanes, deduper, journal=journal, handover=handover, slots=slots),
+        inbound=Inbound(lanes, deduper, inbox=inbox, handover=handover, slots=slots),
         outbound=Outbound(io, board, surface),
     )
     home = wire_home(

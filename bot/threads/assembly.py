@@ -13,7 +13,7 @@ from ..completion.push import Deliveries
 from ..completion.feedback import FeedbackRecorder
 from ..completion.uploads import Uploads
 from ..config import BotConfig
-from ..event_journal import EventJournal
+from ..inbox.file_inbox import FileInbox
 from ..native.surface import AgentSurface
 from ..slack_io import SlackIO
 from ..status import StatusBoard
@@ -50,12 +50,12 @@ class Outbound:
 @dataclass(frozen=True)
 class Inbound:
     """How thread events come in: in order per thread (`lanes`), taken once (`deduper`), kept until run
-    (`journal`, embedded) or queued for the thread's lease holder (`handover`, replicas), and how many
+    (`inbox`, embedded) or queued for the thread's lease holder (`handover`, replicas), and how many
     runs may pump at once (`slots`: local unless replicas share them)."""
 
     lanes: ThreadLanes
     deduper: Deduper
-    journal: EventJournal | None = None
+    inbox: FileInbox | None = None
     handover: Handover | None = None
     slots: Slots | None = None
 
@@ -93,13 +93,13 @@ def build_thread_work(
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(
         config=config, store=store, access=access, deduper=deduper, notes=notes, io=io,
-        claim_when_durable=inbound.journal is not None,  # embedded: an event cut off mid-reply is still in the journal
+        claim_when_durable=inbound.inbox is not None,  # embedded: an event cut off mid-reply still waits in the inbox
     )
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
     intake = ThreadIntake(
         config=config,
         state=state,
-        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, journal=inbound.journal),
+        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, inbox=inbound.inbox),
         access=access,
         notes=notes,
         pipeline=pipeline,

@@ -2,7 +2,7 @@
 
 Typed text the agent answers with a reply is done only when the reply's whole text is recorded: a
 process that dies while the reply streams has changed nothing the next start could build on, so the
-event (still kept in the embedded journal) must be handled again then. Its keys are therefore claimed
+event (still waiting in the embedded inbox) must be handled again then. Its keys are therefore claimed
 together with the reply's whole text (the outbox entry carries them, bot.outbox), at the first output
 that changes more than a reply (a run took the text, a menu was shown: from then on a redo would do
 it twice), or when the call ends, whichever comes first. Text for a run in progress is claimed when it is

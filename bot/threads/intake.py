@@ -1,8 +1,9 @@
 """Where Slack work enters the thread work: a reply, a click or a form answer becomes a `ThreadEvent`
 (typed text is parsed for its `*command` there, once) and is queued on the thread's lane, or, with
 replicas, in Postgres for whichever replica drives the thread, before Slack gets its ack. Without a
-database, what goes on a lane is first kept in a local file until the lane has run it
-(bot.threads.pending_events), so a restart, even after kill -9, still handles it.
+database, what goes on a lane is first kept in the local inbox until the lane has run it
+(bot.threads.pending_events), so a restart, even after kill -9, still handles it; a redelivery the
+inbox has already is acknowledged and not queued again.
 
 `*pause` / `*stop` of a pumping run skip the lane so they reach the run at once. What happens once
 the lane runs an event: bot.threads.thread_pipeline.

@@ -1,7 +1,8 @@
-"""Embedded mode (no database): a thread event queued on its lane is kept in a local file
-(`<home>/slack/pending.sqlite`) from before Slack gets its ack until the lane has run it, so a
-kill -9 while it waits behind a pumping run loses nothing. At start-up, after interrupted runs are
-resumed, what is still kept goes to its thread's lane again, oldest first.
+"""Embedded mode (no database): a thread event queued on its lane is kept in the local inbox
+(`<home>/slack/inbox.sqlite`, bot.inbox.file_inbox) from before Slack gets its ack until the lane has
+run it, so a kill -9 while it waits behind a pumping run loses nothing. A redelivery of an event the
+inbox has (waiting, or handled within the redelivery window) is acknowledged and not queued again. At
+start-up, after interrupted runs are resumed, what still waits goes to its thread's lane again, oldest first.
 
 A replay may meet an event that a previous process had already decided (it died between the
 decision and forgetting the event). Every event that goes through here carries dedupe keys,
@@ -14,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from functools import partial
 
+import sqlalchemy as sa
+
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
-from ..event_journal import EventJournal
+from ..inbox.file_inbox import FileInbox
 from .lanes import ThreadLanes
 
 log = logging.getLogger(__name__)
@@ -29,17 +31,17 @@ RunEvent = Callable[[ThreadEvent], Awaitable[None]]
 
 
 class PendingEvents:
-    """Queues thread events on their lanes, kept in `journal` until run (in memory only without one)."""
+    """Queues thread events on their lanes, kept in `inbox` until run (in memory only without one)."""
 
-    def __init__(self, *, lanes: ThreadLanes, run: RunEvent, journal: EventJournal | None) -> None:
+    def __init__(self, *, lanes: ThreadLanes, run: RunEvent, inbox: FileInbox | None) -> None:
         self.lanes = lanes
         self.run = run
-        self.journal = journal
+        self.inbox = inbox
 
     async def queue(self, key: ThreadKey, event: ThreadEvent) -> None:
-        """Keep `event`, then queue it behind the thread's earlier work. Raises when it cannot be kept:
-        then Slack gets no ack and delivers it again."""
-        if self.journal is None:
+        """Keep `event`, then queue it behind the thread's earlier work; one the inbox has already is not
+        run again. Raises when it cannot be kept: then Slack gets no ack and delivers it again."""
+        if self.inbox is None:
             self.lanes.submit(key, partial(self.run, event))
             return
         # The lane place is taken now, in arrival order (a later event's write may finish first); the job
@@ -48,23 +50,23 @@ class PendingEvents:
         self.lanes.submit(key, partial(self._run_when_kept, kept, event))
         seq: int | None = None
         try:
-            seq = await self.journal.add(event)
+            seq = await self.inbox.add(event)
         finally:
-            kept.set_result(seq)  # None: not kept, so not acknowledged (the error goes on): Slack delivers it again
+            kept.set_result(seq)  # None: a redelivery (acknowledged), or not kept (the error goes on: no ack)
 
     async def replay(self) -> list[ThreadEvent]:
         """Queue what a previous process kept but did not finish, oldest first. Returns those events."""
-        if self.journal is None:
+        if self.inbox is None:
             return []
-        kept = await self.journal.waiting()
+        kept = await self.inbox.waiting()
         for seq, event, _ in kept:
             self.lanes.submit(event.key, partial(self._run_kept, seq, event))
         return [event for _, event, _ in kept]
 
     async def close(self) -> None:
         """At shutdown, once the lanes are closed: what is still kept waits for the next start."""
-        if self.journal is not None:
-            await self.journal.close()
+        if self.inbox is not None:
+            await self.inbox.close()
 
     async def _run_when_kept(self, kept: asyncio.Future[int | None], event: ThreadEvent) -> None:
         seq = await kept
@@ -72,7 +74,7 @@ class PendingEvents:
             await self._run_kept(seq, event)
 
     async def _run_kept(self, seq: int, event: ThreadEvent) -> None:
-        """Run the event, then forget it, also when it failed (the lane logs that): a failing event
+        """Run the event, then mark it done, also when it failed (the lane logs that): a failing event
         replayed at every start would fail again. A cancelled one (shutdown) stays for the next start."""
         try:
             await self.run(event)
@@ -82,12 +84,12 @@ class PendingEvents:
                 await self._forget(seq)
 
     async def _forget(self, seq: int) -> None:
-        assert self.journal is not None
+        assert self.inbox is not None
         try:
-            await self.journal.done(seq)
-        except (OSError, sqlite3.Error, TimeoutError) as exc:
+            await self.inbox.done(seq)
+        except (OSError, sa.exc.SQLAlchemyError, TimeoutError) as exc:
             # Harmless: the next start replays it, and its claimed dedupe keys make that replay a no-op.
             log.warning(
                 "a handled thread event is still kept as pending",
-                extra={"path": str(self.journal.path), "error": str(exc)},
+                extra={"path": str(self.inbox.path), "error": str(exc)},
             )

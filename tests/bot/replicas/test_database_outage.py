@@ -204,7 +204,7 @@ async def test_an_event_that_cannot_be_recorded_gets_no_ack_and_its_redelivery_i
     own_postgres: PostgresServer, project: Path, tmp_path: Path, spawn: Spawner
 ) -> None:
     database_url = own_postgres.url(own_postgres.create_database())
-    (tmp_path / "home-0" / "slack" / "journal.sqlite").mkdir(parents=True)  # the local journal cannot be written
+    (tmp_path / "home-0" / "slack" / "away-inbox.sqlite").mkdir(parents=True)  # the away-inbox cannot be written
     async with FakeSlack() as slack, ScriptedLLM() as llm, aiohttp.ClientSession() as http:
         llm.responder = hello_linear_responder()
         c = await start_cluster(spawn, project, tmp_path, slack, llm, http, database_url, count=1)

@@ -13,10 +13,11 @@ from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.base.thread import ThreadKey, ThreadRecord
 from crewagent.bot.outbox.courier import Courier
 from crewagent.bot.base.lease import HELD, Lease, LeaseLost
+from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.replicas.outbox_table import PostgresLedger
 from crewagent.bot.replicas.tables import FENCE_SQL
-from crewagent.bot.replicas.threads import PostgresThreadStore
+from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
 from crewagent.bot.slack_client import PacedWebClient
 from crewagent.core.base.atomic import append_line
 from crewagent.core.package.loader import load_package
@@ -32,6 +33,10 @@ pytestmark = pytest.mark.slow  # a real Postgres
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
 
+def inbox_on(pool: AsyncConnectionPool) -> DatabaseInbox:
+    return DatabaseInbox(pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
+
+
 async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_nothing_of_it_reaches_slack(
     async_pool: AsyncConnectionPool,
 ) -> None:
@@ -45,9 +50,9 @@ async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_no
             with pytest.raises(LeaseLost):
                 await Courier(client, PostgresLedger(async_pool, a)).post(KEY.channel, KEY.thread_ts, {"text": "late"})
             with pytest.raises(LeaseLost):
-                await a.next_event(old)
+                await inbox_on(async_pool).next_for(old)
             with pytest.raises(LeaseLost):
-                await a.done(old, 1)
+                await inbox_on(async_pool).done(old, 1)
         finally:
             HELD.reset(held)
         courier_a = Courier(client, PostgresLedger(async_pool, a))
@@ -65,8 +70,8 @@ async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_no
         try:
             b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
             await PostgresThreadStore(async_pool).put(ThreadRecord.new(KEY, owner="U1", binding="default"))
-            seq, _ = await b.next_event(new)  # type: ignore[misc]
-            await b.done(new, seq)
+            seq, _ = await inbox_on(async_pool).next_for(new)  # type: ignore[misc]
+            await inbox_on(async_pool).done(new, seq)
             assert await Courier(client, PostgresLedger(async_pool, b)).post(KEY.channel, KEY.thread_ts, {"text": "B"})
         finally:
             HELD.reset(held)
@@ -88,7 +93,7 @@ async def _taken_over_after_a_queued(pool: AsyncConnectionPool) -> tuple[Replica
         await conn.execute("INSERT INTO crew_replicas (id, heartbeat) VALUES ('a', now()), ('b', now())")
     old, _ = await a.acquire(KEY)
     assert old is not None
-    await a.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
+    await inbox_on(pool).push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
     held = HELD.set(old)
     try:
         slack_away = PacedWebClient(token=BOT_TOKEN, base_url="http://127.0.0.1:9/")  # nothing listens there
@@ -146,26 +151,26 @@ async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_onc
     async_pool: AsyncConnectionPool,
 ) -> None:
     a, old, new = await _taken_over_after_a_queued(async_pool)
-    b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")
+    inbox = inbox_on(async_pool)
     store, keys = PostgresThreadStore(async_pool), ["ev:Ev1", "msg:C1:1.2"]
     held = HELD.set(old)
     try:
         assert await store.claim(keys)  # A decides the event, then loses the thread before it is done
     finally:
         HELD.reset(held)
-    for text in ("answer", "answer, delivered again by Slack"):  # A took the first out but never marked it done
-        await b.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text=text, dedupe=keys))
+    # A took the event out but never marked it done; Slack's redelivery of it is not queued again.
+    assert await inbox.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="answer", dedupe=keys))
+    assert not await inbox.push(
+        ThreadEvent(kind="text", thread=str(KEY), user="U1", text="answer, delivered again by Slack", dedupe=keys)
+    )
     held = HELD.set(new)
     try:
-        seq, _ = await b.next_event(new)  # type: ignore[misc]
-        await b.done(new, seq)  # the event queued before (no dedupe keys)
-        seq, event = await b.next_event(new)  # type: ignore[misc]
+        seq, _ = await inbox.next_for(new)  # type: ignore[misc]
+        await inbox.done(new, seq)  # the event queued before (no dedupe keys)
+        seq, event = await inbox.next_for(new)  # type: ignore[misc]
         assert event is not None and await store.claim(event.dedupe), "B handles what A never finished"
-        await b.done(new, seq)
-        seq, event = await b.next_event(new)  # type: ignore[misc]
-        assert event is not None and not await store.claim(event.dedupe), "the redelivery does nothing"
-        await b.done(new, seq)
-        assert await b.next_event(new) is None
+        await inbox.done(new, seq)
+        assert await inbox.next_for(new) is None, "the redelivery does nothing"
     finally:
         HELD.reset(held)
     # Done is for good: a later holder never handles it again.

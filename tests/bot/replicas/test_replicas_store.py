@@ -14,12 +14,13 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from crewagent.bot.outbox.entry import OutboxEntry
+from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.replicas.slots import GlobalSlots
-from crewagent.bot.replicas.tables import REPLICA_SCHEMA
+from crewagent.bot.replicas.tables import FENCE_SQL, REPLICA_SCHEMA
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.base.thread import ThreadKey, ThreadRecord
 from crewagent.bot.threads.store import ThreadStore
-from crewagent.bot.replicas.threads import PostgresThreadStore
+from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
 from crewagent.cli.main import main as cli_main
 from crewagent.core.base.atomic import append_line, atomic_write_text
 from crewagent.core.store.database import open_pool
@@ -129,18 +130,20 @@ async def test_threads_with_queued_events_or_a_running_run_and_no_live_driver_ar
     from crewagent.bot.base.event import ThreadEvent
 
     a = Replicas(async_pool, "", lease_seconds=30, replica_id="a")
+    inbox = DatabaseInbox(async_pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
     async with async_pool.connection() as conn:
         await conn.execute("INSERT INTO crew_replicas (id) VALUES ('a')")
-    await a.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
+    await inbox.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi"))
     assert await a.orphans() == [str(KEY)]
     lease = (await a.acquire(KEY))[0]
     assert lease is not None
     assert await a.orphans() == []
-    seq, event = await a.next_event(lease)  # type: ignore[misc]
+    seq, event = await inbox.next_for(lease)  # type: ignore[misc]
     assert event is not None and event.text == "hi"
-    await a.done(lease, seq)
-    assert await a.next_event(lease) is None
+    await inbox.done(lease, seq)
+    assert await inbox.next_for(lease) is None
     await a.release(KEY)
+    assert await a.orphans() == [], "a handled event, kept for the redelivery window, needs no driver"
 
     runtime = PostgresRuntimeStore(sync_pool, tmp_path / "home")
     try:
@@ -246,10 +249,11 @@ async def test_signals_arrive_again_after_the_listening_connection_drops(
     async def tick() -> None:
         return None
 
+    inbox = DatabaseInbox(async_pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
     await a.start(on_inbox=lambda key: None, on_control=received.put_nowait, on_tick=tick, on_lost=lambda: None)
     try:
         stop = ThreadEvent(kind="text", thread=str(KEY), user="U1", text="*stop")
-        await a.push(stop, stop)
+        await inbox.push(stop, stop)
         assert (await asyncio.wait_for(received.get(), 20))["text"] == "*stop"
         async with async_pool.connection() as conn:  # what a Postgres restart or a network cut does to it
             cur = await conn.execute(
@@ -259,7 +263,7 @@ async def test_signals_arrive_again_after_the_listening_connection_drops(
             assert await cur.fetchall() == [(True,)]
         async with asyncio.timeout(30):
             while True:
-                await a.push(stop, stop)  # sent until the new connection listens
+                await inbox.push(stop, stop)  # sent until the new connection listens (each a new event)
                 try:
                     assert (await asyncio.wait_for(received.get(), 0.5))["text"] == "*stop"
                     break

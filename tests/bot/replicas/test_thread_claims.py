@@ -9,8 +9,10 @@ from psycopg_pool import AsyncConnectionPool
 from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.base.lease import HELD
 from crewagent.bot.base.thread import ThreadKey
+from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.replicas.membership import Replicas
-from crewagent.bot.replicas.threads import PostgresThreadStore
+from crewagent.bot.replicas.tables import FENCE_SQL
+from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
 
 pytestmark = pytest.mark.slow  # a real Postgres
 
@@ -31,7 +33,7 @@ async def test_a_claim_is_kept_while_its_event_waits_or_its_work_is_unsettled_an
             assert await store.claim([key], final=final)
     finally:
         HELD.reset(held)
-    await replica.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi", dedupe=["ev:queued"]))
+    await DatabaseInbox(async_pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL).push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi", dedupe=["ev:queued"]))
     async with async_pool.connection() as conn:
         await conn.execute(
             "UPDATE crew_seen SET at = at - 7 * 3600 WHERE key IN ('ev:queued', 'ev:unsettled', 'ev:done')"

@@ -1,5 +1,6 @@
-"""Embedded mode keeps every thread event queued on a lane in `<home>/slack/pending.sqlite` until the
-lane has run it; a new process replays what is left, oldest first, and skips what was already decided."""
+"""Embedded mode keeps every thread event queued on a lane in the inbox (`<home>/slack/inbox.sqlite`)
+until the lane has run it; a new process replays what still waits, oldest first, and skips what was
+already decided."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.render.modals import decode_context
 from crewagent.bot.base.thread import ThreadKey
-from crewagent.bot.event_journal import EventJournal
+from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.threads.lanes import ThreadLanes
 from crewagent.bot.threads.pending_events import PendingEvents
 from crewagent.bot.threads.store import ThreadStore
@@ -30,9 +31,9 @@ def text_event(key: ThreadKey, text: str) -> ThreadEvent:
 
 
 def kept_texts(path: Path) -> list[str]:
-    """What the file holds, read the way a new process would (its own connection)."""
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT event FROM journal ORDER BY seq").fetchall()
+    """What waits in the file, read the way a new process would (its own connection)."""
+    with closing(sqlite3.connect(path)) as db:
+        rows = db.execute("SELECT event FROM crew_inbox WHERE done_at IS NULL ORDER BY seq").fetchall()
     return [ThreadEvent.model_validate_json(row[0]).text for row in rows]
 
 
@@ -54,10 +55,10 @@ class Recorder:
 
 
 async def test_an_event_is_kept_before_queue_returns_and_forgotten_once_its_lane_ran_it(tmp_path: Path) -> None:
-    path = tmp_path / "slack" / "pending.sqlite"
+    path = tmp_path / "slack" / "inbox.sqlite"
     lanes = ThreadLanes()
     work = Recorder(fail_on="second")
-    pending = PendingEvents(lanes=lanes, run=work, journal=EventJournal(path))
+    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
 
     await pending.queue(KEY, text_event(KEY, "first"))
     await pending.queue(KEY, text_event(KEY, "second"))  # waits behind "first" on the same lane
@@ -69,41 +70,41 @@ async def test_an_event_is_kept_before_queue_returns_and_forgotten_once_its_lane
     work.release.set()
     assert await lanes.idle(WAIT)
     assert sorted(work.seen) == ["first", "second", "third"]
-    assert kept_texts(path) == []  # a failed event is forgotten too: it would fail at every start
+    assert kept_texts(path) == []  # a failed event is done too: it would fail at every start
 
 
 async def test_a_new_process_replays_what_is_kept_oldest_first(tmp_path: Path) -> None:
-    path = tmp_path / "slack" / "pending.sqlite"
-    previous = EventJournal(path)  # the process that died
+    path = tmp_path / "slack" / "inbox.sqlite"
+    previous = FileInbox(path)  # the process that died
     for text in ("one", "two", "three"):
         await previous.add(text_event(KEY, text))
 
     lanes = ThreadLanes()
     work = Recorder()
     work.release.set()
-    pending = PendingEvents(lanes=lanes, run=work, journal=EventJournal(path))
+    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
     assert len(await pending.replay()) == 3
     assert await lanes.idle(WAIT)
     assert work.seen == ["one", "two", "three"]
     assert kept_texts(path) == []
-    assert await PendingEvents(lanes=lanes, run=work, journal=EventJournal(path)).replay() == []
+    assert await PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path)).replay() == []
 
 
 async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_the_caller(tmp_path: Path) -> None:
-    path = tmp_path / "slack" / "pending.sqlite"
+    path = tmp_path / "slack" / "inbox.sqlite"
     path.mkdir(parents=True)  # a directory where the file should be: sqlite cannot open it
     lanes = ThreadLanes()
     work = Recorder()
-    pending = PendingEvents(lanes=lanes, run=work, journal=EventJournal(path))
-    with pytest.raises(sqlite3.Error):
+    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
+    with pytest.raises(OSError):
         await pending.queue(KEY, text_event(KEY, "lost?"))
     assert await lanes.idle(WAIT)
     assert work.seen == []  # never run: Slack delivers it again
 
 
 async def test_a_replayed_text_event_that_was_already_decided_is_skipped(project: Path) -> None:
-    """The previous process decided the reply (its dedupe keys are claimed) but died before forgetting
-    it: the replay skips it, while a reply it never got to still reaches the run."""
+    """The previous process decided the reply (its dedupe keys are claimed) but died before marking it
+    done: the replay skips it, while a reply it never got to still reaches the run."""
     async with bot_harness(project, ("multi-workflows",)) as h:
         h.llm.responder = hello_linear_responder()
         top = await h.start_waiting_run("hello-linear")
@@ -113,23 +114,21 @@ async def test_a_replayed_text_event_that_was_already_decided_is_skipped(project
         assert await h.event(envelope) == 200
         await h.posted_text("Result: artifacts/hello-linear/result.md")
         assert h.bot is not None
-        path = h.bot.engine.store.home / "slack" / "pending.sqlite"
+        path = h.bot.engine.store.home / "slack" / "inbox.sqlite"
         await close_bot(h.bot)
 
         key = ThreadKey(envelope["team_id"], "C1", top)
-        decided = ThreadEvent(
-            kind="text", thread=str(key), user="U1", text=HELLO_LINEAR_ANSWER, message_ts=ts,
-            dedupe=[f"ev:{envelope['event_id']}", f"msg:C1:{ts}"],
-        )
         later_ts = new_ts()
         question = "Which format did you pick?"
         never_run = ThreadEvent(
             kind="text", thread=str(key), user="U1", text=question, message_ts=later_ts, dedupe=[f"msg:C1:{later_ts}"]
         )
-        assert kept_texts(path) == []  # the first process forgot what it ran
-        journal = EventJournal(path)
-        await journal.add(decided)
-        await journal.add(never_run)
+        assert kept_texts(path) == []  # the first process marked done what it ran
+        with closing(sqlite3.connect(path)) as db, db:  # as if it had died before marking it done
+            db.execute("UPDATE crew_inbox SET done_at = NULL WHERE delivery = ?", (f"msg:C1:{ts}",))
+        inbox = FileInbox(path)
+        await inbox.add(never_run)
+        await inbox.close()
 
         asked = len(h.llm.requests)
         bot = await h.start()
@@ -172,15 +171,16 @@ async def test_a_replayed_form_answer_that_was_already_decided_is_skipped(projec
         later = ThreadEvent(
             kind="text", thread=context.s, user="U1", text=typed, message_ts=new_ts(), dedupe=[f"msg:{typed}"]
         )
-        journal = EventJournal(home / "slack" / "pending.sqlite")
-        await journal.add(decided)
-        await journal.add(later)
+        inbox = FileInbox(home / "slack" / "inbox.sqlite")
+        await inbox.add(decided)
+        await inbox.add(later)
+        await inbox.close()
 
         h.llm.add_reply("Thanks, TaskNest with 4 people it is.")
         asked = len(h.llm.requests)
         bot = await h.start()
         assert await bot.idle(WAIT)
-        assert kept_texts(home / "slack" / "pending.sqlite") == []
+        assert kept_texts(home / "slack" / "inbox.sqlite") == []
         after = h.llm.requests[asked:]
         assert len(after) == 1 and typed in user_texts(after[0])[-1]
         assert "TaskNest" not in "".join(user_texts(after[0])[:-1])  # the form's answer never reached the agent
@@ -198,7 +198,7 @@ async def test_a_reply_that_cannot_be_kept_gets_no_ack_and_its_redelivery_is_han
         h.slack.add_message("C1", HELLO_LINEAR_ANSWER, ts=ts, thread_ts=top)
         envelope = message_event(HELLO_LINEAR_ANSWER, ts=ts, thread_ts=top)
         # Another writer holds the file's write lock (a stuck disk, a backup tool): nothing can be kept.
-        with closing(sqlite3.connect(h.bot.engine.store.home / "slack" / "pending.sqlite", isolation_level=None)) as db:
+        with closing(sqlite3.connect(h.bot.engine.store.home / "slack" / "inbox.sqlite", isolation_level=None)) as db:
             db.execute("BEGIN EXCLUSIVE")
             assert await h.event(envelope) == 500  # Slack delivers it again
             db.execute("ROLLBACK")
@@ -210,27 +210,3 @@ async def test_a_reply_that_cannot_be_kept_gets_no_ack_and_its_redelivery_is_han
         await h.posted_text("Result: artifacts/hello-linear/result.md")
         answered = [body for body in h.llm.requests if user_inputs(body)[-1:] == [HELLO_LINEAR_ANSWER]]
         assert len(answered) == 1
-
-
-async def test_a_kept_event_that_cannot_be_read_is_dropped_not_replayed_forever(tmp_path: Path) -> None:
-    path = tmp_path / "slack" / "pending.sqlite"
-    journal = EventJournal(path)
-    await journal.add(text_event(KEY, "readable"))
-    with sqlite3.connect(path) as db:
-        db.execute("INSERT INTO journal (event) VALUES (?)", ('{"kind": "unknown"}',))
-    kept = await EventJournal(path).waiting()
-    assert [event.text for _, event, _ in kept] == ["readable"]
-    assert kept_texts(path) == ["readable"]
-
-
-async def test_events_kept_at_once_get_their_places_in_the_order_they_came(tmp_path: Path) -> None:
-    path = tmp_path / "slack" / "pending.sqlite"
-    journal = EventJournal(path)
-    texts = [f"event {n}" for n in range(50)]
-    seqs = await asyncio.gather(*(journal.add(text_event(KEY, text)) for text in texts))
-    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
-    assert kept_texts(path) == texts
-    await asyncio.gather(*(journal.done(seq) for seq in seqs[::2]))
-    assert kept_texts(path) == texts[1::2]
-    await journal.close()
-    assert [event.text for _, event, _ in await EventJournal(path).waiting()] == texts[1::2]

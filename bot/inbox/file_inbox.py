@@ -1,0 +1,217 @@
+"""The inbox on a local SQLite file, so a process that dies (even by kill -9) loses no thread work
+Slack was told it has. Two files that never mix, one table (bot.inbox.records):
+
+- `<home>/slack/inbox.sqlite` (embedded, no database): every event queued on a thread's lane, until
+  the lane has run it (bot.threads.pending_events); a start runs what is still waiting.
+- `<home>/slack/away-inbox.sqlite` (replicas): events taken while the database was away, until they
+  are forwarded to the Postgres inbox (bot.replicas.handover). Slack redelivers an event it got no
+  answer for only after about a minute, then five; an owner's answer would wait that long after a
+  short outage otherwise.
+
+One worker thread of its own owns the connection (WAL), so a write never queues behind other thread
+work, and each caller waits with a timeout. Writes that arrive while one is under way are committed
+together in the next transaction (one fsync for a burst of events, not one each), so a burst of acks
+stays fast. An event that cannot be written here is not acknowledged (Slack sends it again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+
+from ..base.event import REDELIVERY_WINDOW, ThreadEvent
+from .records import MARK_DONE, PRUNE, WAITING, Queued, add_statement, metadata, new_row, read_row, sqlite_insert
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT = 5.0  # seconds a caller waits
+LOCK_TIMEOUT = 2.0  # seconds sqlite waits for a lock: a locked file fails the call before the caller gives up
+PRUNE_EVERY = 60.0  # seconds between two prunes of rows whose redelivery window has passed
+
+T = TypeVar("T")
+Change = dict[str, Any] | int  # a row to add, or the seq of one that is done
+Pending = tuple[Change, asyncio.Future[int | None]]
+ADD = add_statement(sqlite_insert)
+
+
+class FileInbox:
+    def __init__(self, path: Path, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
+        self.path = path
+        self.redelivery_window = redelivery_window
+        self.waiting_count = 0  # rows waiting here (as far as this process knows)
+        self._queued: list[Pending] = []  # for the next transaction; shared with the worker thread
+        self._lock = threading.Lock()  # guards _queued and _flushing
+        self._flushing = False  # a flush is queued on (or running in) the worker thread
+        self._pruned = -math.inf  # monotonic time of the last prune (worker thread only): the first write prunes
+        # One worker thread owns the connection (sqlite wants one writer); nothing else waits in its queue.
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-inbox")
+        self._engine = sa.create_engine(
+            f"sqlite:///{path}", poolclass=sa.pool.NullPool,
+            connect_args={"timeout": LOCK_TIMEOUT, "check_same_thread": False},
+        )
+        self._db: sa.Connection | None = None  # opened on first use; reopened after a failure
+
+    async def add(self, event: ThreadEvent, control: ThreadEvent | None = None) -> int | None:
+        """Keep the event; returns its seq (for `done`), or None when its delivery is here already (a
+        redelivery: nothing is queued, Slack still gets its ack). Raises OSError / SQLAlchemyError /
+        TimeoutError when it cannot be kept (then it is not acked)."""
+        seq = await self._write(new_row(event, control))
+        if seq is not None:
+            self.waiting_count += 1
+        return seq
+
+    async def waiting(self) -> list[Queued]:
+        """What waits, oldest first; a row another version wrote that cannot be read is marked done."""
+        try:
+            rows = await self._call(lambda db: list(db.execute(WAITING)))
+        except (OSError, sa.exc.SQLAlchemyError) as exc:  # not a file we can read: nothing was kept in it either
+            log.error("the local inbox cannot be read", extra={"path": str(self.path), "error": str(exc)})
+            return []
+        found: list[Queued] = []
+        for seq, event, control in rows:
+            if (queued := read_row(seq, event, control)) is not None:
+                found.append(queued)
+            else:
+                log.error("a kept event cannot be read and is dropped", extra={"path": str(self.path), "seq": seq})
+                await self.done(seq)
+        self.waiting_count = len(found)
+        return found
+
+    async def done(self, seq: int) -> None:
+        """The row's work is done: it stays for the redelivery window (a late redelivery finds it)."""
+        await self._write(seq)
+        self.waiting_count = max(0, self.waiting_count - 1)
+
+    async def close(self) -> None:
+        """Close the file (at shutdown); what waits stays kept."""
+
+        def close(db: sa.Connection) -> None:
+            db.close()
+            self._db = None
+
+        if self._db is not None:
+            await self._call(close, transaction=False)
+        self._worker.shutdown(wait=False)
+        self._engine.dispose()
+
+    async def _write(self, change: Change) -> int | None:
+        """Queue `change` for the next transaction and wait for it. The worker thread settles the caller's
+        future itself: no task in between, so a busy event loop adds as few turns as possible to an ack."""
+        written: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._queued.append((change, written))
+            start, self._flushing = not self._flushing, True
+        if start:
+            try:
+                self._worker.submit(self._flush)
+            except RuntimeError:  # closed: nothing can be kept any more
+                with self._lock:
+                    self._queued, self._flushing = [], False
+                raise
+        async with asyncio.timeout(CALL_TIMEOUT):  # a caller that gives up cancels only its wait
+            return await written
+
+    def _flush(self) -> None:
+        """On the worker thread: commit what is queued, one transaction a round, until nothing is."""
+        with ExitStack() as on_failure:  # a flush that dies lets the next add start another
+            on_failure.callback(self._stop_flushing)
+            while True:
+                with self._lock:
+                    batch, self._queued = self._queued, []
+                    if not batch:
+                        self._flushing = False
+                        on_failure.pop_all()
+                        return
+                changes = [change for change, _ in batch]
+                outcome: list[int | None] | OSError | sa.exc.SQLAlchemyError
+                try:
+                    outcome = self._in_transaction(lambda db: self._apply(db, changes))
+                except (OSError, sa.exc.SQLAlchemyError) as exc:
+                    outcome = exc
+                try:
+                    batch[0][1].get_loop().call_soon_threadsafe(_settle, batch, outcome)
+                except RuntimeError:  # the event loop is closed: nobody waits any more
+                    pass
+
+    def _apply(self, db: sa.Connection, changes: list[Change]) -> list[int | None]:
+        """The seq of each row added (None for a delivery already here), None for each one done; rows
+        whose redelivery window passed go at most once every PRUNE_EVERY seconds."""
+        seqs: list[int | None] = []
+        now = time.time()
+        for change in changes:
+            if isinstance(change, int):
+                db.execute(MARK_DONE, {"done_seq": change, "done_time": now})
+                seqs.append(None)
+            else:
+                seqs.append(db.execute(ADD, change).scalar())
+        if time.monotonic() - self._pruned > PRUNE_EVERY:
+            self._pruned = time.monotonic()
+            db.execute(PRUNE, {"done_before": now - self.redelivery_window})
+        return seqs
+
+    def _stop_flushing(self) -> None:
+        with self._lock:
+            self._flushing = False
+
+    async def _call(self, work: Callable[[sa.Connection], T], *, transaction: bool = True) -> T:
+        """`work` on the worker thread with the open connection (in one transaction), within CALL_TIMEOUT."""
+        future = asyncio.get_running_loop().run_in_executor(
+            self._worker, self._in_transaction if transaction else self._without_transaction, work
+        )
+        return await asyncio.wait_for(future, CALL_TIMEOUT)
+
+    def _in_transaction(self, work: Callable[[sa.Connection], T]) -> T:
+        db = self._db or self._open()
+        try:
+            with db.begin():
+                return work(db)
+        except sa.exc.SQLAlchemyError:
+            db.close()  # a fresh connection next time (the file may have been replaced or repaired)
+            self._db = None
+            raise
+
+    def _without_transaction(self, work: Callable[[sa.Connection], T]) -> T:
+        return work(self._db or self._open())
+
+    def _open(self) -> sa.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = self._engine.connect()
+        try:
+            db.exec_driver_sql("PRAGMA journal_mode=WAL")
+            db.exec_driver_sql("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a kill -9 (a power cut may lose the last)
+            metadata.create_all(db)
+            db.commit()
+        except sa.exc.SQLAlchemyError:
+            db.close()
+            raise
+        self._db = db
+        return db
+
+
+def _settle(batch: list[Pending], outcome: list[int | None] | OSError | sa.exc.SQLAlchemyError) -> None:
+    """On the event loop: each caller gets its seq, or the error (a fresh one each) that kept it out."""
+    for index, (_, written) in enumerate(batch):
+        if written.done():  # its caller gave up waiting
+            continue
+        if isinstance(outcome, list):
+            written.set_result(outcome[index])
+        else:
+            written.set_exception(_fresh(outcome))
+
+
+def _fresh(error: OSError | sa.exc.SQLAlchemyError) -> Exception:
+    """A copy of `error` for one caller (an exception object must not be raised in two tasks)."""
+    try:
+        return type(error)(*error.args)
+    except TypeError:  # SQLAlchemy's DBAPI wrappers take more than their message
+        return OSError(str(error))
