@@ -21,7 +21,8 @@ from ..base.event import REDELIVERY_WINDOW, ThreadEvent
 from ..base.lease import Lease, LeaseLost
 from ..base.thread import ThreadKey
 from .records import (
-    MARK_DONE, PRUNE, THREAD_WAITING, add_statement, compiled_for_postgres, inbox, new_row, postgres_insert, read_row,
+    MARK_DONE, POSTGRES, PRUNE, THREAD_WAITING, Compiled, add_statement, compiled, inbox, new_row, postgres_insert,
+    read_row,
 )
 
 INBOX_CHANNEL = "crew_inbox"
@@ -44,8 +45,8 @@ class DatabaseInbox:
         fenced = sa.text(fence.format(key=":fence_key", epoch=":fence_epoch"))
         queued = add_statement(postgres_insert).returning(inbox.c.thread_key).cte("queued")
         notify = sa.func.pg_notify(INBOX_CHANNEL, queued.c.thread_key)
-        self._push = compiled_for_postgres(sa.select(queued.c.seq, notify))
-        self._push_with_control = compiled_for_postgres(
+        self._push = _for_postgres(sa.select(queued.c.seq, notify))
+        self._push_with_control = _for_postgres(
             sa.select(queued.c.seq, notify, sa.func.pg_notify(CONTROL_CHANNEL, sa.bindparam("control_signal")))
         )
         first = (
@@ -53,24 +54,21 @@ class DatabaseInbox:
             .where(inbox.c.thread_key == _leases.c.thread_key, inbox.c.done_at.is_(None))
             .order_by(inbox.c.seq).limit(1).lateral("waiting")
         )
-        self._next = compiled_for_postgres(
+        self._next = _for_postgres(
             sa.select(_leases.c.epoch == sa.bindparam("fence_epoch"), first.c.seq, first.c.event)
             .select_from(_leases.outerjoin(first, sa.true()))
             .where(_leases.c.thread_key == sa.bindparam("fence_key"))
         )
-        self._done = compiled_for_postgres(MARK_DONE.where(fenced).returning(inbox.c.event))
-        self._waiting = compiled_for_postgres(THREAD_WAITING)
-        self._prune = compiled_for_postgres(PRUNE)
+        self._done = _for_postgres(MARK_DONE.where(fenced).returning(inbox.c.event))
+        self._waiting = _for_postgres(THREAD_WAITING)
+        self._prune = _for_postgres(PRUNE)
 
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> bool:
         """Queue the event behind the thread's earlier ones and wake whoever drives the thread (with
         `control`, tell every replica, this one too). One statement, one round trip (the ack waits for
         it). False when its delivery is in the inbox already: nothing is queued or signalled.
         psycopg.OperationalError (PoolTimeout included) when Postgres does not take it within PUSH_TIMEOUT."""
-        row = new_row(event, control)
-        args: dict[str, Any] = {
-            **row, "event": Jsonb(row["event"]), "control": Jsonb(row["control"]) if control is not None else None,
-        }
+        args: dict[str, Any] = new_row(event, control, _jsonb)
         if control is not None:
             args["control_signal"] = control.model_dump_json()
         async with self.pool.connection(timeout=PUSH_TIMEOUT) as conn:
@@ -116,3 +114,11 @@ class DatabaseInbox:
         async with self.pool.connection() as conn:
             cur = await conn.execute(self._prune.sql, self._prune.args({"done_before": time.time() - self.redelivery_window}))
             return cur.rowcount
+
+
+def _for_postgres(statement: Any) -> Compiled:
+    return compiled(statement, POSTGRES)
+
+
+def _jsonb(event: ThreadEvent) -> Jsonb:
+    return Jsonb(event.model_dump(mode="json"))

@@ -8,6 +8,9 @@ Slack was told it has. Two files that never mix, one table (bot.inbox.records):
   answer for only after about a minute, then five; an owner's answer would wait that long after a
   short outage otherwise.
 
+What still waits in the file an earlier version kept instead (`pending.sqlite`, `journal.sqlite`:
+`earlier`) is taken over when the inbox first opens, and that file removed.
+
 One worker thread of its own owns the connection (WAL), so a write never queues behind other thread
 work, and each caller waits with a timeout. Writes that arrive while one is under way are committed
 together in the next transaction (one fsync for a burst of events, not one each), so a burst of acks
@@ -19,18 +22,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import sqlalchemy as sa
-
 from ..base.event import REDELIVERY_WINDOW, ThreadEvent
-from .records import MARK_DONE, PRUNE, WAITING, Queued, add_statement, metadata, new_row, read_row, sqlite_insert
+from .records import (
+    MARK_DONE, PRUNE, SQLITE, WAITING, Queued, add_statement, compiled, created, new_row, read_row, sqlite_insert,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +45,16 @@ PRUNE_EVERY = 60.0  # seconds between two prunes of rows whose redelivery window
 T = TypeVar("T")
 Change = dict[str, Any] | int  # a row to add, or the seq of one that is done
 Pending = tuple[Change, asyncio.Future[int | None]]
-ADD = add_statement(sqlite_insert)
+ADD, DONE, DROP_OLD, READ_WAITING = (
+    compiled(statement, SQLITE) for statement in (add_statement(sqlite_insert), MARK_DONE, PRUNE, WAITING)
+)
+SCHEMA = ";\n".join(created(SQLITE)) + ";"
 
 
 class FileInbox:
-    def __init__(self, path: Path, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
+    def __init__(self, path: Path, *, earlier: Path | None = None, redelivery_window: float = REDELIVERY_WINDOW) -> None:
         self.path = path
+        self.earlier = earlier
         self.redelivery_window = redelivery_window
         self.waiting_count = 0  # rows waiting here (as far as this process knows)
         self._queued: list[Pending] = []  # for the next transaction; shared with the worker thread
@@ -55,17 +63,13 @@ class FileInbox:
         self._pruned = -math.inf  # monotonic time of the last prune (worker thread only): the first write prunes
         # One worker thread owns the connection (sqlite wants one writer); nothing else waits in its queue.
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="file-inbox")
-        self._engine = sa.create_engine(
-            f"sqlite:///{path}", poolclass=sa.pool.NullPool,
-            connect_args={"timeout": LOCK_TIMEOUT, "check_same_thread": False},
-        )
-        self._db: sa.Connection | None = None  # opened on first use; reopened after a failure
+        self._db: sqlite3.Connection | None = None  # opened on first use; reopened after a failure
 
     async def add(self, event: ThreadEvent, control: ThreadEvent | None = None) -> int | None:
         """Keep the event; returns its seq (for `done`), or None when its delivery is here already (a
-        redelivery: nothing is queued, Slack still gets its ack). Raises OSError / SQLAlchemyError /
+        redelivery: nothing is queued, Slack still gets its ack). Raises OSError / sqlite3.Error /
         TimeoutError when it cannot be kept (then it is not acked)."""
-        seq = await self._write(new_row(event, control))
+        seq = await self._write(new_row(event, control, ThreadEvent.model_dump_json))
         if seq is not None:
             self.waiting_count += 1
         return seq
@@ -73,8 +77,8 @@ class FileInbox:
     async def waiting(self) -> list[Queued]:
         """What waits, oldest first; a row another version wrote that cannot be read is marked done."""
         try:
-            rows = await self._call(lambda db: list(db.execute(WAITING)))
-        except (OSError, sa.exc.SQLAlchemyError) as exc:  # not a file we can read: nothing was kept in it either
+            rows = await self._call(lambda db: list(db.execute(READ_WAITING.sql, READ_WAITING.fixed)))
+        except (OSError, sqlite3.Error) as exc:  # not a file we can read: nothing was kept in it either
             log.error("the local inbox cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
         found: list[Queued] = []
@@ -95,14 +99,13 @@ class FileInbox:
     async def close(self) -> None:
         """Close the file (at shutdown); what waits stays kept."""
 
-        def close(db: sa.Connection) -> None:
+        def close(db: sqlite3.Connection) -> None:
             db.close()
             self._db = None
 
         if self._db is not None:
             await self._call(close, transaction=False)
         self._worker.shutdown(wait=False)
-        self._engine.dispose()
 
     async def _write(self, change: Change) -> int | None:
         """Queue `change` for the next transaction and wait for it. The worker thread settles the caller's
@@ -133,72 +136,103 @@ class FileInbox:
                         on_failure.pop_all()
                         return
                 changes = [change for change, _ in batch]
-                outcome: list[int | None] | OSError | sa.exc.SQLAlchemyError
+                outcome: list[int | None] | OSError | sqlite3.Error
                 try:
                     outcome = self._in_transaction(lambda db: self._apply(db, changes))
-                except (OSError, sa.exc.SQLAlchemyError) as exc:
+                except (OSError, sqlite3.Error) as exc:
                     outcome = exc
                 try:
                     batch[0][1].get_loop().call_soon_threadsafe(_settle, batch, outcome)
                 except RuntimeError:  # the event loop is closed: nobody waits any more
                     pass
 
-    def _apply(self, db: sa.Connection, changes: list[Change]) -> list[int | None]:
+    def _apply(self, db: sqlite3.Connection, changes: list[Change]) -> list[int | None]:
         """The seq of each row added (None for a delivery already here), None for each one done; rows
         whose redelivery window passed go at most once every PRUNE_EVERY seconds."""
         seqs: list[int | None] = []
         now = time.time()
         for change in changes:
             if isinstance(change, int):
-                db.execute(MARK_DONE, {"done_seq": change, "done_time": now})
+                db.execute(DONE.sql, {"done_seq": change, "done_time": now})
                 seqs.append(None)
             else:
-                seqs.append(db.execute(ADD, change).scalar())
+                added = db.execute(ADD.sql, change).fetchone()
+                seqs.append(int(added[0]) if added is not None else None)
         if time.monotonic() - self._pruned > PRUNE_EVERY:
             self._pruned = time.monotonic()
-            db.execute(PRUNE, {"done_before": now - self.redelivery_window})
+            db.execute(DROP_OLD.sql, {"done_before": now - self.redelivery_window})
         return seqs
 
     def _stop_flushing(self) -> None:
         with self._lock:
             self._flushing = False
 
-    async def _call(self, work: Callable[[sa.Connection], T], *, transaction: bool = True) -> T:
+    async def _call(self, work: Callable[[sqlite3.Connection], T], *, transaction: bool = True) -> T:
         """`work` on the worker thread with the open connection (in one transaction), within CALL_TIMEOUT."""
         future = asyncio.get_running_loop().run_in_executor(
             self._worker, self._in_transaction if transaction else self._without_transaction, work
         )
         return await asyncio.wait_for(future, CALL_TIMEOUT)
 
-    def _in_transaction(self, work: Callable[[sa.Connection], T]) -> T:
+    def _in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         db = self._db or self._open()
         try:
-            with db.begin():
+            with db:
                 return work(db)
-        except sa.exc.SQLAlchemyError:
+        except sqlite3.Error:
             db.close()  # a fresh connection next time (the file may have been replaced or repaired)
             self._db = None
             raise
 
-    def _without_transaction(self, work: Callable[[sa.Connection], T]) -> T:
+    def _without_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return work(self._db or self._open())
 
-    def _open(self) -> sa.Connection:
+    def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = self._engine.connect()
+        db = sqlite3.connect(str(self.path), timeout=LOCK_TIMEOUT, check_same_thread=False)
         try:
-            db.exec_driver_sql("PRAGMA journal_mode=WAL")
-            db.exec_driver_sql("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a kill -9 (a power cut may lose the last)
-            metadata.create_all(db)
-            db.commit()
-        except sa.exc.SQLAlchemyError:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a kill -9 (a power cut may lose the last)
+            db.executescript(SCHEMA)
+            if self.earlier is not None and self.earlier.exists():
+                with db:
+                    taken = _take_over(db, self.earlier)
+                _remove(self.earlier)  # after the commit: a crash before it takes it over again, nothing twice
+                log.info("took over the events an earlier version kept", extra={"path": str(self.earlier), "count": taken})
+        except sqlite3.Error:
             db.close()
             raise
         self._db = db
         return db
 
 
-def _settle(batch: list[Pending], outcome: list[int | None] | OSError | sa.exc.SQLAlchemyError) -> None:
+def _take_over(db: sqlite3.Connection, earlier: Path) -> int:
+    """Queue what waits in an earlier version's journal file (table `journal`: seq, event, control)."""
+    with closing(sqlite3.connect(str(earlier), timeout=LOCK_TIMEOUT)) as old:
+        try:
+            rows = old.execute("SELECT event, control FROM journal ORDER BY seq").fetchall()
+        except sqlite3.OperationalError:  # not such a file: nothing to take over
+            return 0
+    taken = 0
+    for event, control in rows:
+        try:
+            row = new_row(
+                ThreadEvent.model_validate_json(event),
+                ThreadEvent.model_validate_json(control) if control else None,
+                ThreadEvent.model_dump_json,
+            )
+        except ValueError:
+            continue
+        taken += db.execute(ADD.sql, row).fetchone() is not None
+    return taken
+
+
+def _remove(earlier: Path) -> None:
+    for path in (earlier, earlier.with_name(earlier.name + "-wal"), earlier.with_name(earlier.name + "-shm")):
+        path.unlink(missing_ok=True)
+
+
+def _settle(batch: list[Pending], outcome: list[int | None] | OSError | sqlite3.Error) -> None:
     """On the event loop: each caller gets its seq, or the error (a fresh one each) that kept it out."""
     for index, (_, written) in enumerate(batch):
         if written.done():  # its caller gave up waiting
@@ -206,12 +240,4 @@ def _settle(batch: list[Pending], outcome: list[int | None] | OSError | sa.exc.S
         if isinstance(outcome, list):
             written.set_result(outcome[index])
         else:
-            written.set_exception(_fresh(outcome))
-
-
-def _fresh(error: OSError | sa.exc.SQLAlchemyError) -> Exception:
-    """A copy of `error` for one caller (an exception object must not be raised in two tasks)."""
-    try:
-        return type(error)(*error.args)
-    except TypeError:  # SQLAlchemy's DBAPI wrappers take more than their message
-        return OSError(str(error))
+            written.set_exception(type(outcome)(*outcome.args))

@@ -1,5 +1,7 @@
-"""The inbox's one table and its statements, written once with SQLAlchemy Core and compiled for
-SQLite (the embedded bot, a replica's away-inbox) and Postgres (replicas) alike.
+"""The inbox's one table and its statements, written once with SQLAlchemy Core and compiled once for
+each store: SQLite (the embedded bot, a replica's away-inbox) and Postgres (replicas). Each store
+runs the compiled text on its own driver (sqlite3 on a worker thread, the psycopg async pool), so an
+ack pays for no more than the driver call.
 
 A row is one unit of incoming thread work (a message, a mention of it, a click, a form, a stop) under
 its delivery id, Slack's own id for that unit: inserting a delivery already there does nothing, so a
@@ -47,6 +49,7 @@ inbox = sa.Table(
 )
 
 POSTGRES = postgresql.psycopg.dialect()  # type: ignore[attr-defined]
+SQLITE = sqlite.pysqlite.dialect(paramstyle="named")  # type: ignore[attr-defined]
 Insert = Callable[[sa.Table], Any]  # sqlite.insert or postgresql.insert: each has on_conflict_do_nothing
 
 
@@ -63,12 +66,13 @@ def delivery_of(event: ThreadEvent) -> str:
     return message or (event.dedupe[0] if event.dedupe else f"local:{uuid.uuid4().hex}")
 
 
-def new_row(event: ThreadEvent, control: ThreadEvent | None) -> dict[str, Any]:
+def new_row(event: ThreadEvent, control: ThreadEvent | None, document: Callable[[ThreadEvent], Any]) -> dict[str, Any]:
+    """The row's values; `document` turns an event into what the store's driver takes for a JSON column."""
     return {
         "thread_key": event.thread,
         "delivery": delivery_of(event),
-        "event": event.model_dump(mode="json"),
-        "control": control.model_dump(mode="json") if control is not None else None,
+        "event": document(event),
+        "control": document(control) if control is not None else None,
         "queued_at": time.time(),
     }
 
@@ -119,9 +123,9 @@ THREAD_WAITING = (
 )
 
 
-class PostgresStatement(NamedTuple):
-    """A statement compiled once for psycopg (named %(...)s parameters), with the values it holds itself
-    (a LIMIT, a channel name)."""
+class Compiled(NamedTuple):
+    """A statement compiled once for one store's driver (named parameters), with the values it holds
+    itself (a LIMIT, a channel name)."""
 
     sql: str
     fixed: dict[str, Any]
@@ -130,15 +134,23 @@ class PostgresStatement(NamedTuple):
         return {**self.fixed, **values}
 
 
-def compiled_for_postgres(statement: Any) -> PostgresStatement:
-    compiled = statement.compile(dialect=POSTGRES)
-    return PostgresStatement(str(compiled), {name: value for name, value in compiled.params.items() if value is not None})
+def compiled(statement: Any, dialect: sa.engine.Dialect) -> Compiled:
+    done = statement.compile(dialect=dialect)
+    return Compiled(str(done), {name: value for name, value in done.params.items() if value is not None})
+
+
+def created(dialect: sa.engine.Dialect) -> list[str]:
+    """The table and its indexes, each created unless it exists."""
+    return [str(sa.schema.CreateTable(inbox, if_not_exists=True).compile(dialect=dialect)).strip()] + [
+        str(sa.schema.CreateIndex(index, if_not_exists=True).compile(dialect=dialect)).strip()
+        for index in sorted(inbox.indexes, key=lambda index: str(index.name))
+    ]
 
 
 def postgres_ddl() -> str:
     """The table for Postgres, created or brought up to date in place: an inbox from before the delivery
     id and the done time gets both, and its old index goes."""
-    create = [str(sa.schema.CreateTable(inbox, if_not_exists=True).compile(dialect=POSTGRES)).strip()]
+    table, *indexes = created(POSTGRES)
     columns = [
         f"ALTER TABLE crew_inbox ADD COLUMN IF NOT EXISTS {column.name} "
         f"{column.type.compile(dialect=POSTGRES)}"
@@ -153,11 +165,7 @@ def postgres_ddl() -> str:
         "ALTER TABLE crew_inbox ALTER COLUMN queued_at SET NOT NULL",
         "DROP INDEX IF EXISTS crew_inbox_by_thread",
     ]
-    indexes = [
-        str(sa.schema.CreateIndex(index, if_not_exists=True).compile(dialect=POSTGRES)).strip()
-        for index in inbox.indexes
-    ]
-    return ";\n".join(create + columns + migrate + indexes) + ";\n"
+    return ";\n".join([table, *columns, *migrate, *indexes]) + ";\n"
 
 
 def sqlite_insert(table: sa.Table) -> Any:

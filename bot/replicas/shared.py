@@ -90,7 +90,8 @@ class SharedStore:
                 NOT_HELD.reset(unheld)
 
         inbox = DatabaseInbox(self.pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
-        away = FileInbox(self.runtime.home / "slack" / "away-inbox.sqlite")
+        slack = self.runtime.home / "slack"
+        away = FileInbox(slack / "away-inbox.sqlite", earlier=slack / "journal.sqlite")
         handover = Handover(replicas, self.runtime, lanes, inbox=inbox, away=away, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off

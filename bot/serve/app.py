@@ -455,7 +455,10 @@ def _build(
         admins=frozenset(config.access.admins),
     )
     surface = _agent_surface(config, work_client, io, board, bindings, engine)
-    inbox = FileInbox(store.home / "slack" / "inbox.sqlite") if shared is None else None  # embedded
+    inbox = (  # embedded
+        FileInbox(store.home / "slack" / "inbox.sqlite", earlier=store.home / "slack" / "pending.sqlite")
+        if shared is None else None
+    )
     dispatcher = build_thread_work(
         config=config, engine=engine, bindings=bindings, store=thread_store, access=access,
         inbound=Inbound(lanes, deduper, inbox=inbox, handover=handover, slots=slots),

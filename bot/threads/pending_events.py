@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from functools import partial
-
-import sqlalchemy as sa
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
@@ -87,7 +86,7 @@ class PendingEvents:
         assert self.inbox is not None
         try:
             await self.inbox.done(seq)
-        except (OSError, sa.exc.SQLAlchemyError, TimeoutError) as exc:
+        except (OSError, sqlite3.Error, TimeoutError) as exc:
             # Harmless: the next start replays it, and its claimed dedupe keys make that replay a no-op.
             log.warning(
                 "a handled thread event is still kept as pending",

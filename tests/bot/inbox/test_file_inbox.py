@@ -85,3 +85,16 @@ async def test_events_kept_at_once_get_their_places_in_the_order_they_came(tmp_p
     assert [event.text for _, event, _ in await inbox.waiting()] == texts[1::2]
     await inbox.close()
     assert [event.text for _, event, _ in await FileInbox(path).waiting()] == texts[1::2]
+
+
+async def test_what_waits_in_an_earlier_versions_journal_is_taken_over_once(tmp_path: Path) -> None:
+    earlier = tmp_path / "pending.sqlite"
+    with closing(sqlite3.connect(earlier)) as db, db:
+        db.execute("CREATE TABLE journal (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, control TEXT)")
+        for n in range(2):
+            db.execute("INSERT INTO journal (event) VALUES (?)", (message(f"kept {n}", f"1.{n}", f"Ev{n}").model_dump_json(),))
+    inbox = FileInbox(tmp_path / "inbox.sqlite", earlier=earlier)
+    assert [event.text for _, event, _ in await inbox.waiting()] == ["kept 0", "kept 1"]
+    assert not earlier.exists()
+    assert await inbox.add(message("kept 0", "1.0", "Ev0")) is None, "its redelivery is recognised"
+    await inbox.close()

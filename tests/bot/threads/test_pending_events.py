@@ -96,7 +96,7 @@ async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_t
     lanes = ThreadLanes()
     work = Recorder()
     pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
-    with pytest.raises(OSError):
+    with pytest.raises(sqlite3.Error):
         await pending.queue(KEY, text_event(KEY, "lost?"))
     assert await lanes.idle(WAIT)
     assert work.seen == []  # never run: Slack delivers it again
