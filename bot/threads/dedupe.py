@@ -2,9 +2,11 @@
 
 A delivery is identified by several keys (its event_id and the message it is about);
 the first delivery claiming any of them wins. The in-memory LRU answers synchronously
-(no await between check and mark, so concurrent duplicates cannot both pass); the
-persisted set catches redeliveries that arrive after a restart, or at another replica. A persisted
-claim lives as long as a redelivery could arrive and as long as the work it guards (bot.base.event.REDELIVERY_WINDOW).
+(no await between check and mark, so concurrent duplicates cannot both pass). A redelivery that
+arrives after a restart, or at another replica, finds its delivery id in the inbox and is not queued
+again (bot.inbox). The persisted claims guard what the inbox cannot see: an event taken out of the
+inbox and decided, whose process died (or lost the thread) before marking it done. A persisted claim
+lives as long as a redelivery could arrive and as long as the work it guards (bot.base.event.REDELIVERY_WINDOW).
 """
 
 from __future__ import annotations
