@@ -32,7 +32,8 @@ from ..native.agent_view import PROMPTS_TITLE, PromptPacer
 from ..threads.dedupe import Deduper
 from ..threads.intake import ThreadIntake
 from ..render.modals import decode_context, parse_submission
-from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..native.fallbacks import error_code
+from ..slack_client import SLACK_FAILURES
 from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
