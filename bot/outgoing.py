@@ -131,6 +131,18 @@ class Title:
 
 
 @dataclass(frozen=True)
+class SuggestedPrompts:
+    """The prompts offered in the bot's DM (`thread_ts` None: the DM itself)."""
+
+    channel: str
+    thread_ts: str | None
+    prompts: Sequence[dict[str, str]]
+    title: str | None = None
+    kind: Literal["prompts"] = "prompts"
+    lease: Lease | None = field(default_factory=_held, compare=False)
+
+
+@dataclass(frozen=True)
 class SessionChange:
     """Slack's agent session of a thread: its status (with a title for a session created now), or, with
     `status` None, its new name."""
@@ -165,8 +177,8 @@ class StreamStop:
 
 
 Outgoing = (
-    Post | Edit | Ephemeral | Reaction | Upload | OpenModal | HomeView | StatusLine | Title | SessionChange
-    | StreamAppend | StreamStop
+    Post | Edit | Ephemeral | Reaction | Upload | OpenModal | HomeView | StatusLine | Title | SuggestedPrompts
+    | SessionChange | StreamAppend | StreamStop
 )
 
 
@@ -179,4 +191,3 @@ class Delivery:
     ts: str | None = None  # a new message's ts, once Slack has it
     error: BaseException | None = None  # why Slack did not take it (for fallbacks and the log, never for users)
     fenced: bool = False  # not sent: the thread's lease passed to another replica
-    response: Any = None  # Slack's whole answer, for the few callers that read more than the ts

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slack_bolt.context.set_status.async_set_status import AsyncSetStatus
+from slack_bolt.context.set_suggested_prompts.async_set_suggested_prompts import AsyncSetSuggestedPrompts
 from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_chat_stream import AsyncChatStream
@@ -29,7 +30,7 @@ from .base.lease import still_held
 from .base.thread import ThreadKey
 from .outgoing import (
     Delivery, Edit, Ephemeral, HomeView, OpenModal, Outgoing, Post, Reaction, SessionChange, StatusLine,
-    StreamAppend, StreamStop, Title, Upload,
+    StreamAppend, StreamStop, SuggestedPrompts, Title, Upload,
 )
 from .render.mrkdwn import defuse_mentions
 from .slack_client import SLACK_FAILURES, attach_retry_handlers, failure_code
@@ -93,9 +94,9 @@ class SlackPort:
         """Send one message now (a durable one: record it, and send it in the outbox's turn)."""
         if not still_held(message.lease):
             return FENCED  # another replica drives the thread now: nothing of ours is shown there
-        if message.kind == "edit" and not message.budgeted and self.edit_budget is not None:
+        if isinstance(message, Edit) and not message.budgeted and self.edit_budget is not None:
             self.edit_budget.spend()
-        if message.kind in ("post", "edit") and message.durable and self.outbox is not None:
+        if isinstance(message, (Post, Edit)) and message.durable and self.outbox is not None:
             return await self._through_outbox(message)
         if self.before_send is not None and _shows_run(message):
             await self.before_send()
@@ -106,7 +107,7 @@ class SlackPort:
             log.warning("slack call failed", extra={"call": message.kind, "error": failure_code(exc)})
             return Delivery(sent=False, error=exc)
         ts = response.get("ts") if hasattr(response, "get") else None
-        return Delivery(sent=True, ts=str(ts) if ts else None, response=response)
+        return Delivery(sent=True, ts=str(ts) if ts else None)
 
     async def _through_outbox(self, message: Post | Edit) -> Delivery:
         assert self.outbox is not None
@@ -158,6 +159,9 @@ class SlackPort:
             case Title():
                 await AsyncSetTitle(client, message.channel, message.thread_ts)(message.title)
                 return {}
+            case SuggestedPrompts():
+                set_prompts = AsyncSetSuggestedPrompts(client, message.channel, message.thread_ts)
+                return await set_prompts(prompts=list(message.prompts), title=message.title)
             case SessionChange(channel=channel, thread_ts=thread_ts, status=None, title=title):
                 return await client.agents_sessions_rename(channel_id=channel, thread_ts=thread_ts, title=title)
             case SessionChange():

@@ -36,6 +36,7 @@ class FeedbackRecorder:
             return True
 
         if not await asyncio.wait_for(asyncio.to_thread(write), 10):
-            await self.io.send(Ephemeral(key.channel, user, "That run no longer exists, so the feedback was not kept.", key.thread_ts))
+            gone = "That run no longer exists, so the feedback was not kept."
+            await self.io.send(Ephemeral(key.channel, user, gone, key.thread_ts))
             return
         await self.io.send(Ephemeral(key.channel, user, THANKS[verdict], key.thread_ts))

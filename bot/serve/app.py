@@ -462,7 +462,7 @@ def _build(
         bolt_app, port=io, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
     )
-    Handlers(dispatcher, deduper).register(bolt_app)
+    Handlers(dispatcher, deduper, io).register(bolt_app)
     bot = CrewBot(
         config=config,
         slack=SlackParts(bolt_app, client, work_client),

@@ -85,5 +85,6 @@ class FormEvents:
             await self.notes.refuse(key, user, exc.message)
             return None
         if context.t:
-            await self.io.send(Edit(key.channel, context.t, form_answered(widget, context.m, await self.notes.name(user))))
+            answered = form_answered(widget, context.m, await self.notes.name(user))
+            await self.io.send(Edit(key.channel, context.t, answered))
         return ThreadCall(record, AnswerWidget(answer), user)

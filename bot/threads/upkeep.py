@@ -127,7 +127,8 @@ class Upkeep:
         if record is None or record.session.run_id != run_id:
             return None
         if not self.resume_on_start:
-            await self.io.send(Post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id, taken_over=taken_over)))
+            offer = blocks.resume_offer(key=str(key), run_id=run_id, taken_over=taken_over)
+            await self.io.send(Post(key.channel, key.thread_ts, offer))
             return None
         notice = blocks.notice(TAKEN_OVER_NOTE if taken_over else RESTARTED_NOTE)
         await self.io.send(Post(key.channel, key.thread_ts, notice))
