@@ -134,7 +134,7 @@ SAMPLE_BUCKETS: list[tuple[str, tuple[str, ...]]] = [
     ("file writes: temp file + rename, log appends (core/base/atomic.py)", ("/core/base/atomic.py",)),
     ("state file read + parse (core/document, yaml)", ("/core/document/", "/yaml/")),
     ("model call: openai SDK + httpx2 + aiohttp", ("/openai/", "/httpx2/", "/httpcore2/")),
-    ("Slack Web API calls (slack_sdk + aiohttp)", ("/slack_sdk/", "/bot/slack_io.py")),
+    ("Slack Web API calls (slack_sdk + aiohttp)", ("/slack_sdk/", "/bot/slack_port.py")),
     ("Block Kit rendering", ("/bot/render/",)),
     ("tools (fs_*), besides their writes", ("/core/tools/",)),
     ("run records + run index (core/store/run_manager.py, core/store/files.py)", ("/core/store/run_manager.py", "/core/store/files.py")),

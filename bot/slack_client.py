@@ -1,5 +1,5 @@
-"""The bot's Web API client: slack_sdk's AsyncWebClient, its own retry handlers, and Retry-After kept
-for every call of a method, not just the one that was answered 429.
+"""The bot's Web API client: slack_sdk's AsyncWebClient, its own retry handlers, Retry-After kept
+for every call of a method (not just the one that was answered 429), and what a failed call means.
 
 Slack's rate limits are per method and workspace. slack_sdk's rate-limit handler waits out a 429's
 Retry-After before asking again, but only for the call that got it: another call of the same method
@@ -34,6 +34,46 @@ RATE_LIMIT_RETRIES = 3
 SERVER_ERROR_RETRIES = 2
 CONNECTION_RETRIES = 2
 DEFAULT_RETRY_AFTER = 1.0  # seconds, when a 429 does not say
+
+
+# What a Web API call may fail with: Slack's error answer, a failed file transfer, the network, a timeout.
+SLACK_FAILURES = (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError)
+
+
+def failure_code(exc: BaseException) -> str:
+    """Slack's error code, or the kind of transport failure (for the log, never for the user)."""
+    if isinstance(exc, SlackApiError):
+        try:
+            return str(exc.response.get("error") or f"http_{exc.response.status_code}")
+        except (AttributeError, TypeError):  # an answer that is not JSON (a proxy's error page)
+            return f"http_{getattr(exc.response, 'status_code', '?')}"
+    return type(exc).__name__
+
+
+# Slack error codes that mean "not now", whatever HTTP status they came with.
+TRANSIENT_CODES = frozenset(
+    {"ratelimited", "service_unavailable", "internal_error", "fatal_error", "request_timeout", "timeout"}
+)
+
+
+def transient_failure(exc: BaseException | str) -> bool:
+    """True when a failure says Slack could not answer now (5xx, 429, a timeout, a dropped connection),
+    not that the call can never work (`invalid_blocks`, `channel_not_found`, `missing_scope`, …)."""
+    if isinstance(exc, str):
+        return False
+    if not isinstance(exc, SlackApiError):
+        return True
+    status = getattr(exc.response, "status_code", 200)
+    return status >= 500 or status == 429 or failure_code(exc) in TRANSIENT_CODES
+
+
+def retry_after(exc: BaseException) -> float:
+    """Seconds a 429 asked us to wait (0 when it did not say)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    try:
+        return max(0.0, float(headers.get("Retry-After", 0)))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 class RetryAfterGate:

@@ -14,6 +14,8 @@ matters, so callers `put` a key's newest state (a way to send it) with a priorit
 A state put as a milestone (a phase) is never replaced before it is sent: a newer state waits
 behind it. Calls for different keys go out concurrently (up to `concurrency`), one at a time per
 key, so a slow or retried call never holds back another thread. Nothing a run does waits for a call.
+A state is sent under the thread lease it was put under, and dropped once that lease is lost. The
+senders are made by the port (bot.slack_port), which makes the calls.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from .base.lease import HELD, Lease, still_held
 from .waits import wait_set
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,22 @@ class _Slot:
         return self.kept[0][1] if self.kept else self.priority
 
 
+def _fenced(send: Send, lease: Lease) -> Send:
+    """`send` made under `lease`: dropped once the lease passed on, else made under it (what it sends
+    carries the lease, whichever task runs it)."""
+
+    async def fenced() -> bool:
+        if not still_held(lease):
+            return False  # another replica drives the thread now: what we drew is not shown
+        token = HELD.set(lease)
+        try:
+            return await send()
+        finally:
+            HELD.reset(token)
+
+    return fenced
+
+
 class Sender:
     def __init__(
         self,
@@ -132,7 +151,11 @@ class Sender:
         milestone: str | None = None,
         not_before: float = 0.0,
     ) -> None:
-        """`send` shows the key's newest state; it replaces a pending one unless that is a different milestone."""
+        """`send` shows the key's newest state; it replaces a pending one unless that is a different milestone.
+        It runs under the thread lease held now, and not at all once that lease is known lost."""
+        lease = HELD.get()
+        if lease is not None:
+            send = _fenced(send, lease)
         slot = self._slots.pop(key, None) or _Slot(key=key)
         self._slots[key] = slot  # most recently used last
         self._trim()

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .outgoing import Edit, Post
 from .render.message import SlackMessage
-from .base.lease import HELD, still_held
-from .slack_io import SlackIO
-from .slack_send import MAX_TRACKED, CallBudget, Priority, Sender
+from .slack_port import SlackPort
+from .slack_send import MAX_TRACKED, CallBudget, Priority
 
 Render = Callable[[], SlackMessage]
 DEFAULT_BURST = 10
@@ -31,20 +31,22 @@ class _Shown:
 
 class StatusBoard:
     def __init__(
-        self, io: SlackIO, *, interval: float = 1.0, rate: float = 0.67, burst: int = DEFAULT_BURST
+        self, io: SlackPort, *, interval: float = 1.0, rate: float = 0.67, burst: int = DEFAULT_BURST
     ) -> None:
         """`rate` edits per second on average (0: no limit), `burst` at once; two thirds of the burst are
         kept for what people must read."""
         self.io = io
         budget = CallBudget(rate * 60.0, burst) if rate > 0 else None
-        io.edit_budget = budget  # the edits made directly (an answered question's outcome) count too
-        self.sender = Sender("chat.update", budget=budget, reserve=burst * 2 // 3, interval=interval)
+        # The port's edit budget: the edits made directly (an answered question's outcome) count too.
+        self.sender = io.pacer("chat.update", budget=budget, reserve=burst * 2 // 3, interval=interval)
         self._shown: dict[str, _Shown] = {}
+        self.last_failure: BaseException | None = None  # why the newest post failed (for the plan's fallback)
 
     async def post(self, channel: str, thread_ts: str, message: SlackMessage) -> str | None:
         """Post a new message now; its ts is what later edits target. Not through the outbox: a status
         message is drawn again by the next progress, and without its ts no edit could follow it."""
-        ts = await self.io.post(channel, thread_ts, message, durable=False)
+        delivery = await self.io.send(Post(channel, thread_ts, message, durable=False))
+        ts, self.last_failure = delivery.ts, delivery.error
         if ts is not None:
             self._remember(ts, _Shown(channel, message.payload()))
             self.sender.sent_now(ts)
@@ -63,18 +65,16 @@ class StatusBoard:
         An URGENT state (an outcome, a pause, a reply's final text) goes through the outbox: it is not lost."""
         shown = self._shown.get(ts) or self._remember(ts, _Shown(channel, None))
         durable = priority is Priority.URGENT
-        lease = HELD.get()  # the thread's lease this state was drawn under, with replicas
 
         async def send() -> bool:
-            if not still_held(lease):
-                return False  # another replica drives the thread now: what we drew is not shown
             message = render()
             payload = message.payload()
             if payload == shown.payload:
                 return False
-            if await self.io.update(channel, ts, message, budgeted=True, durable=durable):
+            delivery = await self.io.send(Edit(channel, ts, message, durable=durable, budgeted=True))
+            if delivery.sent:
                 shown.payload = payload
-            return True
+            return not delivery.fenced
 
         self.sender.put(ts, send, priority=priority, milestone=milestone)
 

@@ -57,3 +57,38 @@ def test_nothing_imports_the_folders_by_their_bare_names() -> None:
     bare = [(f, name) for tree in ("core", *SURFACES) for f, name in _imports(tree)
             if name.split(".")[0] in ("core", *SURFACES)]
     assert bare == []
+
+
+# Where the bot may call Slack's Web API itself: the port every send goes through, the outbox courier
+# that sends what the port recorded, the paced client's own call, and Socket Mode's connection at start-up.
+SLACK_CALLERS = ("bot/slack_port.py", "bot/outbox/courier.py", "bot/slack_client.py", "bot/connection.py")
+WEB_API_PREFIXES = (
+    "chat_", "views_", "assistant_", "agents_", "reactions_", "files_", "users_", "conversations_", "apps_",
+    "auth_", "team_", "pins_", "bookmarks_", "canvases_", "dnd_", "usergroups_", "reminders_", "search_",
+)
+SLACK_SENDERS = ("AsyncSetStatus", "AsyncSetTitle", "AsyncSetSuggestedPrompts", "AsyncSay", "AsyncRespond")
+
+
+def _slack_calls(path: Path) -> list[str]:
+    """Web API calls (`x.chat_postMessage(...)`, `x.api_call(...)`) and Bolt's senders used in one module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            if name.startswith(WEB_API_PREFIXES) or name == "api_call":
+                found.append(f"{name}()")
+        elif isinstance(node, ast.ImportFrom):
+            found += [alias.name for alias in node.names if alias.name in SLACK_SENDERS]
+    return found
+
+
+def test_only_the_port_and_the_outbox_call_slack() -> None:
+    """One way out: everything else hands the port a typed message (bot.outgoing), so the fence, the outbox,
+    the edit budget and failing soft hold for every send."""
+    calls = {
+        str(path.relative_to(REPO)): found
+        for path in sorted((REPO / "bot").rglob("*.py"))
+        if str(path.relative_to(REPO)) not in SLACK_CALLERS and (found := _slack_calls(path))
+    }
+    assert calls == {}
+    assert _slack_calls(REPO / "bot" / "slack_port.py")  # the guard sees the calls where they are allowed

@@ -11,13 +11,14 @@ from crewagent.core.api.runs import RunManager
 
 from ..base.actions import ButtonValue
 from ..render.feedback_buttons import THANKS
-from ..slack_io import SlackIO
+from ..outgoing import Ephemeral
+from ..slack_port import SlackPort
 from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)
 
 class FeedbackRecorder:
-    def __init__(self, runs: RunManager, io: SlackIO) -> None:
+    def __init__(self, runs: RunManager, io: SlackPort) -> None:
         self.runs, self.io = runs, io
 
     async def record(self, key: ThreadKey, value: ButtonValue, user: str) -> None:
@@ -35,6 +36,7 @@ class FeedbackRecorder:
             return True
 
         if not await asyncio.wait_for(asyncio.to_thread(write), 10):
-            await self.io.ephemeral(key.channel, user, "That run no longer exists, so the feedback was not kept.", key.thread_ts)
+            gone = "That run no longer exists, so the feedback was not kept."
+            await self.io.send(Ephemeral(key.channel, user, gone, key.thread_ts))
             return
-        await self.io.ephemeral(key.channel, user, THANKS[verdict], key.thread_ts)
+        await self.io.send(Ephemeral(key.channel, user, THANKS[verdict], key.thread_ts))

@@ -21,7 +21,8 @@ from ..render import blocks
 from ..render.message import SlackMessage
 from ..config import GitOptions
 from ..render.push_blocks import delivering_note, delivery_message
-from ..slack_io import SlackIO
+from ..outgoing import Edit, Post
+from ..slack_port import SlackPort
 from .pull_request import pull_request_for
 from ..base.thread import ThreadKey
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Deliveries:
-    io: SlackIO
+    io: SlackPort
     runs: RunManager
     options: GitOptions
     forge: ForgeSettings | None = None  # `forge:`: a pushed branch gets its pull request
@@ -60,21 +61,21 @@ class Deliveries:
         try:
             run = await asyncio.to_thread(self.runs.get, run_id)
         except CrewError as exc:
-            await self.io.post(channel, thread_ts, blocks.error(exc.message))
+            await self.io.send(Post(channel, thread_ts, blocks.error(exc.message)))
             return
         if run.worktree is None:
             note = "This run's project is a plain folder: there is no branch to push."
-            await self.io.post(channel, thread_ts, blocks.notice(note))
+            await self.io.send(Post(channel, thread_ts, blocks.notice(note)))
             return
         if run.phase is not RunPhase.COMPLETED:
             note = "The run is not complete yet; push it once it has finished."
-            await self.io.post(channel, thread_ts, blocks.notice(note))
+            await self.io.send(Post(channel, thread_ts, blocks.notice(note)))
             return
         package = next((p for p in packages if p.id == run.package_id), None)
         workflow = package.workflow(run.workflow_id) if package else None
         author, requested_by = await self.author(user)
         text, note_blocks = delivering_note()
-        note_ts = await self.io.post(channel, thread_ts, SlackMessage(text=text, blocks=note_blocks))
+        note_ts = (await self.io.send(Post(channel, thread_ts, SlackMessage(text=text, blocks=note_blocks)))).ts
         try:
             result = await checkout.deliver(
                 run,
@@ -90,8 +91,8 @@ class Deliveries:
                 self.runs.store.audit, run, "delivery", by=user, channel=channel, outcome=result.outcome,
                 branch=result.branch, pushed=result.pushed,
             )
-        if note_ts is None or not await self.io.update(channel, note_ts, outcome):
-            await self.io.post(channel, thread_ts, outcome)
+        if note_ts is None or not (await self.io.send(Edit(channel, note_ts, outcome))).sent:
+            await self.io.send(Post(channel, thread_ts, outcome))
 
     async def _delivered(
         self, key: ThreadKey, checkout: Checkout, run: RunRecord, package: Package | None, result: Delivery,
@@ -108,7 +109,7 @@ class Deliveries:
         log.info("delivery", extra={"run_id": run.run_id, "outcome": result.outcome, "branch": result.branch})
         if result.pushed and completion_ts and package is not None:
             snapshot = await asyncio.to_thread(self.runs.snapshot, run, package)
-            await self.io.update(key.channel, completion_ts, blocks.completion(snapshot, key=str(key)))
+            await self.io.send(Edit(key.channel, completion_ts, blocks.completion(snapshot, key=str(key))))
         return SlackMessage(text=text, blocks=result_blocks)
 
     async def _with_pull_request(

@@ -14,7 +14,8 @@ from crewagent.core.api.tools import OffLimits
 
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadRecord
-from ..slack_io import SlackIO, upload_refusal
+from ..outgoing import Upload
+from ..slack_port import SlackPort, upload_failure, upload_refusal
 from .artifacts import UPLOAD_LIMIT, ArtifactUnavailable, read_artifact
 
 OUT_OF_DATE = "That file list is out of date; use the newest completion message."
@@ -25,7 +26,7 @@ Snapshot = Callable[[ThreadRecord, str], Awaitable[RunSnapshot | None]]
 
 
 class Uploads:
-    def __init__(self, io: SlackIO, runs: RunManager, off_limits: OffLimits) -> None:
+    def __init__(self, io: SlackPort, runs: RunManager, off_limits: OffLimits) -> None:
         self.io = io
         self.runs = runs
         self.off_limits = off_limits  # the engine's: what agents cannot read, the thread cannot either
@@ -57,7 +58,7 @@ class Uploads:
             data = await read_artifact(workspace, package_root, path, recorded, self.off_limits)
         except ArtifactUnavailable as exc:
             return exc.message
-        failure = await self.io.upload(key.channel, key.thread_ts, Path(path).name, data, path)
+        failure = upload_failure(await self.io.send(Upload(key.channel, key.thread_ts, Path(path).name, data, path)))
         return upload_refusal(path, failure) if failure is not None else None
 
     async def _command_log(self, record: ThreadRecord, run_id: str, path: str) -> str | None:
@@ -76,7 +77,8 @@ class Uploads:
         except (CrewError, OSError):
             return "That command's log is no longer kept."
         key = record.key
-        failure = await self.io.upload(key.channel, key.thread_ts, name, data or b"(empty)", "Command output")
+        upload = Upload(key.channel, key.thread_ts, name, data or b"(empty)", "Command output")
+        failure = upload_failure(await self.io.send(upload))
         return upload_refusal(name, failure) if failure is not None else None
 
     async def started_here(self, record: ThreadRecord, run_id: str) -> bool:

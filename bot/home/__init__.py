@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.core.api.packages import Package
 from crewagent.core.api.runs import RunManager
 
+from ..slack_port import SlackPort
 from ..threads.channel_binding import BindingRuntime
 from ..threads.intake import ThreadIntake
 from ..threads.store import ThreadStore
@@ -35,7 +35,7 @@ __all__ = ["HomePublisher", "wire_home"]
 def wire_home(
     app: AsyncApp,
     *,
-    client: AsyncWebClient,
+    port: SlackPort,
     store: ThreadStore | PostgresThreadStore,
     runs: RunManager,
     access: Access,
@@ -52,8 +52,8 @@ def wire_home(
 
     overview = RunOverview(store, runs, access, package_of)
     agents = agent_entries(bindings, access)
-    publisher = HomePublisher(client, overview, lambda: agents, access, store, interval=refresh_interval)
-    command = CrewCommand(access=access, dispatcher=dispatcher, publisher=publisher, client=client)
+    publisher = HomePublisher(port, overview, lambda: agents, access, store, interval=refresh_interval)
+    command = CrewCommand(access=access, dispatcher=dispatcher, publisher=publisher, port=port)
     HomeListeners(publisher, command).register(app)
     dispatcher.phase_watchers.append(publisher.run_changed)
     return publisher

@@ -20,10 +20,12 @@ from typing import Any, Literal
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
-from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..native.fallbacks import error_code
+from ..outgoing import Post
+from ..render.message import SlackMessage
 from ..render.mrkdwn import escape
+from ..slack_port import SlackPort
 from ..threads.intake import ThreadIntake
 from ..base.thread import ThreadKey
 from .startable import agents_list
@@ -67,12 +69,12 @@ class CrewCommand:
         access: Access,
         dispatcher: ThreadIntake,
         publisher: HomePublisher,
-        client: AsyncWebClient,
+        port: SlackPort,
     ) -> None:
         self.access = access
         self.dispatcher = dispatcher
         self.publisher = publisher
-        self.client = client
+        self.port = port
 
     def decide(self, command: dict[str, Any]) -> Decision:
         """What to do with a `/crew` delivery, from memory only (it runs before the ack)."""
@@ -126,15 +128,14 @@ class CrewCommand:
         name = str(command.get("user_name") or "Someone")
         typed = f"{COMMAND} {text}".strip()
         root = f"{escape(name)} asked for CrewAgent (`{escape(typed)}`); we continue in this thread."
-        try:
-            response = await self.client.chat_postMessage(channel=channel, text=root, unfurl_links=False)
-        except SLACK_FAILURES as exc:
-            code = error_code(exc)
-            log.info("/crew could not open a thread", extra={"error": code})
-            reason = CANNOT_POST.get(code) if isinstance(exc, SlackApiError) else None
+        # Not durable: the person is told at once when Slack does not take it, and types it again.
+        delivery = await self.port.send(Post(channel, None, SlackMessage(text=root), durable=False, shows_run=False))
+        if delivery.ts is None:
+            exc = delivery.error
+            reason = CANNOT_POST.get(error_code(exc)) if isinstance(exc, SlackApiError) else None
             await _say(respond, reason or "Slack didn't let me post here just now; please try again in a minute.")
             return
-        ts = str(response["ts"])
+        ts = delivery.ts
         key = ThreadKey(team, channel, ts)
         await self.dispatcher.on_text(key, user, text, ts, opening=True, dedupe=[f"cmd:{channel}:{ts}"])
 

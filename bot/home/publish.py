@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
-from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..native.fallbacks import error_code
+from ..outgoing import HomeView
+from ..slack_port import SlackPort
 from ..waits import wait_set
 from ..base.thread import ThreadKey, ThreadRecord
 from .overview import Access, RunOverview
@@ -48,7 +49,7 @@ def viewer_key(user: str) -> str:
 class HomePublisher:
     def __init__(
         self,
-        client: AsyncWebClient,
+        port: SlackPort,
         overview: RunOverview,
         agents: Callable[[], Sequence[AgentEntry]],
         access: Access,
@@ -58,7 +59,7 @@ class HomePublisher:
         rate: float = PUBLISH_RATE,
         retry_delay: float = RATE_LIMITED_DELAY,
     ) -> None:
-        self.client = client
+        self.port = port
         self.overview = overview
         self.agents = agents
         self.access = access
@@ -172,13 +173,8 @@ class HomePublisher:
     async def workspace_url(self) -> str:
         """The workspace's address, for thread links (asked once)."""
         if self._workspace_url is None:
-            try:
-                response = await self.client.auth_test()
-                self._workspace_url = str(response.get("url") or "https://slack.com/")
-            except SLACK_FAILURES as exc:
-                log.info("workspace address unknown; thread links go through slack.com", extra={"error": error_code(exc)})
-                return "https://slack.com/"
-        return self._workspace_url
+            self._workspace_url = await self.port.workspace_url()
+        return self._workspace_url or "https://slack.com/"
 
     async def context(self, user: str) -> HomeContext:
         everyone = user in self.everyone and self.access.is_admin(user)
@@ -199,23 +195,21 @@ class HomePublisher:
                 view = refusal_view(verdict.reason)
             else:
                 view = home_view(overview, agents, ctx, max_blocks=max_blocks, missed=missed)
-            try:
-                await self.client.views_publish(user_id=user, view=view)
-                return True
-            except SlackApiError as exc:
+            delivery = await self.port.send(HomeView(user, view))
+            exc = delivery.error
+            if exc is None:
+                return delivery.sent
+            if isinstance(exc, SlackApiError):
                 code = error_code(exc)
                 blocks = len(view.blocks or [])
                 if code in TOO_LARGE and blocks > SMALLEST:
                     max_blocks = max(SMALLEST, blocks // 2)
-                    log.warning("home view refused; sending a smaller one", extra={"error": code, "blocks": blocks})
+                    log.info("home view refused; sending a smaller one", extra={"error": code, "blocks": blocks})
                     continue
                 if code == "ratelimited":
-                    log.warning("home view rate limited; publishing it later", extra={"delay": self.retry_delay})
+                    log.info("home view rate limited; publishing it later", extra={"delay": self.retry_delay})
                     self.schedule(user, delay=self.retry_delay)
                     return False
-                log.warning("home view not published", extra={"error": code, "blocks": blocks})
-                return False
-            except SLACK_FAILURES as exc:
-                log.warning("home view not published", extra={"error": error_code(exc)})
-                self.schedule(user, delay=self.retry_delay)
-                return False
+                return False  # logged by the port
+            self.schedule(user, delay=self.retry_delay)  # Slack could not answer now
+            return False

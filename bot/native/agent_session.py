@@ -11,18 +11,15 @@ change; the next one is tried as usual.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import OrderedDict
 from typing import Literal
 
-from slack_sdk.web.async_client import AsyncWebClient
-
 from ..base.thread import ThreadKey
-from ..slack_send import CallBudget, Priority, Sender
-from .fallbacks import SLACK_FAILURES, Fallbacks, error_code
-
-log = logging.getLogger(__name__)
+from ..outgoing import SessionChange
+from ..slack_port import SlackPort
+from ..slack_send import CallBudget, Priority
+from .fallbacks import Fallbacks, error_code
 
 SessionStatus = Literal["processing", "active", "closed"]
 SESSIONS = "agent_sessions"  # the Fallbacks feature name, kept per workspace
@@ -45,9 +42,9 @@ def session_title(text: str) -> str:
 
 
 class AgentSessions:
-    def __init__(self, client: AsyncWebClient, fallbacks: Fallbacks) -> None:
-        self.client, self.fallbacks = client, fallbacks
-        self.sender = Sender("agents.sessions", budget=CallBudget(CALLS_PER_MINUTE, BURST), reserve=1)
+    def __init__(self, io: SlackPort, fallbacks: Fallbacks) -> None:
+        self.io, self.fallbacks = io, fallbacks
+        self.sender = io.pacer("agents.sessions", budget=CallBudget(CALLS_PER_MINUTE, BURST), reserve=1)
         self._status: OrderedDict[ThreadKey, SessionStatus] = OrderedDict()
 
     def processing(self, key: ThreadKey, *, title: str | None = None) -> None:
@@ -80,7 +77,7 @@ class AgentSessions:
         name = session_title(title)
 
         async def send() -> bool:
-            return await self._call(key, "agents_sessions_rename", title=name)
+            return await self._call(key, SessionChange(key.channel, key.thread_ts, title=name))
 
         self.sender.put(key, send, priority=Priority.BACKGROUND, milestone=f"title:{name}")
 
@@ -96,7 +93,7 @@ class AgentSessions:
             self._status.popitem(last=False)
 
         async def send() -> bool:
-            return await self._call(key, "agents_sessions_setStatus", status=status, title=title)
+            return await self._call(key, SessionChange(key.channel, key.thread_ts, status=status, title=title))
 
         priority = Priority.LIVE if status == "processing" else Priority.URGENT
         if refresh:  # replaced by any change put before it is due
@@ -107,19 +104,13 @@ class AgentSessions:
     def _allowed(self, key: ThreadKey) -> bool:
         return self.fallbacks.allows(_workspace(key), SESSIONS)
 
-    async def _call(self, key: ThreadKey, method: str, **arguments: str | None) -> bool:
+    async def _call(self, key: ThreadKey, change: SessionChange) -> bool:
         if not self._allowed(key):
             return False
-        call = getattr(self.client, method)
-        try:
-            await call(channel_id=key.channel, thread_ts=key.thread_ts, **arguments)
-        except SLACK_FAILURES as exc:
-            code = error_code(exc)
-            if code in REFUSALS:
-                self.fallbacks.fall_back(_workspace(key), SESSIONS, code)
-            else:
-                log.debug("agent session change not made", extra={"method": method, "error": code})
-        return True
+        delivery = await self.io.send(change)
+        if delivery.error is not None and error_code(delivery.error) in REFUSALS:
+            self.fallbacks.fall_back(_workspace(key), SESSIONS, error_code(delivery.error))
+        return not delivery.fenced
 
     async def idle(self, timeout: float | None = None) -> bool:
         """True once every change wanted now has been sent."""

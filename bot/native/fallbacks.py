@@ -14,10 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-import aiohttp
-from slack_sdk.errors import SlackApiError, SlackRequestError
-
-from ..slack_io import failure_code, transient_failure
+from ..slack_client import failure_code, transient_failure
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +24,6 @@ PLAN = "plan"
 TITLE = "title"
 
 KEPT_THREADS = 5000  # threads whose fallbacks are remembered; the oldest are forgotten (and retried)
-SLACK_FAILURES = (SlackApiError, SlackRequestError, aiohttp.ClientError, TimeoutError)
 
 
 error_code = failure_code

@@ -14,13 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from slack_bolt.context.set_status.async_set_status import AsyncSetStatus
-from slack_sdk.web.async_client import AsyncWebClient
-
-from .fallbacks import SLACK_FAILURES, STATUS, Fallbacks
-from ..slack_io import SlackIO
-from ..slack_send import CallBudget, Priority, Sender
-from ..base.lease import HELD, still_held
+from .fallbacks import STATUS, Fallbacks
+from ..outgoing import Reaction, StatusLine
+from ..slack_port import SlackPort
+from ..slack_send import CallBudget, Priority
 from ..base.thread import ThreadKey
 
 
@@ -48,18 +45,17 @@ class _Line:
 class StatusLines:
     def __init__(
         self,
-        client: AsyncWebClient,
-        io: SlackIO,
+        io: SlackPort,
         fallbacks: Fallbacks,
         *,
         interval: float = 2.0,
         rate: float = 1.5,
         refresh_after: float = REFRESH_AFTER,
     ) -> None:
-        self.client, self.io, self.fallbacks = client, io, fallbacks
+        self.io, self.fallbacks = io, fallbacks
         self.refresh_after = refresh_after
         budget = CallBudget(rate * 60.0, BURST) if rate > 0 else None
-        self.sender = Sender("assistant.threads.setStatus", budget=budget, reserve=1, interval=interval)
+        self.sender = io.pacer("assistant.threads.setStatus", budget=budget, reserve=1, interval=interval)
         self._lines: dict[ThreadKey, _Line] = {}
 
     @property
@@ -93,13 +89,10 @@ class StatusLines:
 
     def _queue(self, line: _Line, priority: Priority, *, later: float = 0.0) -> None:
         line.queued = not later
-        lease = HELD.get()  # the thread's lease this line was set under, with replicas
 
-        async def send() -> bool:
+        async def send() -> bool:  # dropped by the sender once the thread's lease is lost
             line.queued = False
             try:
-                if not still_held(lease):
-                    return False  # another replica drives the thread now: its status line is its own
                 return await self._send(line)
             finally:
                 if not line.wanted and not line.reacted and not line.queued and not line.retrying:
@@ -115,13 +108,17 @@ class StatusLines:
         if line.wanted == line.shown and (not line.shown or now - line.last_sent < self.refresh_after):
             return False
         line.last_sent = now
-        set_status = AsyncSetStatus(self.client, key.channel, key.thread_ts)
         wanted = line.wanted  # what this call shows, whatever is wanted by the time it returns
-        try:
-            await set_status(status=STATUS_VERB if wanted else "", loading_messages=[wanted] if wanted else None)
+        delivery = await self.io.send(
+            StatusLine(key.channel, key.thread_ts, STATUS_VERB if wanted else "", [wanted] if wanted else None)
+        )
+        if delivery.fenced:
+            return False
+        if delivery.sent:
             line.shown = wanted
             line.retrying = False
-        except SLACK_FAILURES as exc:
+        else:
+            exc = delivery.error or "status line refused"
             if self.fallbacks.fall_back(str(key), STATUS, exc):
                 line.retrying = False
                 await self._react(line)
@@ -139,7 +136,7 @@ class StatusLines:
         if line.reaction_ts is None or bool(line.wanted) == line.reacted:
             return False
         line.reacted = bool(line.wanted)
-        await self.io.react(line.key.channel, line.reaction_ts, WORKING_REACTION, add=line.reacted)
+        await self.io.send(Reaction(line.key.channel, line.reaction_ts, WORKING_REACTION, add=line.reacted))
         return True
 
     async def idle(self, timeout: float | None = None) -> bool:

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_sdk.web.async_chat_stream import AsyncChatStream
-from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.core.api.sessions import outputs
 
@@ -41,9 +40,10 @@ from ..outbox.courier import STOPPED_BY_USER, Courier
 from ..outbox.entry import OutboxEntry
 from ..render import blocks
 from ..render.message import SlackMessage, defused
-from .fallbacks import SLACK_FAILURES, STREAM, Fallbacks, error_code
+from .fallbacks import STREAM, Fallbacks, error_code
+from ..outgoing import Delivery, Post, StreamAppend, StreamStop
 from ..render.mrkdwn import defuse_markdown_mentions
-from ..slack_io import SlackIO
+from ..slack_port import SlackPort
 from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
 from ..base.thread import ThreadKey
@@ -67,8 +67,7 @@ class ReplyStream:
     def __init__(
         self,
         *,
-        client: AsyncWebClient,
-        io: SlackIO,
+        io: SlackPort,
         board: StatusBoard,
         fallbacks: Fallbacks,
         budget: CallBudget,
@@ -76,7 +75,7 @@ class ReplyStream:
         interval: float,
         on_user_stop: Callable[[], None] | None = None,
     ) -> None:
-        self.client, self.io, self.board, self.fallbacks, self.budget = client, io, board, fallbacks, budget
+        self.io, self.board, self.fallbacks, self.budget = io, board, fallbacks, budget
         self.target, self.interval = target, interval
         self.key, self.recipient, self.agent = target.key, target.recipient, target.agent
         self.on_user_stop = on_user_stop
@@ -84,7 +83,7 @@ class ReplyStream:
         self.sent = 0  # how much of it Slack has
         # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
         self.streaming = fallbacks.allows(str(self.key), STREAM) and (self.key.is_dm or bool(self.recipient))
-        self.stopped = False  # the user stopped it from Slack
+        self.stopped = False  # the user stopped it from Slack (or the thread passed on): nothing more is sent
         self._stream: AsyncChatStream | None = None
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
@@ -132,15 +131,14 @@ class ReplyStream:
             return
         if self.streaming and whole.startswith(self.text[: self.sent]):
             rest = whole[self.sent :]
-            try:
-                stream = self._stream or await self._open()
-                await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
+            stream = self._stream or await self._open()
+            delivery = await self.io.send(StreamStop(stream, defuse_markdown_mentions(rest) or None, footer))
+            if delivery.sent or delivery.fenced:
                 self.text, self.sent = whole, len(whole)
                 return
-            except SLACK_FAILURES as exc:
-                self._failed(exc)
-                if self.stopped:
-                    return
+            self._failed(delivery)
+            if self.stopped:
+                return
         self.text = whole
         await self._show(final=True)
         await self._forget_record()  # shown the old way; the final edit is in the outbox
@@ -187,21 +185,17 @@ class ReplyStream:
     # ---- streaming ----------------------------------------------------------------
 
     async def _open(self) -> AsyncChatStream:
-        self._stream = await self.client.chat_stream(
-            channel=self.key.channel,
-            thread_ts=self.key.thread_ts,
-            recipient_team_id=self.key.team,
-            recipient_user_id=self.recipient,
-            buffer_size=1,  # this class decides when a piece goes out
-        )
+        self._stream = await self.io.open_stream(self.key, self.recipient)
         return self._stream
 
     async def _append(self, pending: str) -> bool:
-        try:
-            stream = self._stream or await self._open()
-            await stream.append(markdown_text=defuse_markdown_mentions(pending))
-        except SLACK_FAILURES as exc:
-            self._failed(exc)
+        stream = self._stream or await self._open()
+        delivery = await self.io.send(StreamAppend(stream, defuse_markdown_mentions(pending)))
+        if delivery.fenced:
+            self.stopped = True  # the thread passed to another replica: this reply shows nothing more
+            return True
+        if not delivery.sent:
+            self._failed(delivery)
             return False
         self.sent += len(pending)
         outbox = _stream_outbox(self.io)
@@ -213,8 +207,9 @@ class ReplyStream:
     def _sent_now(self) -> None:
         self.sent = len(self.text)
 
-    def _failed(self, exc: BaseException) -> None:
-        code = error_code(exc)
+    def _failed(self, delivery: Delivery) -> None:
+        exc: BaseException | str = delivery.error or "stream refused"
+        code = exc if isinstance(exc, str) else error_code(exc)
         self.streaming = False
         if code == STOPPED_BY_USER:
             self.stopped = True
@@ -236,15 +231,15 @@ class ReplyStream:
         channel, thread_ts = self.key.channel, self.key.thread_ts
         rest = messages[1:] if final else []
         if self._ts is None:  # the first words only while the reply is written; the whole reply durably
-            self._ts = await self.io.post(channel, thread_ts, messages[0], durable=final)
+            self._ts = (await self.io.send(Post(channel, thread_ts, messages[0], durable=final))).ts
         else:
             first = messages[0]
             self.board.schedule(channel, self._ts, lambda: first, priority=Priority.URGENT if final else Priority.LIVE)
         for message in rest:
-            await self.io.post(channel, thread_ts, message)
+            await self.io.send(Post(channel, thread_ts, message))
         self._sent_now()
 
 
-def _stream_outbox(io: SlackIO) -> Courier | None:
+def _stream_outbox(io: SlackPort) -> Courier | None:
     """The outbox, when the bot has one that keeps streamed replies (tests may run without)."""
     return io.outbox if isinstance(io.outbox, Courier) else None

@@ -9,15 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from slack_bolt.context.set_title.async_set_title import AsyncSetTitle
-from slack_sdk.web.async_client import AsyncWebClient
-
 from crewagent.core.api.packages import Graph
 from crewagent.core.api.runs import RunSnapshot
 
-from .fallbacks import SLACK_FAILURES, TITLE, Fallbacks
+from .fallbacks import TITLE, Fallbacks
+from ..outgoing import Title
 from ..render.plan import PlanBook
-from ..slack_io import SlackIO
+from ..slack_port import SlackPort
 from ..slack_send import CallBudget
 from ..status import StatusBoard
 from .agent_session import AgentSessions
@@ -34,8 +32,7 @@ APPEND_BURST = 20
 
 @dataclass
 class AgentSurface:
-    client: AsyncWebClient
-    io: SlackIO
+    io: SlackPort
     board: StatusBoard
     lines: StatusLines
     sessions: AgentSessions  # Slack's agent session of each thread: processing, active, closed, its name
@@ -57,7 +54,6 @@ class AgentSurface:
     def reply_stream(self, target: ReplyTarget, run_id: str | None) -> ReplyStream:
         stop = (lambda: self.stop_run(run_id)) if run_id else None
         return ReplyStream(
-            client=self.client,
             io=self.io,
             board=self.board,
             fallbacks=self.fallbacks,
@@ -71,7 +67,6 @@ class AgentSurface:
         """Name a DM thread in the agent view; channels have no thread titles."""
         if not title or not key.is_dm or not self.fallbacks.allows(str(key), TITLE):
             return
-        try:
-            await AsyncSetTitle(self.client, key.channel, key.thread_ts)(title)
-        except SLACK_FAILURES as exc:
-            self.fallbacks.fall_back(str(key), TITLE, exc)
+        delivery = await self.io.send(Title(key.channel, key.thread_ts, title))
+        if delivery.error is not None:
+            self.fallbacks.fall_back(str(key), TITLE, delivery.error)

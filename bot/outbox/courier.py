@@ -28,7 +28,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from ..slack_io import failure_code, retry_after, transient_failure
+from ..slack_client import failure_code, retry_after, transient_failure
 from ..waits import wait_set
 from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, marked_entry, with_marker
 
@@ -92,7 +92,7 @@ class Courier:
         self._settles_left: list[str] = []
         self._orphans: dict[str, OutboxEntry] = {}  # those settled, by what they answer, until a redo adopts one
 
-    # ---- what SlackIO calls -------------------------------------------------------
+    # ---- what the port calls -----------------------------------------------------
 
     async def post(self, channel: str, thread_ts: str | None, payload: dict[str, Any]) -> str | None:
         """Record the post, send it if its turn has come; its ts once Slack has it, else None (sent later)."""

@@ -10,19 +10,18 @@ import logging
 from pathlib import Path
 from typing import NamedTuple
 
-import aiohttp
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from slack_sdk.errors import SlackApiError
 
 from crewagent.core.api.stores import PostgresRuntimeStore, connection_settings
 
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
+from ..outgoing import Post
 from ..render import blocks
 from ..slack_client import PacedWebClient
-from ..slack_io import SlackIO, failure_code
+from ..slack_port import SlackPort
 from .callbacks import Lanes
 from .handover import NOT_HELD, Handover
 from .membership import Replicas
@@ -32,8 +31,6 @@ from ..inbox.database_inbox import DatabaseInbox
 from ..inbox.file_inbox import FileInbox
 from .tables import FENCE_SQL, REPLICA_SCHEMA
 from .threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
-
-log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 10.0  # seconds a new pooled connection may take
 REACHABLE_TIMEOUT = 2.0  # seconds the health check waits for the database to answer
@@ -73,7 +70,7 @@ class SharedStore:
         runtime = PostgresRuntimeStore.open(database_url, home, max_size=12, schema=REPLICA_SCHEMA)
         return cls(database_url, runtime, runtime.pool, lease_seconds)
 
-    def parts(self, lanes: Lanes, io: SlackIO, max_runs: int) -> ReplicaParts:
+    def parts(self, lanes: Lanes, io: SlackPort, max_runs: int) -> ReplicaParts:
         """The thread store, hand-over, model cap and outbox, wired to this store's pool and replica."""
         replicas = self.replicas
         ledger = PostgresLedger(self.pool, replicas)
@@ -82,10 +79,9 @@ class SharedStore:
         async def say(key: ThreadKey, text: str) -> None:
             """Straight to Slack: the outbox's store is the one away, and the line shows nothing of a run."""
             unheld = NOT_HELD.set(True)
-            try:
-                await io.client.chat_postMessage(channel=key.channel, thread_ts=key.thread_ts, **blocks.notice(text).payload())
-            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
-                log.warning("could not say that an event waits for the database", extra={"error": failure_code(exc)})
+            notice = Post(key.channel, key.thread_ts, blocks.notice(text), durable=False, shows_run=False, lease=None)
+            try:  # a failure is logged by the port
+                await io.send(notice)
             finally:
                 NOT_HELD.reset(unheld)
 

@@ -57,7 +57,7 @@ from ..outbox.courier import Courier
 from ..outbox.given_up import owned_by
 from ..outbox.sqlite_ledger import SqliteLedger
 from ..slack_client import PacedWebClient
-from ..slack_io import SlackIO
+from ..slack_port import SlackPort
 from ..status import StatusBoard
 from ..native.status_line import StatusLines
 from ..native.agent_session import AgentSessions
@@ -82,7 +82,7 @@ class SlackParts:
 
     bolt_app: CrewBoltApp
     client: AsyncWebClient  # Bolt's (auth.test, Socket Mode)
-    work_client: AsyncWebClient  # SlackIO's
+    work_client: AsyncWebClient  # the port's (bot.slack_port): every send to Slack
 
 
 class CrewBot:
@@ -103,7 +103,7 @@ class CrewBot:
         self.config = config
         self.bolt_app = slack.bolt_app
         self.client = slack.client  # Bolt's (auth.test, Socket Mode)
-        self.work_client = slack.work_client  # SlackIO's
+        self.work_client = slack.work_client  # the port's
         self.board = board
         self.dispatcher = dispatcher
         self.engine = engine
@@ -368,8 +368,7 @@ def _bolt_app(config: BotConfig, client: AsyncWebClient) -> CrewBoltApp:
 
 def _agent_surface(
     config: BotConfig,
-    work_client: PacedWebClient,
-    io: SlackIO,
+    io: SlackPort,
     board: StatusBoard,
     bindings: dict[str, BindingRuntime],
     engine: Engine,
@@ -377,7 +376,6 @@ def _agent_surface(
     """How runs show in Slack: status board, status lines, streamed text and the plan of each workflow."""
     fallbacks = Fallbacks()
     lines = StatusLines(
-        work_client,
         io,
         fallbacks,
         interval=config.limits.status_line_interval,
@@ -399,11 +397,10 @@ def _agent_surface(
         return workflow.graph, agent_name
 
     return AgentSurface(
-        client=work_client,
         io=io,
         board=board,
         lines=lines,
-        sessions=AgentSessions(work_client, fallbacks),
+        sessions=AgentSessions(io, fallbacks),
         fallbacks=fallbacks,
         plan_source=plan_source,
         stop_run=engine.request_stop,
@@ -431,7 +428,7 @@ def _build(
     work_client = PacedWebClient(token=token, base_url=config.slack.api_url)
     bolt_app = _bolt_app(config, client)
     metrics = observe(config, llm, store, bolt_app, work_client)  # usage, metrics, traces
-    io = SlackIO(work_client, before_send=shared.flush if shared is not None else None)
+    io = SlackPort(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
     handover: Handover | None = None
@@ -454,7 +451,7 @@ def _build(
         allowed_users=frozenset(config.access.allowed_users),
         admins=frozenset(config.access.admins),
     )
-    surface = _agent_surface(config, work_client, io, board, bindings, engine)
+    surface = _agent_surface(config, io, board, bindings, engine)
     inbox = (  # embedded
         FileInbox(store.home / "slack" / "inbox.sqlite", earlier=store.home / "slack" / "pending.sqlite")
         if shared is None else None
@@ -465,10 +462,10 @@ def _build(
         outbound=Outbound(io, board, surface),
     )
     home = wire_home(
-        bolt_app, client=work_client, store=thread_store, runs=runs, access=access,
+        bolt_app, port=io, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
     )
-    Handlers(dispatcher, deduper).register(bolt_app)
+    Handlers(dispatcher, deduper, io).register(bolt_app)
     bot = CrewBot(
         config=config,
         slack=SlackParts(bolt_app, client, work_client),

@@ -17,7 +17,6 @@ Which event handles what (Slack sends both `app_mention` and `message` for one m
 
 from __future__ import annotations
 
-import logging
 import re
 from contextlib import ExitStack
 from typing import Any
@@ -32,10 +31,9 @@ from ..native.agent_view import PROMPTS_TITLE, PromptPacer
 from ..threads.dedupe import Deduper
 from ..threads.intake import ThreadIntake
 from ..render.modals import decode_context, parse_submission
-from ..native.fallbacks import SLACK_FAILURES, error_code
+from ..outgoing import SuggestedPrompts
+from ..slack_port import SlackPort
 from ..base.thread import ThreadKey
-
-log = logging.getLogger(__name__)
 
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 # Plain user messages; thread_broadcast is a reply also shown in the channel, file_share a message with a file.
@@ -54,9 +52,10 @@ def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
 
 
 class Handlers:
-    def __init__(self, intake: ThreadIntake, deduper: Deduper) -> None:
+    def __init__(self, intake: ThreadIntake, deduper: Deduper, port: SlackPort) -> None:
         self.intake = intake
         self.deduper = deduper
+        self.port = port
         self.pacer = PromptPacer()
 
     def register(self, app: AsyncApp) -> None:
@@ -74,17 +73,14 @@ class Handlers:
 
     async def app_home_opened(self, event: dict[str, Any], context: Any) -> None:
         """Someone opened the bot's DM: offer its agents and most used workflows as suggested prompts."""
-        set_prompts = getattr(context, "set_suggested_prompts", None)
+        offered = getattr(context, "set_suggested_prompts", None) is not None  # Bolt: a DM that takes prompts
         user = str(event.get("user") or "")
-        if event.get("tab") != "messages" or set_prompts is None or not user or not self.pacer.due(user):
+        if event.get("tab") != "messages" or not offered or not user or not self.pacer.due(user):
             return
-        prompts = await self.intake.suggested_prompts(str(event.get("channel") or ""))
-        if not prompts:
-            return
-        try:
-            await set_prompts(prompts=prompts, title=PROMPTS_TITLE)
-        except SLACK_FAILURES as exc:
-            log.info("suggested prompts not set", extra={"error": error_code(exc)})
+        channel = str(getattr(context, "channel_id", None) or event.get("channel") or "")
+        prompts = await self.intake.suggested_prompts(channel)
+        if prompts:  # a failure is logged by the port; the DM works without prompts
+            await self.port.send(SuggestedPrompts(channel, getattr(context, "thread_ts", None), prompts, PROMPTS_TITLE))
 
     def _from_human(self, event: dict[str, Any], bot_user_id: str | None) -> bool:
         user = event.get("user")

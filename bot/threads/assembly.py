@@ -15,7 +15,7 @@ from ..completion.uploads import Uploads
 from ..config import BotConfig
 from ..inbox.file_inbox import FileInbox
 from ..native.surface import AgentSurface
-from ..slack_io import SlackIO
+from ..slack_port import SlackPort
 from ..status import StatusBoard
 from .budget_gate import BudgetGate
 from .call_runner import CallRunner, Slots, local_slots
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 class Outbound:
     """How the thread work shows itself in Slack: posts and edits, the status board, the agent surface."""
 
-    io: SlackIO
+    io: SlackPort
     board: StatusBoard
     surface: AgentSurface | None = None
 
@@ -111,7 +111,7 @@ def build_thread_work(
     return intake
 
 
-def _budget_gate(config: BotConfig, engine: Engine, io: SlackIO) -> BudgetGate | None:
+def _budget_gate(config: BotConfig, engine: Engine, io: SlackPort) -> BudgetGate | None:
     """The daily token budgets of `budgets:` (None when none is set)."""
     check = BudgetCheck(config.budgets, engine.store.operator_log, frozenset(config.access.admins))
     return BudgetGate(check, engine.store.operator_log, io) if check.active else None

@@ -17,7 +17,8 @@ from crewagent.core.api.runs import BudgetCheck
 from crewagent.core.api.stores import AuditEntry, OperatorLog
 
 from ..render import blocks
-from ..slack_io import SlackIO
+from ..outgoing import Post
+from ..slack_port import SlackPort
 from .session_calls import ThreadCall
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ CHECK_TIMEOUT = 10.0  # seconds a budget look-up may take before the request goe
 
 
 class BudgetGate:
-    def __init__(self, check: BudgetCheck, operator_log: OperatorLog, io: SlackIO) -> None:
+    def __init__(self, check: BudgetCheck, operator_log: OperatorLog, io: SlackPort) -> None:
         self.check, self.operator_log, self.io = check, operator_log, io
 
     async def refused(self, call: ThreadCall) -> bool:
@@ -49,5 +50,5 @@ class BudgetGate:
         )
         await asyncio.to_thread(self.operator_log.add_audit, entry)
         log.info("request refused by a budget", extra={"user": call.user, "budget": refusal.budget})
-        await self.io.post(key.channel, key.thread_ts, blocks.notice(refusal.message(datetime.now(timezone.utc))))
+        await self.io.send(Post(key.channel, key.thread_ts, blocks.notice(refusal.message(datetime.now(timezone.utc)))))
         return True

@@ -14,7 +14,7 @@ from crewagent.core.api.runs import attributed
 from ..completion.push import Deliveries
 from ..base.thread import ThreadRecord
 from ..native.surface import AgentSurface
-from ..slack_io import SlackIO
+from ..slack_port import SlackPort
 from ..status import StatusBoard
 from .budget_gate import BudgetGate
 from .renderer import ThreadRenderer
@@ -41,7 +41,7 @@ class CallRunner:
         self,
         *,
         state: ThreadState,
-        io: SlackIO,
+        io: SlackPort,
         board: StatusBoard,
         slots: Slots,
         deliveries: Deliveries,

@@ -13,14 +13,15 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
 from ..render.modals import build_modal
 from ..render.widgets import form_answered, form_mode
-from ..slack_io import SlackIO
+from ..outgoing import Edit, OpenModal
+from ..slack_port import SlackPort
 from .session_calls import AnswerWidget, ThreadCall
 from .thread_notes import ThreadNotes
 from .thread_state import ThreadState, pending_widget
 
 
 class FormEvents:
-    def __init__(self, *, state: ThreadState, notes: ThreadNotes, io: SlackIO) -> None:
+    def __init__(self, *, state: ThreadState, notes: ThreadNotes, io: SlackPort) -> None:
         self.state = state
         self.notes = notes
         self.io = io
@@ -44,7 +45,7 @@ class FormEvents:
             await self.notes.refuse(key, user, "This question is answered in the thread, not in a form.")
             return
         context = FormContext(s=str(key), w=str(value.w), r=value.r, m=mode, t=clicked.ts if clicked else None)
-        if not await self.io.open_view(trigger_id, build_modal(widget, context)):
+        if not (await self.io.send(OpenModal(trigger_id, build_modal(widget, context)))).sent:
             await self.notes.refuse(key, user, "I couldn't open the form (Slack refused it). Click the button again.")
 
     async def check(
@@ -84,5 +85,6 @@ class FormEvents:
             await self.notes.refuse(key, user, exc.message)
             return None
         if context.t:
-            await self.io.update(key.channel, context.t, form_answered(widget, context.m, await self.notes.name(user)))
+            answered = form_answered(widget, context.m, await self.notes.name(user))
+            await self.io.send(Edit(key.channel, context.t, answered))
         return ThreadCall(record, AnswerWidget(answer), user)

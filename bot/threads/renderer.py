@@ -20,7 +20,8 @@ from ..base.actions import ButtonValue
 from ..render.message import SlackMessage
 from ..native.fallbacks import PLAN
 from ..render.plan import describe_tool, plan_status
-from ..slack_io import SlackIO
+from ..outgoing import Post
+from ..slack_port import SlackPort
 from ..slack_send import Priority
 from ..status import StatusBoard
 from ..native.stream import ReplyStream, ReplyTarget
@@ -38,7 +39,7 @@ class ThreadRenderer:
     def __init__(
         self,
         record: ThreadRecord,
-        io: SlackIO,
+        io: SlackPort,
         board: StatusBoard,
         snapshots: SnapshotSource,
         *,
@@ -73,7 +74,7 @@ class ThreadRenderer:
 
     async def post(self, messages: list[SlackMessage]) -> None:
         for message in messages:
-            await self.io.post(self.record.channel, self.record.thread_ts, message)
+            await self.io.send(Post(self.record.channel, self.record.thread_ts, message))
             self.posted += 1
         if messages and self.surface is not None:
             self.surface.lines.replied(self.record.key)
@@ -245,7 +246,7 @@ class ThreadRenderer:
         message = self._status_message(snapshot, working=True)
         ts = await self.board.post(record.channel, record.thread_ts, message)
         if ts is None and self.surface is not None and self.surface.fallbacks.allows(self.key, PLAN):
-            if self.surface.fallbacks.fall_back(self.key, PLAN, self.io.last_failure or "plan message refused"):
+            if self.surface.fallbacks.fall_back(self.key, PLAN, self.board.last_failure or "plan message refused"):
                 ts = await self.board.post(record.channel, record.thread_ts, self._status_message(snapshot, working=True))
         if ts is not None:
             record.status_ts = ts
@@ -317,7 +318,7 @@ class ThreadRenderer:
         await self.post([self._error(e) for e in errors if e is not explained])
         if outcome == RunPhase.COMPLETED and before != RunPhase.COMPLETED:
             message = blocks.completion(snapshot, key=self.key)
-            self.completion_ts = await self.io.post(record.channel, record.thread_ts, message)
+            self.completion_ts = (await self.io.send(Post(record.channel, record.thread_ts, message))).ts
             self.posted += 1
             if self.surface is not None and self.completion_ts:
                 self.surface.lines.replied(record.key)  # the post cleared the status line

@@ -15,7 +15,8 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadRecord
 from ..config import BotConfig
 from ..render import blocks
-from ..slack_io import SlackIO
+from ..outgoing import Post
+from ..slack_port import SlackPort
 from .dedupe import Deduper
 from .event_claim import EventClaim
 from .session_calls import ChooseModel, GuestChat, OpenThread, RunControl, SayText, ThreadCall
@@ -37,7 +38,7 @@ class TextEvents:
         access: AccessPolicy,
         deduper: Deduper,
         notes: ThreadNotes,
-        io: SlackIO,
+        io: SlackPort,
         claim_when_durable: bool = False,
     ) -> None:
         """`claim_when_durable`: typed text the agent may answer is claimed once its reply is recorded
@@ -140,4 +141,4 @@ class TextEvents:
             f"{giver} handed this thread over to {taker}. From now on only {taker} (or an admin) "
             "can start runs, answer questions and steer them here."
         )
-        await self.io.post(record.channel, record.thread_ts, blocks.notice(text))
+        await self.io.send(Post(record.channel, record.thread_ts, blocks.notice(text)))

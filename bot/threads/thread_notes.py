@@ -7,16 +7,17 @@ from ..access import AccessPolicy, Verdict
 from ..base.actions import Clicked
 from ..base.thread import ThreadKey, ThreadRecord
 from ..render import blocks
-from ..slack_io import SlackIO
+from ..outgoing import Edit, Ephemeral
+from ..slack_port import SlackPort
 
 
 class ThreadNotes:
-    def __init__(self, io: SlackIO, access: AccessPolicy) -> None:
+    def __init__(self, io: SlackPort, access: AccessPolicy) -> None:
         self.io = io
         self.access = access
 
     async def refuse(self, key: ThreadKey, user: str, text: str) -> None:
-        await self.io.ephemeral(key.channel, user, text, thread_ts=key.thread_ts)
+        await self.io.send(Ephemeral(key.channel, user, text, thread_ts=key.thread_ts))
 
     def may_act_here(self, key: ThreadKey, record: ThreadRecord, user: str) -> Verdict:
         """Allowed to use the bot in this channel, and to act in this thread."""
@@ -38,4 +39,4 @@ class ThreadNotes:
     async def settle(self, key: ThreadKey, clicked: Clicked | None, outcome: str) -> None:
         """Replace the clicked message's buttons with what was done, so it cannot be used twice."""
         if clicked is not None:
-            await self.io.update(key.channel, clicked.ts, blocks.settled(clicked, outcome))
+            await self.io.send(Edit(key.channel, clicked.ts, blocks.settled(clicked, outcome)))

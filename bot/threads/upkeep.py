@@ -17,7 +17,8 @@ from crewagent.core.api.runs import Engine, RunManager
 from ..base.thread import ThreadKey, ThreadRecord
 from ..outbox.courier import Courier
 from ..render import blocks
-from ..slack_io import SlackIO
+from ..outgoing import Post
+from ..slack_port import SlackPort
 from .channel_binding import BindingRuntime
 from .dedupe import Deduper
 from .lanes import ThreadLanes
@@ -45,7 +46,7 @@ class Upkeep:
         engine: Engine,
         lanes: ThreadLanes,
         store: Records,
-        io: SlackIO,
+        io: SlackPort,
         resume_on_start: bool,
     ) -> None:
         self.bindings = bindings
@@ -126,8 +127,9 @@ class Upkeep:
         if record is None or record.session.run_id != run_id:
             return None
         if not self.resume_on_start:
-            await self.io.post(key.channel, key.thread_ts, blocks.resume_offer(key=str(key), run_id=run_id, taken_over=taken_over))
+            offer = blocks.resume_offer(key=str(key), run_id=run_id, taken_over=taken_over)
+            await self.io.send(Post(key.channel, key.thread_ts, offer))
             return None
         notice = blocks.notice(TAKEN_OVER_NOTE if taken_over else RESTARTED_NOTE)
-        await self.io.post(key.channel, key.thread_ts, notice)
+        await self.io.send(Post(key.channel, key.thread_ts, notice))
         return ThreadCall(record, RunControl("resume"), record.session.owner or "", budgeted=False)

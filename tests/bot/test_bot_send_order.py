@@ -17,7 +17,8 @@ from crewagent.bot.native.fallbacks import STREAM, Fallbacks
 from crewagent.bot.native.status_line import StatusLines
 from crewagent.bot.native.stream import ReplyStream, ReplyTarget
 from crewagent.bot.render.message import SlackMessage
-from crewagent.bot.slack_io import SlackIO
+from crewagent.bot.outgoing import Edit
+from crewagent.bot.slack_port import SlackPort
 from crewagent.bot.slack_send import CallBudget, Priority
 from crewagent.bot.status import StatusBoard
 from crewagent.bot.base.thread import ThreadKey
@@ -45,7 +46,7 @@ def updates(slack: FakeSlack) -> list[tuple[str, str]]:
 
 
 async def test_a_final_reply_goes_before_plan_redraws_queued_by_other_threads(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=STARVED, burst=4)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=STARVED, burst=4)
     plans = [await board.post(f"C{i}", "1.0", text(f"plan {i} · v0")) for i in range(4)]
     reply = await board.post("C9", "9.0", text("Which route should we ta"))
     assert reply is not None and all(plans)
@@ -68,7 +69,7 @@ async def test_a_final_reply_goes_before_plan_redraws_queued_by_other_threads(sl
 
 
 async def test_a_completion_replaces_queued_progress_and_goes_first(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=STARVED, burst=4)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=STARVED, burst=4)
     busy = await board.post("C1", "1.0", text("Running · 0/9"))
     done = await board.post("C2", "2.0", text("Running · 0/9"))
     assert busy and done
@@ -81,19 +82,19 @@ async def test_a_completion_replaces_queued_progress_and_goes_first(slack: FakeS
 
 
 async def test_every_edit_counts_against_the_same_budget(slack: FakeSlack) -> None:
-    io = SlackIO(slack.client())
+    io = SlackPort(slack.client())
     board = StatusBoard(io, interval=0.0, rate=STARVED, burst=4)
     ts = await board.post("C1", "1.0", text("question"))
     assert ts is not None and board.room()
-    await io.update("C1", ts, text("Confirmed by @alice"))  # an answered question's outcome, made directly
-    await io.update("C1", ts, text("Confirmed by @alice ✓"))
+    await io.send(Edit("C1", ts, text("Confirmed by @alice")))  # an answered question's outcome, made directly
+    await io.send(Edit("C1", ts, text("Confirmed by @alice ✓")))
     assert not board.room()  # what is left is kept for urgent edits
     await board.close()
 
 
 async def test_clearing_a_finished_threads_line_goes_before_other_lines(slack: FakeSlack) -> None:
     client = slack.client()
-    lines = StatusLines(client, SlackIO(client), Fallbacks(), interval=0, rate=STARVED)
+    lines = StatusLines(SlackPort(client), Fallbacks(), interval=0, rate=STARVED)
     keys = [ThreadKey("T1", f"C{i}", "1.0") for i in range(4)]
     lines.working(keys[0], "Writing artifacts/a.md")
     await slack.wait_for("assistant.threads.setStatus", timeout=WAIT)
@@ -108,15 +109,14 @@ async def test_clearing_a_finished_threads_line_goes_before_other_lines(slack: F
 
 
 def stream(slack: FakeSlack, board: StatusBoard, fallbacks: Fallbacks) -> ReplyStream:
-    client = slack.client()
     key = ThreadKey("T1", "C1", "1.0")
     fallbacks.fall_back(str(key), STREAM, "not_allowed")
-    return ReplyStream(client=client, io=board.io, board=board, fallbacks=fallbacks, budget=CallBudget(100, 20),
+    return ReplyStream(io=board.io, board=board, fallbacks=fallbacks, budget=CallBudget(100, 20),
                        target=ReplyTarget(key, "U1", None), interval=0.0)
 
 
 async def test_without_an_edit_to_spare_a_refused_stream_posts_the_reply_whole(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=STARVED, burst=4)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=STARVED, burst=4)
     assert board.io.edit_budget is not None
     board.io.edit_budget.spend(2)  # other threads used what the reserve leaves
     reply = stream(slack, board, Fallbacks())
@@ -133,7 +133,7 @@ async def test_without_an_edit_to_spare_a_refused_stream_posts_the_reply_whole(s
 async def test_with_room_a_refused_stream_shows_its_first_words_and_then_the_whole_reply_first(
     slack: FakeSlack,
 ) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=STARVED, burst=4)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=STARVED, burst=4)
     plan = await board.post("C2", "2.0", text("Running · 0/9"))
     assert plan is not None
     reply = stream(slack, board, Fallbacks())

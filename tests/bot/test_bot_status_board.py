@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from crewagent.bot.render.message import SlackMessage
-from crewagent.bot.slack_io import SlackIO
+from crewagent.bot.slack_port import SlackPort
 from crewagent.bot.slack_send import Priority
 from crewagent.bot.status import StatusBoard
 from tests.support.fakes import FakeSlack
@@ -30,7 +30,7 @@ def edits(slack: FakeSlack, ts: str) -> list[str]:
 
 
 async def test_a_phase_is_shown_even_when_the_run_moves_on_before_the_edit_is_sent(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=0.0)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=0.0)
     ts = await board.post("C1", "1.0", state("Running"))
     assert ts is not None
     # Stopped, then at once resumed by a reply that waited for the stop: nothing runs in between.
@@ -42,7 +42,7 @@ async def test_a_phase_is_shown_even_when_the_run_moves_on_before_the_edit_is_se
 
 
 async def test_progress_between_phases_is_still_coalesced(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=0.0)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=0.0)
     ts = await board.post("C1", "1.0", state("Running"))
     assert ts is not None
     for step in range(5):
@@ -54,7 +54,7 @@ async def test_progress_between_phases_is_still_coalesced(slack: FakeSlack) -> N
 
 
 async def test_close_sends_every_kept_phase(slack: FakeSlack) -> None:
-    board = StatusBoard(SlackIO(slack.client()), interval=0.0, rate=0.0)
+    board = StatusBoard(SlackPort(slack.client()), interval=0.0, rate=0.0)
     ts = await board.post("C1", "1.0", state("Running"))
     assert ts is not None
     board.schedule("C1", ts, lambda: state("Paused"), priority=Priority.URGENT, milestone="paused")

@@ -104,14 +104,14 @@ def test_a_call_budget_allows_its_burst_then_refills_at_its_rate() -> None:
 
 async def test_a_status_line_still_wanted_is_sent_again_before_slack_drops_it() -> None:
     from crewagent.bot.native.fallbacks import Fallbacks
-    from crewagent.bot.slack_io import SlackIO
+    from crewagent.bot.slack_port import SlackPort
     from crewagent.bot.native.status_line import StatusLines
     from crewagent.bot.base.thread import ThreadKey
     from tests.support.fakes import FakeSlack
 
     async with FakeSlack() as slack:
         client = slack.client()
-        lines = StatusLines(client, SlackIO(client), Fallbacks(), interval=0, rate=1000, refresh_after=0.05)
+        lines = StatusLines(SlackPort(client), Fallbacks(), interval=0, rate=1000, refresh_after=0.05)
         key = ThreadKey("T1", "C1", "1.1")
         lines.working(key, "Writing artifacts/a.md")
         first = await slack.wait_for("assistant.threads.setStatus")
