@@ -41,6 +41,7 @@ LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may ha
 CONCURRENCY = 8  # lanes sent at once
 STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a streamed reply
 RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
+TAKEN_OVER_NOTE = "\n\n_(interrupted; writing this reply again…)_"  # another replica left it: nothing restarted here
 
 Result = Literal["sent", "retry", "refused"]
 FENCED = "fenced"  # an entry left to the replica that holds its thread now (its writer lost the thread)
@@ -147,14 +148,14 @@ class Courier:
         """Dedupe keys of replies an earlier process recorded whole but did not show (claimed again at a start)."""
         return list(self._settles_left)
 
-    async def settle_streams(self) -> int:
+    async def settle_streams(self, note_text: str = RESTART_NOTE) -> int:
         """At start-up, before new work: every stream an earlier process left open is stopped (so it no longer
         looks live) with a note that it is being written again, and kept for the redo of what it answers.
         Returns how many."""
         left, self.open_streams = self.open_streams, []
         for entry in left:
             try:
-                note = [{"type": "markdown_text", "text": RESTART_NOTE}]
+                note = [{"type": "markdown_text", "text": note_text}]
                 await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
                 extra = {"error": failure_code(exc), "channel": entry.channel}
@@ -164,6 +165,15 @@ class Courier:
             else:
                 await self.forget_stream(entry)
         return len(left)
+
+    async def take_thread(self, thread: str) -> int:
+        """A thread this replica has just taken over, before its work runs here: what the previous holder
+        recorded for it and did not send goes out from here, and a stream it left open is stopped and kept
+        for the redo (the resumed run, or the event handled again), which writes the whole reply into it.
+        Returns how many streams were left open."""
+        self._take(await self.ledger.take_thread(thread))
+        self._kick()
+        return await self.settle_streams(TAKEN_OVER_NOTE) if self.open_streams else 0
 
     async def forget_stream(self, entry: OutboxEntry) -> None:
         """A recorded stream that needs nothing more (settled long ago, or replaced by a redo's own entry)."""
@@ -300,8 +310,8 @@ class Courier:
             self._take(await self.ledger.pending())
         except (LedgerUnavailable, TimeoutError):
             return  # looked for again at the next round
-        if self.open_streams:  # a dead replica's streams: stopped now, kept for the resumed run's reply
-            await self.settle_streams()
+        if self.open_streams:  # a dead replica's streams outside any thread's lease: stopped, kept for a redo
+            await self.settle_streams(TAKEN_OVER_NOTE)
 
     async def _drain(self, lane: _Lane) -> None:
         while lane.entries and lane.due <= time.monotonic():

@@ -96,5 +96,9 @@ class Ledger(Protocol):
     async def pending(self) -> list[OutboxEntry]:
         """Entries this process must send: left by an earlier process here, or by a replica that died."""
 
+    async def take_thread(self, thread: str) -> list[OutboxEntry]:
+        """Entries the thread's earlier holder recorded and did not finish (its open streams too), now ours:
+        called by the replica that just took the thread over, before the thread's work runs there."""
+
     async def given_up(self, since: float) -> list[OutboxEntry]:
         """Entries given up since `since` (wall time), oldest first."""

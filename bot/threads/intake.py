@@ -84,6 +84,7 @@ class ThreadIntake:
             idle_run=self.state.idle_run,
             resume_thread=self.pipeline.take_over,
             stop_local_runs=self.state.stop_local_runs,
+            take_outbox=self.pipeline.upkeep.take_outbox,
         )
 
     async def on_text(

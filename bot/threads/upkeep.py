@@ -103,6 +103,14 @@ class Upkeep:
             log.info("settling streamed replies a previous process left open", extra={"count": cut})
         return cut
 
+    async def take_outbox(self, key: ThreadKey) -> None:
+        """A thread this replica took over from another (bot.replicas.handover), before its work runs here:
+        what the other recorded for it and did not send goes out from here, and a stream it left open is
+        stopped and kept for the redo, which writes the whole reply into that message."""
+        outbox = self.io.outbox
+        if isinstance(outbox, Courier) and (cut := await outbox.take_thread(str(key))):
+            log.info("settling streamed replies another replica left open", extra={"count": cut, "slack_thread": str(key)})
+
     async def resume_interrupted(self, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
         """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""
         interrupted = {r.run_id for r in await asyncio.to_thread(self.engine.interrupted_runs)}

@@ -5,7 +5,6 @@ is left looking live (every chat.startStream was stopped, or its message edited 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tests.support.scripts import (
     HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs,
 )
 from tests.support.serve_process import SECRET, start_serve
+from tests.support.stream_checks import asked, assert_shown_once, replies_in
 
 pytestmark = pytest.mark.slow  # kill -9 of serve
 
@@ -45,24 +45,6 @@ CLOSING = (
 def slow_llm(responder: Any) -> ScriptedLLM:
     """A model that writes its text in small pieces, slowly enough to be killed in the middle of a reply."""
     return ScriptedLLM(responder=responder, piece_chars=12, piece_interval=0.15)
-
-
-def replies_in(slack: FakeSlack, top: str, text: str) -> list[dict[str, Any]]:
-    """The thread's messages that show any of `text` (its first words)."""
-    return [m for m in slack.messages.values() if m.get("thread_ts") == top and text[:40] in message_text(m)]
-
-
-def assert_shown_once(slack: FakeSlack, top: str, text: str) -> None:
-    shown = replies_in(slack, top, text)
-    assert len(shown) == 1, [message_text(m) for m in shown]
-    assert text in message_text(shown[0]), message_text(shown[0])  # the whole reply, not a fragment
-    assert "interrupted by a restart" not in message_text(shown[0])
-    live = [key for key, state in slack.streams.items() if state == "streaming"]
-    assert not live, f"streams left open: {live}"
-
-
-def asked(llm: ScriptedLLM, text: str) -> int:
-    return sum(text in json.dumps(body) for body in llm.requests)
 
 
 async def open_chat(slack: FakeSlack, http: aiohttp.ClientSession, events: str) -> str:
