@@ -136,6 +136,7 @@ class ReplyStream:
                 stream = self._stream or await self._open()
                 await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
                 self.text, self.sent = whole, len(whole)
+                await self._forget_record()  # Slack has it whole: no later start may settle or adopt it
                 return
             except SLACK_FAILURES as exc:
                 self._failed(exc)
@@ -146,18 +147,19 @@ class ReplyStream:
         await self._forget_record()  # shown the old way; the final edit is in the outbox
 
     async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None, settles: list[str]) -> bool:
-        """A recorded stream (or an adopted message) whose whole reply fits one message: the outbox records
-        the whole text, then stops the stream with the rest (or edits the message to the whole). False when
-        the reply goes the old way."""
+        """A recorded stream (or an adopted message): the outbox records the whole text, then stops the stream
+        with the rest (or edits the message to the whole, a long reply to its first part and posts the
+        others). False when the reply goes the old way."""
         outbox, record = _stream_outbox(self.io), self._record
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
         messages = blocks.reply(whole, self.agent)
         sent_text = self.text[: self.sent]
-        if len(messages) > 1 or not whole.startswith(sent_text):
+        if not whole.startswith(sent_text):
             return False
         rest = "" if self.adopted else whole[self.sent :]
-        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": messages[0].payload()}
+        first, *more = (message.payload() for message in messages)  # a long reply: the parts after the first
+        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": first, "more": more}
         self._record = None
         error = await outbox.finish_stream(record, payload, settles)
         self.text, self.sent = whole, len(whole)

@@ -61,6 +61,11 @@ def with_marker(entry_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "metadata": {"event_type": METADATA_TYPE, "event_payload": {"entry": entry_id}}}
 
 
+def part_id(entry_id: str, index: int) -> str:
+    """The id a long reply's part `index` (1 for the second message) is marked with, found by it again."""
+    return f"{entry_id}.{index}"
+
+
 def marked_entry(message: dict[str, Any]) -> str | None:
     """The outbox entry id a message in Slack carries, if any."""
     metadata = message.get("metadata")

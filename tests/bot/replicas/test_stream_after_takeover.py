@@ -115,6 +115,41 @@ async def test_a_chat_reply_cut_by_kill_9_is_finished_once_by_the_replica_that_t
         assert asked == 2
 
 
+async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holder_without_asking_again(
+    database_url: str, project: Path, tmp_path: Path
+) -> None:
+    async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
+        asked = 0
+
+        def respond(body: Body) -> Reply:
+            nonlocal asked
+            if QUESTION in last_user_text(body):
+                asked += 1
+                return Reply(content=ANSWER)
+            return Reply(content=f"Noted: {last_user_text(body)[-40:]}")
+
+        c.llm.responder = respond
+        top = await c.mention("chat", via=0)
+        await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
+        c.slack.fail_next("chat.stopStream", "service_unavailable", status=503, times=10_000)
+        since = len(c.slack.calls)
+        await c.reply(top, QUESTION, via=0)
+        await c.slack.wait_for("chat.stopStream", since=since, timeout=WAIT)  # the whole text is recorded; Slack is away
+        holder = await c.holder(top)
+        victim = next(r for r in c.replicas if r.id == holder)
+        kill_group(victim.process.pid)
+        await victim.process.wait()
+        c.slack.stop_failing("chat.stopStream")
+
+        await c.slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        since = len(c.slack.calls)
+        survivor = next(r.index for r in c.replicas if r is not victim)
+        await c.reply(top, "Thanks.", via=survivor)  # answered after the question's event was looked at again
+        await c.posted(lambda p: p.get("thread_ts") == top and "Noted" in message_text(p), since=since)
+        assert_shown_once(c.slack, top, ANSWER)
+        assert asked == 1, "the reply recorded whole was finished, not asked for again"
+
+
 def closing_responder() -> Any:
     script = hello_linear_responder()
 
