@@ -7,6 +7,7 @@ replica, started again, sends nothing more to that thread."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +103,9 @@ async def test_a_chat_reply_cut_by_kill_9_is_finished_once_by_the_replica_that_t
         since = len(c.slack.calls)
         envelope = await c.reply(top, QUESTION, via=0)
         victim, survivor, cut = await kill_mid_stream(c, top, ANSWER, since)
-
+        killed = time.monotonic()
         await c.slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole reply was shown {time.monotonic() - killed:.1f} s after the kill")
         await c.event({**envelope, "retry_attempt": 1}, via=survivor)  # Slack delivers the question again
         since = len(c.slack.calls)
         await c.reply(top, "Thanks.", via=survivor)  # answered after the redelivery was looked at
@@ -173,8 +175,9 @@ async def test_a_runs_closing_text_cut_by_kill_9_is_finished_once_by_the_replica
         since = len(c.slack.calls)
         await c.reply(top, HELLO_LINEAR_ANSWER, via=0)
         victim, _, cut = await kill_mid_stream(c, top, CLOSING, since)
-
+        killed = time.monotonic()
         await c.slack.wait_for(("chat.update", STREAMED), lambda p: CLOSING in message_text(p), since=since, timeout=WAIT)
+        print(f"the whole closing text was shown {time.monotonic() - killed:.1f} s after the kill")
         assert_shown_once(c.slack, top, CLOSING)
         assert all(user_inputs(body).count(HELLO_LINEAR_ANSWER) <= 1 for body in c.llm.requests)  # taken once
 
