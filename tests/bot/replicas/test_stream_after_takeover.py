@@ -6,7 +6,6 @@ replica, started again, sends nothing more to that thread."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
