@@ -130,8 +130,8 @@ class ReplyStream:
         footer = [defused(blocks.context(header))] if header else None
         if await self._finish_durably(whole, footer, list(self.target.settles) if answered else []):
             return
-        if self.streaming and whole.startswith(self.text[: self.sent]):
-            rest = whole[self.sent :]
+        rest = self._rest(whole)
+        if self.streaming and rest is not None:
             try:
                 stream = self._stream or await self._open()
                 await stream.stop(markdown_text=defuse_markdown_mentions(rest) or None, blocks=footer)
@@ -154,10 +154,9 @@ class ReplyStream:
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
         messages = blocks.reply(whole, self.agent)
-        sent_text = self.text[: self.sent]
-        if not whole.startswith(sent_text):
+        rest = "" if self.adopted else self._rest(whole)
+        if rest is None:
             return False
-        rest = "" if self.adopted else whole[self.sent :]
         first, *more = (message.payload() for message in messages)  # a long reply: the parts after the first
         payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": first, "more": more}
         self._record = None
@@ -168,6 +167,14 @@ class ReplyStream:
             if self.on_user_stop is not None:
                 asyncio.get_running_loop().call_soon(self.on_user_stop)
         return True
+
+    def _rest(self, whole: str) -> str | None:
+        """What of the whole reply Slack has not shown yet; None when it does not go on from what Slack shows.
+        The whole reply comes stripped, so blanks at the end of what was shown do not count."""
+        shown = self.text[: self.sent]
+        if whole.startswith(shown):
+            return whole[len(shown) :]
+        return whole[len(shown.rstrip()) :] if whole.startswith(shown.rstrip()) else None
 
     async def _forget_record(self) -> None:
         record, self._record, outbox = self._record, None, _stream_outbox(self.io)

@@ -164,8 +164,9 @@ LONG_QUESTIONS = {"Write the weekly report handbook.": "Part", "Now write the pl
 
 
 def long_answer(word: str) -> str:
-    """About 16,000 characters: more than one Slack message holds (12,000), so shown in two parts."""
-    line = " ".join(["The weekly report lists what was finished, what comes next and the risks, each with an owner."] * 7)
+    """About 16,000 characters: more than one Slack message holds (12,000), so shown in two parts. Its
+    blank at the end is streamed too: the reply, whole, comes without it."""
+    line = "The weekly report lists what was finished, what comes next and the risks, each with an owner. " * 7
     return "\n\n".join(f"{word} {index:02d}. {line}" for index in range(24))
 
 
