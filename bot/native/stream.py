@@ -129,12 +129,15 @@ class ReplyStream:
         footer = [defused(blocks.context(header))] if header else None
         if await self._finish_durably(whole, footer, list(self.target.settles) if answered else []):
             return
-        if self.streaming and whole.startswith(self.text[: self.sent]):
-            rest = whole[self.sent :]
+        rest = self._rest(whole)
+        if self.streaming and rest is not None:
             stream = self._stream or await self._open()
             delivery = await self.io.send(StreamStop(stream, defuse_markdown_mentions(rest) or None, footer))
-            if delivery.sent or delivery.fenced:
+            if delivery.fenced:  # the thread is another replica's now: it settles the record
+                return
+            if delivery.sent:
                 self.text, self.sent = whole, len(whole)
+                await self._forget_record()  # Slack has it whole: no later start may settle or adopt it
                 return
             self._failed(delivery)
             if self.stopped:
@@ -144,18 +147,18 @@ class ReplyStream:
         await self._forget_record()  # shown the old way; the final edit is in the outbox
 
     async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None, settles: list[str]) -> bool:
-        """A recorded stream (or an adopted message) whose whole reply fits one message: the outbox records
-        the whole text, then stops the stream with the rest (or edits the message to the whole). False when
-        the reply goes the old way."""
+        """A recorded stream (or an adopted message): the outbox records the whole text, then stops the stream
+        with the rest (or edits the message to the whole, a long reply to its first part and posts the
+        others). False when the reply goes the old way."""
         outbox, record = _stream_outbox(self.io), self._record
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
         messages = blocks.reply(whole, self.agent)
-        sent_text = self.text[: self.sent]
-        if len(messages) > 1 or not whole.startswith(sent_text):
+        rest = "" if self.adopted else self._rest(whole)
+        if rest is None:
             return False
-        rest = "" if self.adopted else whole[self.sent :]
-        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": messages[0].payload()}
+        first, *more = (message.payload() for message in messages)  # a long reply: the parts after the first
+        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": first, "more": more}
         self._record = None
         error = await outbox.finish_stream(record, payload, settles)
         self.text, self.sent = whole, len(whole)
@@ -164,6 +167,14 @@ class ReplyStream:
             if self.on_user_stop is not None:
                 asyncio.get_running_loop().call_soon(self.on_user_stop)
         return True
+
+    def _rest(self, whole: str) -> str | None:
+        """What of the whole reply Slack has not shown yet; None when it does not go on from what Slack shows.
+        The whole reply comes stripped, so blanks at the end of what was shown do not count."""
+        shown = self.text[: self.sent]
+        if whole.startswith(shown):
+            return whole[len(shown) :]
+        return whole[len(shown.rstrip()) :] if whole.startswith(shown.rstrip()) else None
 
     async def _forget_record(self) -> None:
         record, self._record, outbox = self._record, None, _stream_outbox(self.io)

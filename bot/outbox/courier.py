@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..slack_client import failure_code, retry_after, transient_failure
 from ..waits import wait_set
-from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, marked_entry, with_marker
+from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, marked_entry, part_id, with_marker
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may ha
 CONCURRENCY = 8  # lanes sent at once
 STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a streamed reply
 RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
+TAKEN_OVER_NOTE = "\n\n_(interrupted; writing this reply again…)_"  # another replica left it: nothing restarted here
 
 Result = Literal["sent", "retry", "refused"]
 FENCED = "fenced"  # an entry left to the replica that holds its thread now (its writer lost the thread)
@@ -144,17 +145,19 @@ class Courier:
             self._orphans[entry.answers] = entry
 
     def settles_left(self) -> list[str]:
-        """Dedupe keys of replies an earlier process recorded whole but did not show (claimed again at a start)."""
-        return list(self._settles_left)
+        """Dedupe keys of replies an earlier process (or the thread's previous holder) recorded whole but did not
+        show, taken up since this was last asked: their events count as handled, so no redo asks again."""
+        keys, self._settles_left = self._settles_left, []
+        return keys
 
-    async def settle_streams(self) -> int:
+    async def settle_streams(self, note_text: str = RESTART_NOTE) -> int:
         """At start-up, before new work: every stream an earlier process left open is stopped (so it no longer
         looks live) with a note that it is being written again, and kept for the redo of what it answers.
         Returns how many."""
         left, self.open_streams = self.open_streams, []
         for entry in left:
             try:
-                note = [{"type": "markdown_text", "text": RESTART_NOTE}]
+                note = [{"type": "markdown_text", "text": note_text}]
                 await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
             except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
                 extra = {"error": failure_code(exc), "channel": entry.channel}
@@ -164,6 +167,15 @@ class Courier:
             else:
                 await self.forget_stream(entry)
         return len(left)
+
+    async def take_thread(self, thread: str) -> int:
+        """A thread this replica has just taken over, before its work runs here: what the previous holder
+        recorded for it and did not send goes out from here, and a stream it left open is stopped and kept
+        for the redo (the resumed run, or the event handled again), which writes the whole reply into it.
+        Returns how many streams were left open."""
+        self._take(await self.ledger.take_thread(thread))
+        self._kick()
+        return await self.settle_streams(TAKEN_OVER_NOTE) if self.open_streams else 0
 
     async def forget_stream(self, entry: OutboxEntry) -> None:
         """A recorded stream that needs nothing more (settled long ago, or replaced by a redo's own entry)."""
@@ -213,13 +225,14 @@ class Courier:
     async def start(self) -> int:
         """Take up what an earlier process (or a dead replica) left unsent; returns how many entries."""
         left = await self.ledger.pending()
-        self._settles_left = [key for entry in left if entry.kind == "finish" for key in entry.settles]
         self._take(left)
         self._kick()
         return len(left)
 
     def _take(self, entries: list[OutboxEntry]) -> None:
         for entry in sorted(entries, key=lambda e: e.seq):
+            if entry.kind == "finish":
+                self._settles_left += entry.settles
             if entry.kind == "stream":  # nothing to send: settled at start-up (bot.native.stream)
                 if all(e.id != entry.id for e in self.open_streams):
                     self.open_streams.append(entry)
@@ -227,7 +240,7 @@ class Courier:
             lane = self._lanes.setdefault(entry.lane, _Lane())
             if any(e.id == entry.id for e in lane.entries):
                 continue
-            entry.maybe_sent = entry.kind == "post"  # it may have reached Slack before the record said so
+            entry.maybe_sent = entry.kind in ("post", "finish")  # it may have reached Slack before the record said so
             head = lane.entries.popleft() if lane.lock.locked() and lane.entries else None
             lane.entries = deque(sorted([*lane.entries, entry], key=lambda e: e.seq))
             if head is not None:
@@ -300,8 +313,8 @@ class Courier:
             self._take(await self.ledger.pending())
         except (LedgerUnavailable, TimeoutError):
             return  # looked for again at the next round
-        if self.open_streams:  # a dead replica's streams: stopped now, kept for the resumed run's reply
-            await self.settle_streams()
+        if self.open_streams:  # a dead replica's streams outside any thread's lease: stopped, kept for a redo
+            await self.settle_streams(TAKEN_OVER_NOTE)
 
     async def _drain(self, lane: _Lane) -> None:
         while lane.entries and lane.due <= time.monotonic():
@@ -395,8 +408,8 @@ class Courier:
 
     async def _finish(self, entry: OutboxEntry) -> _Attempt:
         """Stop the stream with the rest of the reply; a stream Slack no longer takes (expired, already
-        stopped by an earlier attempt or process) is edited to the whole reply instead. A stream the person
-        stopped stays as they stopped it."""
+        stopped by an earlier attempt or process) is edited to the whole reply instead (a long one: to its
+        first part, the others posted after it). A stream the person stopped stays as they stopped it."""
         rest = str(entry.payload.get("rest") or "")
         try:
             await self.client.chat_stopStream(
@@ -413,7 +426,21 @@ class Courier:
             if code == STOPPED_BY_USER:
                 return _Attempt("sent", ts=entry.target_ts, error=code)
         await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
+        await self._post_more(entry)
         return _Attempt("sent", ts=entry.target_ts)
+
+    async def _post_more(self, entry: OutboxEntry) -> None:
+        """A long reply whose message was edited to its first part: the other parts go into the thread, each
+        marked with its own id, so one that may be there already (a retry, a restart) is looked for first."""
+        for index, payload in enumerate(entry.payload.get("more") or []):
+            part = OutboxEntry(id=part_id(entry.id, index + 1), kind="post", channel=entry.channel,
+                               thread_ts=entry.thread_ts, payload={}, created=entry.created)
+            if entry.maybe_sent and await self._find(part) is not None:
+                continue
+            entry.maybe_sent = True  # from here on, a retry looks before it posts
+            await self.client.chat_postMessage(
+                channel=entry.channel, thread_ts=entry.thread_ts, unfurl_links=False, **with_marker(part.id, payload)
+            )
 
     async def _find(self, entry: OutboxEntry) -> str | None:
         """The ts of the message carrying this entry's id in its thread, if Slack already has it."""

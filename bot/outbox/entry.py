@@ -61,6 +61,11 @@ def with_marker(entry_id: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "metadata": {"event_type": METADATA_TYPE, "event_payload": {"entry": entry_id}}}
 
 
+def part_id(entry_id: str, index: int) -> str:
+    """The id a long reply's part `index` (1 for the second message) is marked with, found by it again."""
+    return f"{entry_id}.{index}"
+
+
 def marked_entry(message: dict[str, Any]) -> str | None:
     """The outbox entry id a message in Slack carries, if any."""
     metadata = message.get("metadata")
@@ -95,6 +100,10 @@ class Ledger(Protocol):
 
     async def pending(self) -> list[OutboxEntry]:
         """Entries this process must send: left by an earlier process here, or by a replica that died."""
+
+    async def take_thread(self, thread: str) -> list[OutboxEntry]:
+        """Entries the thread's earlier holder recorded and did not finish (its open streams too), now ours:
+        called by the replica that just took the thread over, before the thread's work runs there."""
 
     async def given_up(self, since: float) -> list[OutboxEntry]:
         """Entries given up since `since` (wall time), oldest first."""

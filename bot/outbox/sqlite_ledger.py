@@ -114,6 +114,10 @@ class SqliteLedger:
     async def pending(self) -> list[OutboxEntry]:
         return await self._select("SELECT seq, entry FROM outbox WHERE state = 'pending' ORDER BY seq", ())
 
+    async def take_thread(self, thread: str) -> list[OutboxEntry]:
+        """One process owns every thread: its start took all there was (`pending`)."""
+        return []
+
     async def given_up(self, since: float) -> list[OutboxEntry]:
         return await self._select(
             "SELECT seq, entry FROM outbox WHERE state = 'given_up' AND done_at >= ? ORDER BY seq", (since,)

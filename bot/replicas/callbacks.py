@@ -36,3 +36,4 @@ class HandoverCallbacks:
     idle_run: Callable[[ThreadKey], Awaitable[str | None]]  # the thread's current run when nothing pumps it here
     resume_thread: Callable[[ThreadKey, str], Awaitable[None]]  # resume a run left `running`
     stop_local_runs: Callable[[], None]  # ask every run pumping here to stop
+    take_outbox: Callable[[ThreadKey], Awaitable[None]] | None = None  # a thread just taken over: its outbox first

@@ -228,6 +228,8 @@ class Handover:
         work = self.work
         if work is None:
             return
+        if not current and work.take_outbox is not None:
+            await work.take_outbox(key)  # the previous holder's open stream is settled before any redo here
         run_id = await work.idle_run(key)
         if not run_id:
             return

@@ -2,8 +2,10 @@
 (or starts after one died) sends what the other could not.
 
 Each entry names the replica sending it; entries of a replica that stopped beating are taken over
-by whoever looks next (`pending`). Errors that mean "the database is away" become LedgerUnavailable:
-the outbox waits for it instead of failing a turn.
+by whoever looks next (`pending`). A streamed reply's record belongs to its thread, not to whoever
+looks: only the replica taking the thread over (`take_thread`) settles it, before it runs the redo
+that writes the whole reply into that message. Errors that mean "the database is away" become
+LedgerUnavailable: the outbox waits for it instead of failing a turn.
 """
 
 from __future__ import annotations
@@ -102,7 +104,10 @@ class PostgresLedger:
     async def pending(self) -> list[OutboxEntry]:
         """Ours, those of replicas that stopped beating, and those recorded under an epoch their thread
         has passed (by a replica that lost it) once the thread's lease is ours, free or dead: taken over
-        here under the thread's current epoch. What was recorded is sent once, by whoever holds it now."""
+        here under the thread's current epoch. What was recorded is sent once, by whoever holds it now.
+        Never a thread's open stream: ours is being written, and another's is settled by whoever takes
+        its thread over (`take_thread`), so the redo there finds it; settled here, it would be stopped
+        under a live writer, or kept where no redo looks."""
         current = FENCE_SQL.format(key="o.thread_key", epoch="o.epoch")
         ours_or_free = ("EXISTS (SELECT 1 FROM crew_leases l WHERE l.thread_key = o.thread_key AND (l.replica = %(me)s "
                         "OR l.replica IS NULL OR NOT " + LIVE_SQL.format(col="l.replica") + "))")
@@ -115,8 +120,27 @@ class PostgresLedger:
                 "OR (o.replica IS DISTINCT FROM %(me)s AND ("
                 "((o.replica IS NULL OR NOT " + LIVE_SQL.format(col="o.replica") + ") AND (o.epoch IS NULL OR "
                 + current + ")) OR (o.epoch IS NOT NULL AND NOT " + current + " AND " + ours_or_free + "))))"
+                " AND NOT (o.thread_key IS NOT NULL AND o.entry->>'kind' = 'stream')"
                 " RETURNING seq, entry",
                 self.replicas.sql_args(),
+            )
+            rows = await cur.fetchall()
+        return sorted((_entry(seq, data) for seq, data in rows), key=lambda e: e.seq)
+
+    async def take_thread(self, thread: str) -> list[OutboxEntry]:
+        """The thread's lease is ours now (HELD, a newer epoch than its last writer's): every pending entry
+        another holder recorded for it, or we recorded under an older epoch, becomes ours at the current
+        epoch, its open streams too. Fenced by that epoch: nothing is taken once the thread passed on."""
+        lease = HELD.get()
+        if lease is None or lease.thread != thread:
+            return []
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                "UPDATE crew_outbox o SET replica = %(me)s, epoch = l.epoch FROM crew_leases l "
+                "WHERE o.thread_key = %(k)s AND l.thread_key = o.thread_key AND l.epoch = %(e)s "
+                "AND o.state = 'pending' AND (o.replica IS DISTINCT FROM %(me)s OR o.epoch IS DISTINCT FROM l.epoch) "
+                "RETURNING o.seq, o.entry",
+                self.replicas.sql_args(k=thread, e=lease.epoch),
             )
             rows = await cur.fetchall()
         return sorted((_entry(seq, data) for seq, data in rows), key=lambda e: e.seq)

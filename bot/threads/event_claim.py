@@ -30,8 +30,9 @@ class EventClaim:
 
     @property
     def waiting(self) -> tuple[str, ...]:
-        """The keys not claimed yet (recorded with the reply's whole text)."""
-        return () if self.claimed else tuple(self.keys)
+        """The keys not settled for good yet, recorded with the reply's whole text: a start, or a replica
+        taking the thread over, that finds the reply whole counts the event as handled (no redo)."""
+        return () if self.final else tuple(self.keys)
 
     async def settle(self) -> None:
         """The event's effect is durable now: it counts as handled, for good."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from typing import Any
 
 from ..access import AccessPolicy
@@ -85,6 +86,7 @@ class ThreadIntake:
             idle_run=self.state.idle_run,
             resume_thread=self.pipeline.take_over,
             stop_local_runs=self.state.stop_local_runs,
+            take_outbox=partial(self.pipeline.upkeep.take_outbox, deduper=self.pipeline.deduper),
         )
 
     async def on_text(

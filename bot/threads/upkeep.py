@@ -97,12 +97,23 @@ class Upkeep:
         it answered counts as handled (the model is not asked again); a stream it left open without its
         whole text is stopped and kept for the redo of what it answers (the resumed run, or the event
         handled again), which writes the whole reply into it. Returns how many streams were left open."""
-        keys = outbox.settles_left()
-        if keys:
-            await deduper.remember_persisted(keys)
+        await _settle_events(outbox, deduper)
         if cut := await outbox.settle_streams():
             log.info("settling streamed replies a previous process left open", extra={"count": cut})
         return cut
+
+    async def take_outbox(self, key: ThreadKey, deduper: Deduper) -> None:
+        """A thread this replica took over from another (bot.replicas.handover), before its work runs here:
+        what the other recorded for it and did not send goes out from here (a reply recorded whole settles
+        its event, which is not handled again), and a stream it left open is stopped and kept for the redo,
+        which writes the whole reply into that message."""
+        outbox = self.io.outbox
+        if not isinstance(outbox, Courier):
+            return
+        cut = await outbox.take_thread(str(key))
+        await _settle_events(outbox, deduper)
+        if cut:
+            log.info("settling streamed replies another replica left open", extra={"count": cut, "slack_thread": str(key)})
 
     async def resume_interrupted(self, resume: Callable[[ThreadKey, str], Awaitable[None]]) -> int:
         """Runs left `running` by a previous process: `resume` each in its thread's lane. Returns how many."""
@@ -133,3 +144,11 @@ class Upkeep:
         notice = blocks.notice(TAKEN_OVER_NOTE if taken_over else RESTARTED_NOTE)
         await self.io.send(Post(key.channel, key.thread_ts, notice))
         return ThreadCall(record, RunControl("resume"), record.session.owner or "", budgeted=False)
+
+
+async def _settle_events(outbox: Courier, deduper: Deduper) -> None:
+    """Events whose reply the outbox holds whole count as handled for good: claimed, and settled where a
+    claim could otherwise be taken over by a newer holder of the thread (replicas)."""
+    if keys := outbox.settles_left():
+        await deduper.remember_persisted(keys)
+        await deduper.settle_persisted(keys)

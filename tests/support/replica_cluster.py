@@ -70,37 +70,51 @@ class Cluster:
             + self.extra_config
         )
         for index in range(count):
-            home = self.workdir / f"home-{index}"
-            port = free_port()
-            env = {
-                **os.environ,
-                "SLACK_BOT_TOKEN": BOT_TOKEN,
-                "SLACK_API_URL": self.slack.api_url,
-                "CREWAGENT_MODEL": "scripted",
-                "OPENAI_BASE_URL": self.llm.base_url,
-                "OPENAI_API_KEY": "test",
-                "CREWAGENT_HOME": str(home),
-                "CREWAGENT_DATABASE_URL": self.database_url,
-                **self.replica_env.get(index, {}),
-            }
-            env["SLACK_APP_TOKEN" if self.mode == "socket" else "SLACK_SIGNING_SECRET"] = (
-                APP_TOKEN if self.mode == "socket" else SECRET
-            )
-            packages = [arg for name in self.packages for arg in ("--package", str(EXAMPLES / name))]
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "crewagent.cli", "serve", "--project", str(self.project), *packages,
-                "--config", str(config), "--port", str(port),
-                cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL,
-                stderr=open(self.workdir / f"replica-{index}.log", "wb"),  # noqa: SIM115
-                start_new_session=True,
-            )
-            replica = Replica(index=index, process=process, port=port, home=home)
-            self.replicas.append(replica)
-            health = await wait_healthy(self.http, replica.health_url, timeout=WAIT)
-            replica.id = str(health["replica"])
+            replica = await self._spawn(index)
+            self.replicas.append(replica)  # stopped on exit even if it never gets healthy
+            await self._ready(replica)
             if self.mode == "socket":
                 # Connections are numbered in connecting order: connection i is replica i.
                 await self.slack.socket_mode.wait_connections(index + 1, timeout=WAIT)
+
+    async def restart(self, index: int) -> Replica:
+        """Start replica `index` again on its home (after it was killed): a new process, a new replica id.
+        Over HTTP only (Socket Mode numbers connections in connecting order)."""
+        assert self.mode == "http" and self.replicas[index].process.returncode is not None
+        replica = self.replicas[index] = await self._spawn(index)
+        await self._ready(replica)
+        return replica
+
+    async def _spawn(self, index: int) -> Replica:
+        home = self.workdir / f"home-{index}"
+        port = free_port()
+        env = {
+            **os.environ,
+            "SLACK_BOT_TOKEN": BOT_TOKEN,
+            "SLACK_API_URL": self.slack.api_url,
+            "CREWAGENT_MODEL": "scripted",
+            "OPENAI_BASE_URL": self.llm.base_url,
+            "OPENAI_API_KEY": "test",
+            "CREWAGENT_HOME": str(home),
+            "CREWAGENT_DATABASE_URL": self.database_url,
+            **self.replica_env.get(index, {}),
+        }
+        env["SLACK_APP_TOKEN" if self.mode == "socket" else "SLACK_SIGNING_SECRET"] = (
+            APP_TOKEN if self.mode == "socket" else SECRET
+        )
+        packages = [arg for name in self.packages for arg in ("--package", str(EXAMPLES / name))]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "crewagent.cli", "serve", "--project", str(self.project), *packages,
+            "--config", str(self.workdir / "crewagent.yml"), "--port", str(port),
+            cwd=REPO, env=env, stdout=asyncio.subprocess.DEVNULL,
+            stderr=open(self.workdir / f"replica-{index}.log", "ab"),  # noqa: SIM115
+            start_new_session=True,
+        )
+        return Replica(index=index, process=process, port=port, home=home)
+
+    async def _ready(self, replica: Replica) -> None:
+        health = await wait_healthy(self.http, replica.health_url, timeout=WAIT)
+        replica.id = str(health["replica"])
 
     def stop_all(self) -> None:
         for replica in self.replicas:

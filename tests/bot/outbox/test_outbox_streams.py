@@ -1,6 +1,7 @@
 """Streamed replies in the outbox, over the real SDK and the fake Slack: a stream's whole text is recorded
 before it is stopped, a stream Slack no longer takes is edited to the whole text instead, and a stream an
-earlier process left open is stopped at the next start and kept for the redo of what it answers."""
+earlier process left open is stopped at the next start and kept for the redo of what it answers; a long
+reply's parts are each shown once, even when a process died while posting them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.bot.outbox.courier import Courier
+from crewagent.bot.outbox.entry import part_id, with_marker
 from crewagent.bot.outbox.sqlite_ledger import SqliteLedger
 from tests.support.fakes import BOT_TOKEN, FakeSlack
 
@@ -72,5 +74,28 @@ async def test_a_stream_left_open_is_stopped_at_the_next_start_and_kept_for_its_
         assert adopted is not None and adopted.target_ts == ts and sender.adopt_stream("event:e1") is None
         await sender.finish_stream(adopted, {"rest": "", "whole": WHOLE}, ["e1"])  # the redo's whole reply
         assert slack.messages[("C1", ts)]["text"] == WHOLE["text"]
+        assert await sender.ledger.pending() == []
+        await sender.close()
+
+
+async def test_a_long_reply_whose_process_died_while_posting_its_parts_shows_each_part_once(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        earlier = courier(slack, tmp_path / "outbox.sqlite")
+        await earlier.open()
+        ts = await started(slack)
+        entry = await earlier.record_stream("C1", THREAD, ts, "event:e1")
+        slack.expire_stream("C1", ts)  # as after a crash: the message no longer streams, it is edited
+        parts = [{"text": "part two"}, {"text": "part three"}]
+        entry.kind, entry.payload = "finish", {"rest": "", "whole": {"text": "part one"}, "more": parts}
+        await earlier.ledger.replace(entry)  # the whole reply is recorded ...
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
+        await client.chat_postMessage(channel="C1", thread_ts=THREAD, **with_marker(part_id(entry.id, 1), parts[0]))
+        await earlier.close()  # ... and its second part was posted when the process died
+
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        assert await sender.idle(30)
+        shown = sorted((m for m in slack.messages.values() if m.get("thread_ts") == THREAD), key=lambda m: float(m["ts"]))
+        assert [m["text"] for m in shown] == ["part one", "part two", "part three"]
         assert await sender.ledger.pending() == []
         await sender.close()

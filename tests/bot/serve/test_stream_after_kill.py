@@ -5,7 +5,6 @@ is left looking live (every chat.startStream was stopped, or its message edited 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from tests.support.scripts import (
     HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs,
 )
 from tests.support.serve_process import SECRET, start_serve
+from tests.support.stream_checks import asked, assert_shown_once, replies_in
 
 pytestmark = pytest.mark.slow  # kill -9 of serve
 
@@ -47,33 +47,19 @@ def slow_llm(responder: Any) -> ScriptedLLM:
     return ScriptedLLM(responder=responder, piece_chars=12, piece_interval=0.15)
 
 
-def replies_in(slack: FakeSlack, top: str, text: str) -> list[dict[str, Any]]:
-    """The thread's messages that show any of `text` (its first words)."""
-    return [m for m in slack.messages.values() if m.get("thread_ts") == top and text[:40] in message_text(m)]
+async def ask(slack: FakeSlack, http: aiohttp.ClientSession, events: str, top: str, question: str) -> None:
+    question_ts = new_ts()
+    slack.add_message("C1", question, ts=question_ts, thread_ts=top)
+    assert (await deliver_event(http, events, SECRET, message_event(question, ts=question_ts, thread_ts=top)))[0] == 200
 
 
-def assert_shown_once(slack: FakeSlack, top: str, text: str) -> None:
-    shown = replies_in(slack, top, text)
-    assert len(shown) == 1, [message_text(m) for m in shown]
-    assert text in message_text(shown[0]), message_text(shown[0])  # the whole reply, not a fragment
-    assert "interrupted by a restart" not in message_text(shown[0])
-    live = [key for key, state in slack.streams.items() if state == "streaming"]
-    assert not live, f"streams left open: {live}"
-
-
-def asked(llm: ScriptedLLM, text: str) -> int:
-    return sum(text in json.dumps(body) for body in llm.requests)
-
-
-async def open_chat(slack: FakeSlack, http: aiohttp.ClientSession, events: str) -> str:
+async def open_chat(slack: FakeSlack, http: aiohttp.ClientSession, events: str, question: str = QUESTION) -> str:
     """A thread in plain chat, and the owner's question in it; returns the thread's ts."""
     top = new_ts()
     slack.add_message("C1", "<@UBOT> chat", ts=top)
     assert (await deliver_event(http, events, SECRET, app_mention_event("<@UBOT> chat", ts=top)))[0] == 200
     await slack.wait_for("chat.postMessage", lambda p: "Plain chat" in message_text(p), timeout=WAIT)
-    question_ts = new_ts()
-    slack.add_message("C1", QUESTION, ts=question_ts, thread_ts=top)
-    assert (await deliver_event(http, events, SECRET, message_event(QUESTION, ts=question_ts, thread_ts=top)))[0] == 200
+    await ask(slack, http, events, top, question)
     return top
 
 
@@ -170,4 +156,56 @@ async def test_a_runs_closing_text_cut_by_kill_9_is_written_whole_into_its_messa
         print(f"the whole reply was shown {time.monotonic() - restarted:.1f} s after the restart")
         assert_shown_once(slack, top, CLOSING)
         assert all(user_inputs(body).count(HELLO_LINEAR_ANSWER) <= 1 for body in llm.requests)  # taken once
+        kill_group(process.pid)
+
+
+
+LONG_QUESTIONS = {"Write the weekly report handbook.": "Part", "Now write the planning handbook.": "Step"}
+
+
+def long_answer(word: str) -> str:
+    """About 16,000 characters: more than one Slack message holds (12,000), so shown in two parts. Its
+    blank at the end is streamed too: the reply, whole, comes without it."""
+    line = "The weekly report lists what was finished, what comes next and the risks, each with an owner. " * 7
+    return "\n\n".join(f"{word} {index:02d}. {line}" for index in range(24))
+
+
+def whole_once(slack: FakeSlack, top: str, word: str) -> bool:
+    """Each paragraph of the long reply is in exactly one message of the thread, and no restart note is left."""
+    shown = [message_text(m) for m in slack.messages.values() if m.get("thread_ts") == top and m.get("user") == "UBOT"]
+    once = all(sum(f"{word} {index:02d}." in text for text in shown) == 1 for index in range(24))
+    return once and not any("interrupted by a restart" in text for text in shown)
+
+
+async def test_long_replies_are_shown_whole_in_their_parts_once_and_a_finished_one_is_left_be_after_kill_9(
+    project: Path, tmp_path: Path, spawn: Spawner
+) -> None:
+    home = tmp_path / "home"
+    def respond(body: Body) -> str:
+        asked_last = [m for m in body["messages"] if m.get("role") == "user"][-1]
+        return long_answer(next(word for question, word in LONG_QUESTIONS.items() if question in str(asked_last)))
+
+    llm = ScriptedLLM(responder=respond, piece_chars=400, piece_interval=0.1)
+    first, second = LONG_QUESTIONS
+    async with FakeSlack() as slack, llm, aiohttp.ClientSession() as http:
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        top = await open_chat(slack, http, f"http://127.0.0.1:{port}/slack/events", first)
+        done = await slack.wait_for(STREAMED, lambda p: "Part 23." in message_text(p), timeout=WAIT)  # whole, in one stream
+        since = len(slack.calls)
+        await ask(slack, http, f"http://127.0.0.1:{port}/slack/events", top, second)
+        await slack.wait_for("chat.appendStream", lambda p: "Step 10." in str(p), since=since, timeout=WAIT)
+        kill_group(process.pid)
+        await asyncio.wait_for(process.wait(), WAIT)
+        assert not whole_once(slack, top, "Step")
+
+        since = len(slack.calls)
+        process, port = await start_serve(spawn, project, home, slack.api_url, llm.base_url)
+        await wait_healthy(http, f"http://127.0.0.1:{port}/healthz", timeout=WAIT)
+        methods = ("chat.postMessage", "chat.update", STREAMED)
+        await slack.wait_for(methods, lambda p: whole_once(slack, top, "Step"), since=since, timeout=WAIT)
+        assert not [c.method for c in slack.calls[since:] if c.params.get("ts") == done["ts"]]  # the finished one is left be
+        assert whole_once(slack, top, "Part")
+        assert not [key for key, state in slack.streams.items() if state == "streaming"]
+        assert asked(llm, second) == 2
         kill_group(process.pid)
