@@ -32,15 +32,19 @@ class LLMClient:
         self.settings = settings
         self.model: str = settings.model
         self._sdk: SdkCalls | None = None
+        self._first_call = asyncio.Lock()
         self.watchers: list[CallWatcher] = []  # usage, metrics, traces (see CallWatcher)
 
     async def _calls(self) -> SdkCalls:
         if self._sdk is None:
             # The openai SDK is imported with the first model call, in a worker thread: importing it
-            # takes a few hundred ms of CPU, and the event loop keeps answering Slack meanwhile.
-            sdk = await asyncio.to_thread(importlib.import_module, "crewagent.core.model.sdk")
-            if self._sdk is None:  # another first call may have finished first
-                self._sdk = sdk.SdkCalls(self.settings)
+            # takes a few hundred ms of CPU, and the event loop keeps answering Slack meanwhile. The
+            # client is built there too (~0.3 s: the SDK's lazy imports of its aiohttp transport, the CA
+            # bundle loaded into an SSL context); none of it needs the loop, whose HTTP session opens
+            # with the first request.
+            async with self._first_call:  # calls made at once share the one client
+                if self._sdk is None:
+                    self._sdk = await asyncio.to_thread(_new_calls, self.settings)
         return self._sdk
 
     async def aclose(self) -> None:
@@ -79,3 +83,10 @@ class LLMClient:
         for ended in ends:
             ended(reply, None)
         return reply
+
+
+def _new_calls(settings: LLMSettings) -> SdkCalls:
+    """The SDK's calls for these settings (imports the SDK on first use); runs in a worker thread."""
+    sdk = importlib.import_module("crewagent.core.model.sdk")
+    calls: SdkCalls = sdk.SdkCalls(settings)
+    return calls
