@@ -30,8 +30,7 @@ from crewagent.core.api.stores import connection_settings
 
 from ..inbox.database_inbox import CONTROL_CHANNEL, INBOX_CHANNEL
 from .heartbeat import CUT_OFF_SHARE, HeartbeatThread
-from ..base.lease import Lease, LeaseLost
-from .tables import FENCE_SQL
+from ..base.lease import Lease
 from ..base.thread import ThreadKey
 
 log = logging.getLogger(__name__)

@@ -53,8 +53,7 @@ class TextEvents:
 
     async def decide(self, event: ThreadEvent) -> ThreadCall | None:
         """The session call for typed text in the thread's order; None when it was refused or handled here."""
-        key, user = event.key, event.user
-        record = await self.store.get(key)
+        record = await self.store.get(event.key)
         if record is None and not event.opening:
             return None  # not a conversation of ours
         claim = await self._claim(event)
