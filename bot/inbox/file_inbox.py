@@ -266,7 +266,21 @@ def _take_over(db: sqlite3.Connection, earlier: Path) -> int:
         except ValueError:
             continue
         taken += _add(db, ADD, row) is not None
+    claimed = _claimed_earlier(earlier.with_name("seen.sqlite"))
+    if claimed:  # decided by the earlier version before it stopped: not handled again
+        db.execute(REMEMBER.sql, REMEMBER.args(_claim_args(claimed, claim_time=time.time())))
     return taken
+
+
+def _claimed_earlier(seen: Path) -> list[str]:
+    """The keys an earlier version recorded as handled (`seen.sqlite`, table `seen`), if it kept them."""
+    if not seen.exists():
+        return []
+    with closing(sqlite3.connect(str(seen), timeout=LOCK_TIMEOUT)) as old:
+        try:
+            return [str(key) for (key,) in old.execute('SELECT key FROM "seen"')]
+        except sqlite3.OperationalError:  # not such a file
+            return []
 
 
 def _add(db: sqlite3.Connection, add: Any, row: dict[str, Any]) -> int | None:

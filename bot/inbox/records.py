@@ -249,7 +249,8 @@ SQLITE_CLAIM_COLUMNS = {"claimed_at": "FLOAT", "claim_epoch": "BIGINT"}  # added
 
 def postgres_ddl() -> str:
     """The table for Postgres, created or brought up to date in place: an inbox from before the delivery
-    id and the done time gets both, and its old index goes."""
+    id and the done time gets both, and its old index goes; waiting rows get their keys and the claims
+    an earlier version kept for them in `crew_seen` (created before this runs)."""
     table, *indexes = created(POSTGRES)
     columns = [
         f"ALTER TABLE crew_inbox ADD COLUMN IF NOT EXISTS {column.name} "
@@ -273,7 +274,12 @@ def postgres_ddl() -> str:
         "WHERE NOT EXISTS (SELECT 1 FROM crew_inbox_keys d WHERE d.delivery = crew_inbox.delivery) "
         "ON CONFLICT DO NOTHING"
     )
-    return ";\n".join([table, *columns, *migrate, *indexes, *keys_table, backfill]) + ";\n"
+    # Waiting rows an earlier version decided (its claims in crew_seen) keep their claims.
+    claims = (
+        "UPDATE crew_inbox i SET claimed_at = s.at, claim_epoch = s.epoch FROM crew_seen s "
+        "WHERE i.done_at IS NULL AND i.claimed_at IS NULL AND jsonb_exists(i.event->'dedupe', s.key)"
+    )
+    return ";\n".join([table, *columns, *migrate, *indexes, *keys_table, backfill, claims]) + ";\n"
 
 
 def sqlite_insert(table: sa.Table) -> Any:

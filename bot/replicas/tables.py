@@ -17,11 +17,14 @@ CREATE TABLE IF NOT EXISTS crew_threads (
 CREATE INDEX IF NOT EXISTS crew_threads_by_run ON crew_threads (run_id);
 CREATE INDEX IF NOT EXISTS crew_threads_by_owner ON crew_threads ((data->'session'->>'owner'));
 -- Handled deliveries of an earlier version (and what `crewagent migrate` copies from an embedded
--- seen.sqlite): kept in place, read by nothing; the inbox's rows are the claims now.
+-- seen.sqlite): kept in place; the inbox's rows are the claims now, and take over at a start the claims
+-- it holds for rows still waiting (bot.inbox.records.postgres_ddl).
 CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL
 );
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS thread_key text;
+ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS epoch bigint;
 CREATE TABLE IF NOT EXISTS crew_home_viewers (
     person text PRIMARY KEY,
     at double precision NOT NULL

@@ -11,6 +11,7 @@ from pathlib import Path
 from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.file_inbox import FileInbox
+from crewagent.bot.threads.store import open_table
 
 KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
@@ -93,10 +94,14 @@ async def test_what_waits_in_an_earlier_versions_journal_is_taken_over_once(tmp_
         db.execute("CREATE TABLE journal (seq INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, control TEXT)")
         for n in range(2):
             db.execute("INSERT INTO journal (event) VALUES (?)", (message(f"kept {n}", f"1.{n}", f"Ev{n}").model_dump_json(),))
+    seen = open_table(tmp_path / "seen.sqlite", "seen")  # the earlier version had decided "kept 1"
+    seen["ev:Ev1"] = 1.0
+    seen.close()
     inbox = FileInbox(tmp_path / "inbox.sqlite", earlier=earlier)
     assert [event.text for _, event, _ in await inbox.waiting()] == ["kept 0", "kept 1"]
     assert not earlier.exists()
     assert await inbox.add(message("kept 0", "1.0", "Ev0")) is None, "its redelivery is recognised"
+    assert await inbox.seen(["msg:C1:1.1"]) and not await inbox.seen(["ev:Ev0"]), "its claims are carried over"
     await inbox.close()
 
 
