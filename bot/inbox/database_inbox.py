@@ -28,8 +28,8 @@ from ..base.event import REDELIVERY_WINDOW, ThreadEvent
 from ..base.lease import HELD, Lease, LeaseLost
 from ..base.thread import ThreadKey
 from .records import (
-    CLAIMED_ROW_COLUMNS, MARK_DONE, POSTGRES, PRUNE, PRUNE_KEYS, THREAD_WAITING, Compiled, add_key_statement,
-    add_statement, claim_statements, claimed_row, compiled, inbox, inbox_keys, new_row, postgres_insert,
+    CLAIMED_ROW_COLUMNS, MARK_DONE, POSTGRES, PRUNE, PRUNE_KEYS, THREAD_WAITING, Compiled, add_statement,
+    claim_statements, claimed_row, compiled, inbox, inbox_keys, new_row, postgres_insert,
     postgres_keys_match, read_row,
 )
 
