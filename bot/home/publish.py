@@ -36,14 +36,16 @@ CLOSE_WAIT = 5.0  # seconds close() lets viewer checks finish
 SMALLEST = 4  # blocks: a refused view this small is given up (and logged)
 
 
-class SeenStore(Protocol):
-    async def seen(self, keys: list[str]) -> bool: ...
-
-    async def remember(self, keys: list[str]) -> None: ...
+VIEWER_WINDOW = 3600.0  # seconds after opening the tab during which a person's view is kept fresh
 
 
-def viewer_key(user: str) -> str:
-    return f"home:{user}"
+class HomeViewers(Protocol):
+    """Who opened the Home tab lately, shared by every replica (the thread store keeps it). Not a
+    delivery: nothing here is deduplicated, the tab is only refreshed for people who look at it."""
+
+    async def home_opened(self, user: str) -> None: ...
+
+    async def home_viewer(self, user: str, since: float) -> bool: ...
 
 
 class HomePublisher:
@@ -53,7 +55,7 @@ class HomePublisher:
         overview: RunOverview,
         agents: Callable[[], Sequence[AgentEntry]],
         access: Access,
-        seen: SeenStore,
+        viewers: HomeViewers,
         *,
         interval: float = REFRESH_INTERVAL,
         rate: float = PUBLISH_RATE,
@@ -63,7 +65,7 @@ class HomePublisher:
         self.overview = overview
         self.agents = agents
         self.access = access
-        self.seen = seen
+        self.viewers = viewers
         self.interval = interval
         self.rate = rate
         self.retry_delay = retry_delay
@@ -84,7 +86,7 @@ class HomePublisher:
         """`user` opened the Home tab; `scope` is what the view they see shows ("all" or "mine")."""
         if self.access.is_admin(user) and scope in ("all", "mine"):
             self._scope(user, scope == "all")
-        await self.seen.remember([viewer_key(user)])
+        await self.viewers.home_opened(user)
         self.schedule(user, urgent=True)
 
     def switch(self, user: str, scope: str) -> None:
@@ -111,7 +113,7 @@ class HomePublisher:
 
     async def _if_viewer(self, user: str) -> None:
         try:
-            looking = await self.seen.seen([viewer_key(user)])
+            looking = await self.viewers.home_viewer(user, time.time() - VIEWER_WINDOW)
         except Exception:
             log.warning("could not tell whether %s has the Home tab open", user, exc_info=True)
             return

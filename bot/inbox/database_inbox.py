@@ -6,6 +6,12 @@ thread over, both are refused (LeaseLost), so the new holder handles the event a
 NOTIFY tells the others that a thread has new events (`crew_inbox`), and, with a control event,
 every replica that a pumping run must be paused or stopped (`crew_control`); a redelivery already in
 the inbox notifies nobody.
+
+A row is also its event's dedupe claim (bot.inbox.records): claiming it is one statement, so two
+replicas handed the same event cannot both win; work holding the thread's lease claims at its epoch
+and takes over a claim of an older epoch that is not final (its holder lost the thread before the
+event was done, and what it did was refused), so the event is handled again, once. Marking a row
+done makes its claim final in the same statement.
 """
 
 from __future__ import annotations
@@ -14,15 +20,17 @@ import time
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.event import REDELIVERY_WINDOW, ThreadEvent
-from ..base.lease import Lease, LeaseLost
+from ..base.lease import HELD, Lease, LeaseLost
 from ..base.thread import ThreadKey
 from .records import (
-    MARK_DONE, POSTGRES, PRUNE, THREAD_WAITING, Compiled, add_statement, compiled, inbox, new_row, postgres_insert,
-    read_row,
+    CLAIMED_ROW_COLUMNS, MARK_DONE, POSTGRES, PRUNE, PRUNE_KEYS, THREAD_WAITING, Compiled, add_statement,
+    claim_statements, claimed_row, compiled, inbox, inbox_keys, new_row, postgres_insert,
+    postgres_keys_match, read_row,
 )
 
 INBOX_CHANNEL = "crew_inbox"
@@ -33,22 +41,23 @@ _leases = sa.table("crew_leases", sa.column("thread_key"), sa.column("epoch"))
 
 
 class DatabaseInbox:
-    def __init__(
-        self, pool: AsyncConnectionPool, *, fence: str, settle_claims: str, redelivery_window: float = REDELIVERY_WINDOW
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool, *, fence: str, redelivery_window: float = REDELIVERY_WINDOW) -> None:
         """`fence`: the SQL condition, with `{key}` and `{epoch}`, that holds while an epoch is still its
-        thread's; `settle_claims`: the statement (one parameter, the keys) that makes an event's dedupe
-        claims final once it is done, in the same transaction."""
+        thread's."""
         self.pool = pool
         self.redelivery_window = redelivery_window
-        self._settle_claims = settle_claims
         fenced = sa.text(fence.format(key=":fence_key", epoch=":fence_epoch"))
         queued = add_statement(postgres_insert).returning(inbox.c.thread_key).cte("queued")
+        keyed = _keys_added()
         notify = sa.func.pg_notify(INBOX_CHANNEL, queued.c.thread_key)
-        self._push = _for_postgres(sa.select(queued.c.seq, notify))
+        self._push = _for_postgres(sa.select(queued.c.seq, notify).add_cte(keyed))
         self._push_with_control = _for_postgres(
             sa.select(queued.c.seq, notify, sa.func.pg_notify(CONTROL_CHANNEL, sa.bindparam("control_signal")))
+            .add_cte(keyed)
         )
+        claimed = add_statement(postgres_insert, CLAIMED_ROW_COLUMNS).cte("claimed")
+        self._add_claimed = _for_postgres(sa.select(claimed.c.seq).add_cte(keyed))
+        self._claims = type(CLAIM_STATEMENTS)(*(_for_postgres(statement) for statement in CLAIM_STATEMENTS))
         first = (
             sa.select(inbox.c.seq, inbox.c.event)
             .where(inbox.c.thread_key == _leases.c.thread_key, inbox.c.done_at.is_(None))
@@ -59,9 +68,10 @@ class DatabaseInbox:
             .select_from(_leases.outerjoin(first, sa.true()))
             .where(_leases.c.thread_key == sa.bindparam("fence_key"))
         )
-        self._done = _for_postgres(MARK_DONE.where(fenced).returning(inbox.c.event))
+        self._done = _for_postgres(MARK_DONE.where(fenced).values(claim_epoch=sa.null()).returning(inbox.c.seq))
         self._waiting = _for_postgres(THREAD_WAITING)
         self._prune = _for_postgres(PRUNE)
+        self._prune_keys = _for_postgres(PRUNE_KEYS)
 
     async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> bool:
         """Queue the event behind the thread's earlier ones and wake whoever drives the thread (with
@@ -91,18 +101,54 @@ class DatabaseInbox:
 
     async def done(self, lease: Lease, seq: int) -> None:
         """The event is handled: no longer waiting (kept for the redelivery window) and its dedupe claims
-        settled for good, unless the thread passed to a newer epoch (LeaseLost: the new holder handles
-        the event again)."""
-        async with self.pool.connection() as conn, conn.transaction():
+        settled for good (its row's claim is final), unless the thread passed to a newer epoch (LeaseLost:
+        the new holder handles the event again)."""
+        async with self.pool.connection() as conn:
             cur = await conn.execute(self._done.sql, self._done.args(
                 {"done_seq": seq, "done_time": time.time(), "fence_key": lease.thread, "fence_epoch": lease.epoch}
             ))
-            row = await cur.fetchone()
-            if row is None:
+            if await cur.fetchone() is None:
                 raise LeaseLost(lease.thread)
-            keys = row[0].get("dedupe") if isinstance(row[0], dict) else None
-            if keys:
-                await conn.execute(self._settle_claims, (list(keys),))
+
+    # ---- claims (bot.threads.dedupe.ClaimStore; the replica waits for the database around them) ----
+
+    async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool:
+        """Decide the event's row, found by any of its keys: False when it was decided before (by any
+        replica), unless that was under an older epoch of the thread and not final. `final`: no later
+        holder of the thread handles it again. An event that never passed through the inbox gets a row
+        now, done and claimed."""
+        lease = HELD.get()
+        held_thread, held_epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
+        args = {
+            "claim_keys": list(event.dedupe), "claim_time": time.time(), "held_thread": held_thread,
+            "held_epoch": held_epoch, "claim_epoch": None if final else held_epoch,
+        }
+        claims = self._claims
+        async with self.pool.connection() as conn:
+            if await (await conn.execute(claims.claim.sql, claims.claim.args(args))).fetchall():
+                return True
+            if await (await conn.execute(claims.found.sql, claims.found.args(args))).fetchone() is not None:
+                return False
+            row = claimed_row(event, _jsonb, args["claim_epoch"])
+            cur = await conn.execute(self._add_claimed.sql, self._add_claimed.args(row))
+            return await cur.fetchone() is not None
+
+    async def settle(self, keys: list[str]) -> None:
+        """The claims of `keys` are final: no later holder of their thread handles the event again."""
+        async with self.pool.connection() as conn:
+            await conn.execute(self._claims.settle.sql, self._claims.settle.args({"claim_keys": keys}))
+
+    async def seen(self, keys: list[str]) -> bool:
+        """True when the row of any of `keys` was decided (by any replica)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self._claims.claimed.sql, self._claims.claimed.args({"claim_keys": keys}))
+            return await cur.fetchone() is not None
+
+    async def remember(self, keys: list[str]) -> None:
+        """The rows of `keys` count as handled, for good (their effect is durable)."""
+        remember = self._claims.remember
+        async with self.pool.connection() as conn:
+            await conn.execute(remember.sql, remember.args({"claim_keys": keys, "claim_time": time.time()}))
 
     async def has_waiting(self, key: ThreadKey) -> bool:
         async with self.pool.connection() as conn:
@@ -113,7 +159,23 @@ class DatabaseInbox:
         """Drop rows whose work is done and whose redelivery window has passed; a waiting row stays."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(self._prune.sql, self._prune.args({"done_before": time.time() - self.redelivery_window}))
+            await conn.execute(self._prune_keys.sql, self._prune_keys.fixed)
             return cur.rowcount
+
+
+CLAIM_STATEMENTS = claim_statements(postgres_keys_match())
+
+
+def _keys_added() -> Any:
+    """The row's keys, added in the statement that queues it (a duplicate's new keys too)."""
+    listed = sa.select(
+        sa.func.unnest(sa.bindparam("row_keys", type_=postgresql.ARRAY(sa.Text()))),
+        sa.bindparam("delivery", type_=sa.Text()),
+    )
+    return (
+        postgresql.insert(inbox_keys).from_select(["key", "delivery"], listed)
+        .on_conflict_do_nothing(index_elements=[inbox_keys.c.key]).cte("keyed")
+    )
 
 
 def _for_postgres(statement: Any) -> Compiled:

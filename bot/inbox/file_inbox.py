@@ -15,11 +15,16 @@ One worker thread of its own owns the connection (WAL), so a write never queues 
 work, and each caller waits with a timeout. Writes that arrive while one is under way are committed
 together in the next transaction (one fsync for a burst of events, not one each), so a burst of acks
 stays fast. An event that cannot be written here is not acknowledged (Slack sends it again).
+
+The embedded inbox's rows are also its events' dedupe claims (bot.inbox.records, bot.threads.dedupe):
+one process owns every thread, so a claim here is final when it is made. Claims run on the same
+worker thread, so two claims of one delivery never interleave.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import sqlite3
@@ -33,7 +38,9 @@ from typing import Any, TypeVar
 
 from ..base.event import REDELIVERY_WINDOW, ThreadEvent
 from .records import (
-    MARK_DONE, PRUNE, SQLITE, WAITING, Queued, add_statement, compiled, created, new_row, read_row, sqlite_insert,
+    CLAIMED_ROW_COLUMNS, MARK_DONE, PRUNE, PRUNE_KEYS, SQLITE, SQLITE_CLAIM_COLUMNS, WAITING, Queued, add_key_statement,
+    add_statement, claim_statements, claimed_row, compiled, new_row, read_row, sqlite_ddl, sqlite_insert,
+    sqlite_keys_match,
 )
 
 log = logging.getLogger(__name__)
@@ -45,10 +52,15 @@ PRUNE_EVERY = 60.0  # seconds between two prunes of rows whose redelivery window
 T = TypeVar("T")
 Change = dict[str, Any] | int  # a row to add, or the seq of one that is done
 Pending = tuple[Change, asyncio.Future[int | None]]
-ADD, DONE, DROP_OLD, READ_WAITING = (
-    compiled(statement, SQLITE) for statement in (add_statement(sqlite_insert), MARK_DONE, PRUNE, WAITING)
+ADD, ADD_CLAIMED, ADD_KEY, DONE, DROP_OLD, DROP_KEYS, READ_WAITING = (
+    compiled(statement, SQLITE)
+    for statement in (
+        add_statement(sqlite_insert), add_statement(sqlite_insert, CLAIMED_ROW_COLUMNS), add_key_statement(sqlite_insert),
+        MARK_DONE, PRUNE, PRUNE_KEYS, WAITING,
+    )
 )
-SCHEMA = ";\n".join(created(SQLITE)) + ";"
+CLAIM, FOUND, CLAIMED, SETTLE, REMEMBER = (compiled(statement, SQLITE) for statement in claim_statements(sqlite_keys_match()))
+SCHEMA = sqlite_ddl()
 
 
 class FileInbox:
@@ -95,6 +107,35 @@ class FileInbox:
         """The row's work is done: it stays for the redelivery window (a late redelivery finds it)."""
         await self._write(seq)
         self.waiting_count = max(0, self.waiting_count - 1)
+
+    # ---- claims (bot.threads.dedupe.ClaimStore) ------------------------------------------
+
+    async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool:
+        """Decide the event's row, found by any of its keys; False when it was decided before. An event
+        that never passed through the inbox gets a row now, done and claimed."""
+
+        def claim(db: sqlite3.Connection) -> bool:
+            args = _claim_args(event.dedupe, claim_time=time.time(), claim_epoch=None, held_epoch=None, held_thread=None)
+            if db.execute(CLAIM.sql, CLAIM.args(args)).fetchall():
+                return True
+            if db.execute(FOUND.sql, FOUND.args(args)).fetchone() is not None:
+                return False
+            row = claimed_row(event, ThreadEvent.model_dump_json, None)
+            return _add(db, ADD_CLAIMED, row) is not None
+
+        return await self._call(claim)
+
+    async def settle(self, keys: list[str]) -> None:
+        """A claim here is final when it is made: one process owns every thread."""
+
+    async def seen(self, keys: list[str]) -> bool:
+        """True when the row of any of `keys` was decided (a redelivery, maybe from before a restart)."""
+        return await self._call(lambda db: db.execute(CLAIMED.sql, CLAIMED.args(_claim_args(keys))).fetchone() is not None)
+
+    async def remember(self, keys: list[str]) -> None:
+        """The rows of `keys` count as handled, for good (their effect is durable)."""
+        args = _claim_args(keys, claim_time=time.time())
+        await self._call(lambda db: db.execute(REMEMBER.sql, REMEMBER.args(args)))
 
     async def close(self) -> None:
         """Close the file (at shutdown); what waits stays kept."""
@@ -156,11 +197,11 @@ class FileInbox:
                 db.execute(DONE.sql, {"done_seq": change, "done_time": now})
                 seqs.append(None)
             else:
-                added = db.execute(ADD.sql, change).fetchone()
-                seqs.append(int(added[0]) if added is not None else None)
+                seqs.append(_add(db, ADD, change))
         if time.monotonic() - self._pruned > PRUNE_EVERY:
             self._pruned = time.monotonic()
             db.execute(DROP_OLD.sql, {"done_before": now - self.redelivery_window})
+            db.execute(DROP_KEYS.sql, DROP_KEYS.fixed)
         return seqs
 
     def _stop_flushing(self) -> None:
@@ -193,6 +234,7 @@ class FileInbox:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")  # WAL: a commit survives a kill -9 (a power cut may lose the last)
+            _add_claim_columns(db)
             db.executescript(SCHEMA)
             if self.earlier is not None and self.earlier.exists():
                 with db:
@@ -223,8 +265,43 @@ def _take_over(db: sqlite3.Connection, earlier: Path) -> int:
             )
         except ValueError:
             continue
-        taken += db.execute(ADD.sql, row).fetchone() is not None
+        taken += _add(db, ADD, row) is not None
+    claimed = _claimed_earlier(earlier.with_name("seen.sqlite"))
+    if claimed:  # decided by the earlier version before it stopped: not handled again
+        db.execute(REMEMBER.sql, REMEMBER.args(_claim_args(claimed, claim_time=time.time())))
     return taken
+
+
+def _claimed_earlier(seen: Path) -> list[str]:
+    """The keys an earlier version recorded as handled (`seen.sqlite`, table `seen`), if it kept them."""
+    if not seen.exists():
+        return []
+    with closing(sqlite3.connect(str(seen), timeout=LOCK_TIMEOUT)) as old:
+        try:
+            return [str(key) for (key,) in old.execute('SELECT key FROM "seen"')]
+        except sqlite3.OperationalError:  # not such a file
+            return []
+
+
+def _add(db: sqlite3.Connection, add: Any, row: dict[str, Any]) -> int | None:
+    """Insert the row unless its delivery is here, and its keys in any case (a redelivery may bring a new
+    one); the new row's seq, or None."""
+    added = db.execute(add.sql, add.args(row)).fetchone()
+    db.executemany(ADD_KEY.sql, [{"row_key": key, "delivery": row["delivery"]} for key in row["row_keys"]])
+    return int(added[0]) if added is not None else None
+
+
+def _claim_args(keys: list[str], **values: Any) -> dict[str, Any]:
+    return {"claim_keys": json.dumps(keys), **values}
+
+
+def _add_claim_columns(db: sqlite3.Connection) -> None:
+    """A file written before the inbox carried claims gets their columns (its rows count as undecided)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(crew_inbox)")}
+    if columns:
+        for name, kind in SQLITE_CLAIM_COLUMNS.items():
+            if name not in columns:
+                db.execute(f"ALTER TABLE crew_inbox ADD COLUMN {name} {kind}")
 
 
 def _remove(earlier: Path) -> None:

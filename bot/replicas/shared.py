@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from crewagent.core.api.stores import PostgresRuntimeStore, connection_settings
 
+from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey
 from ..outbox.courier import Courier
 from ..outbox.entry import LedgerUnavailable
@@ -24,13 +25,13 @@ from ..slack_client import PacedWebClient
 from ..slack_port import SlackPort
 from .callbacks import Lanes
 from .handover import NOT_HELD, Handover
-from .membership import Replicas
+from .membership import Replicas, waits_for_database
 from .outbox_table import PostgresLedger
 from .slots import GlobalSlots
 from ..inbox.database_inbox import DatabaseInbox
 from ..inbox.file_inbox import FileInbox
 from .tables import FENCE_SQL, REPLICA_SCHEMA
-from .threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
+from .threads import PostgresThreadStore
 
 CONNECT_TIMEOUT = 10.0  # seconds a new pooled connection may take
 REACHABLE_TIMEOUT = 2.0  # seconds the health check waits for the database to answer
@@ -44,6 +45,31 @@ class ReplicaParts(NamedTuple):
     handover: Handover
     slots: GlobalSlots
     outbox: Courier
+    claims: PatientClaims
+
+
+class PatientClaims:
+    """The inbox's dedupe claims (bot.threads.dedupe.ClaimStore) waiting while the database is away:
+    the turn deciding an event pauses there and goes on when it is back."""
+
+    def __init__(self, inbox: DatabaseInbox) -> None:
+        self.inbox = inbox
+
+    @waits_for_database
+    async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool:
+        return await self.inbox.claim(event, final=final)
+
+    @waits_for_database
+    async def settle(self, keys: list[str]) -> None:
+        await self.inbox.settle(keys)
+
+    @waits_for_database
+    async def seen(self, keys: list[str]) -> bool:
+        return await self.inbox.seen(keys)
+
+    @waits_for_database
+    async def remember(self, keys: list[str]) -> None:
+        await self.inbox.remember(keys)
 
 
 class SharedStore:
@@ -85,14 +111,14 @@ class SharedStore:
             finally:
                 NOT_HELD.reset(unheld)
 
-        inbox = DatabaseInbox(self.pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
+        inbox = DatabaseInbox(self.pool, fence=FENCE_SQL)
         slack = self.runtime.home / "slack"
         away = FileInbox(slack / "away-inbox.sqlite", earlier=slack / "journal.sqlite")
         handover = Handover(replicas, self.runtime, lanes, inbox=inbox, away=away, say=say)
         if isinstance(io.client, PacedWebClient):
             io.client.before_call = handover.hold_while_cut_off
         threads = PostgresThreadStore(self.pool)
-        return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox)
+        return ReplicaParts(threads, handover, GlobalSlots(replicas, max_runs), outbox, PatientClaims(inbox))
 
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=10)

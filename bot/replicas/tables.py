@@ -1,5 +1,5 @@
-"""The tables replicas coordinate through: thread sessions, event dedupe, live replicas, thread
-leases, the inbox of thread events, the model-work slots and the outbox of messages not yet in Slack. Created
+"""The tables replicas coordinate through: thread sessions, Home tab viewers, live replicas, thread
+leases, the inbox of thread events (and their dedupe claims), the model-work slots and the outbox of messages not yet in Slack. Created
 with the run tables when the pool opens; columns added later are added to an existing database too.
 
 `crew_leases.epoch` grows each time a thread's lease passes to a new holder; a write made for a
@@ -16,12 +16,19 @@ CREATE TABLE IF NOT EXISTS crew_threads (
 );
 CREATE INDEX IF NOT EXISTS crew_threads_by_run ON crew_threads (run_id);
 CREATE INDEX IF NOT EXISTS crew_threads_by_owner ON crew_threads ((data->'session'->>'owner'));
+-- Handled deliveries of an earlier version (and what `crewagent migrate` copies from an embedded
+-- seen.sqlite): kept in place; the inbox's rows are the claims now, and take over at a start the claims
+-- it holds for rows still waiting (bot.inbox.records.postgres_ddl).
 CREATE TABLE IF NOT EXISTS crew_seen (
     key text PRIMARY KEY,
     at double precision NOT NULL
 );
 ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS thread_key text;
 ALTER TABLE crew_seen ADD COLUMN IF NOT EXISTS epoch bigint;
+CREATE TABLE IF NOT EXISTS crew_home_viewers (
+    person text PRIMARY KEY,
+    at double precision NOT NULL
+);
 CREATE TABLE IF NOT EXISTS crew_replicas (
     id text PRIMARY KEY,
     heartbeat timestamptz NOT NULL DEFAULT now(),

@@ -1,7 +1,7 @@
-"""Thread records and handled deliveries in Postgres, shared by every replica (same API as ThreadStore).
-
-Claiming a delivery is one statement, so two replicas handed the same Slack retry cannot both win.
-While the database is away each call waits for it (the turn that needs it pauses there).
+"""Thread records and Home tab viewers in Postgres, shared by every replica (same API as ThreadStore).
+Handled deliveries are the inbox's claims (bot.inbox.database_inbox); the `crew_seen` table an earlier
+version kept is left in place, unused. While the database is away each call waits for it (the turn
+that needs it pauses there).
 """
 
 from __future__ import annotations
@@ -13,23 +13,17 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
-from ..base.lease import HELD, LeaseLost, held_for
-from ..base.event import REDELIVERY_WINDOW
+from ..base.lease import LeaseLost, held_for
 from .membership import waits_for_database
 from .tables import FENCE_SQL
 
 
-SETTLE_CLAIMS_SQL = "UPDATE crew_seen SET epoch = NULL WHERE key = ANY(%s)"
-"""Makes the claims of an event's keys final (no later holder of the thread handles it again)."""
-
-
 class PostgresThreadStore:
-    def __init__(self, pool: AsyncConnectionPool, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
+    def __init__(self, pool: AsyncConnectionPool) -> None:
         self.pool = pool
-        self.redelivery_window = redelivery_window
 
     async def open(self) -> None:
-        await self.prune_seen()
+        """The pool is opened by the replica."""
 
     async def close(self) -> None:
         """The pool belongs to the replica, which closes it."""
@@ -87,61 +81,17 @@ class PostgresThreadStore:
         return int(row[0]) if row else 0
 
     @waits_for_database
-    async def claim(self, keys: list[str], *, final: bool = False) -> bool:
-        """Record `keys` as handled; False if any was already handled (by any replica).
-
-        Work holding a thread's lease claims at its epoch, and takes over a claim made at an older one
-        whose event was never marked done (`DatabaseInbox.done` or `settle` settles a claim): its holder lost the
-        thread before finishing, and what it did was refused, so the event is handled again, once. A
-        `final` claim (the event's effect is a run's, carried on by its resume) is settled when made."""
-        now, lease = time.time(), HELD.get()
-        thread, epoch = (lease.thread, lease.epoch) if lease is not None else (None, None)
-        if final:
-            epoch = None
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "INSERT INTO crew_seen (key, at, thread_key, epoch) SELECT k, %s, %s, %s FROM unnest(%s::text[]) AS k "
-                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at, thread_key = EXCLUDED.thread_key, epoch = EXCLUDED.epoch "
-                "WHERE crew_seen.thread_key = EXCLUDED.thread_key AND crew_seen.epoch < EXCLUDED.epoch "
-                "RETURNING key",
-                (now, thread, epoch, keys),
-            )
-            taken = await cur.fetchall()
-        return len(taken) == len(set(keys))
-
-    @waits_for_database
-    async def settle(self, keys: list[str]) -> None:
-        """The claims of `keys` are final: no later holder of their thread handles the event again."""
-        async with self.pool.connection() as conn:
-            await conn.execute(SETTLE_CLAIMS_SQL, (keys,))
-
-    @waits_for_database
-    async def seen(self, keys: list[str]) -> bool:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT 1 FROM crew_seen WHERE key = ANY(%s) LIMIT 1", (keys,)
-            )
-            return await cur.fetchone() is not None
-
-    @waits_for_database
-    async def remember(self, keys: list[str]) -> None:
-        now = time.time()
+    async def home_opened(self, user: str) -> None:
+        """`user` opened the Home tab now (bot.home.publish refreshes only people who look at it)."""
         async with self.pool.connection() as conn:
             await conn.execute(
-                "INSERT INTO crew_seen (key, at) SELECT k, %s FROM unnest(%s::text[]) AS k "
-                "ON CONFLICT (key) DO UPDATE SET at = EXCLUDED.at",
-                (now, keys),
+                "INSERT INTO crew_home_viewers (person, at) VALUES (%s, %s) ON CONFLICT (person) DO UPDATE SET at = EXCLUDED.at",
+                (user, time.time()),
             )
 
-    async def prune_seen(self, keep: frozenset[str] = frozenset()) -> int:
-        """Forget claims older than the redelivery window whose work is settled and whose event no longer
-        waits in the queue (`keep`: more keys to keep; the queue itself is looked at here)."""
+    @waits_for_database
+    async def home_viewer(self, user: str, since: float) -> bool:
+        """True if `user` opened the Home tab at `since` (a time.time()) or later, at any replica."""
         async with self.pool.connection() as conn:
-            # Older than a redelivery could be, settled, and no queued event carries it.
-            cur = await conn.execute(
-                "DELETE FROM crew_seen s WHERE s.at < %s AND s.epoch IS NULL AND NOT EXISTS "
-                "(SELECT 1 FROM crew_inbox i WHERE i.done_at IS NULL AND jsonb_exists(i.event->'dedupe', s.key)) "
-                "AND NOT (s.key = ANY(%s))",
-                (time.time() - self.redelivery_window, list(keep)),
-            )
-            return cur.rowcount
+            cur = await conn.execute("SELECT 1 FROM crew_home_viewers WHERE person = %s AND at >= %s", (user, since))
+            return await cur.fetchone() is not None

@@ -41,7 +41,7 @@ from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
 from ..inbox.file_inbox import FileInbox
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
-from ..threads.dedupe import Deduper
+from ..threads.dedupe import ClaimStore, Deduper
 from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import Inbound, Outbound, build_thread_work
 from ..threads.intake import ThreadIntake
@@ -431,12 +431,17 @@ def _build(
     io = SlackPort(work_client, before_send=shared.flush if shared is not None else None)
     lanes = ThreadLanes()
     thread_store: ThreadStore | PostgresThreadStore
+    inbox: FileInbox | None = None
+    claims: ClaimStore
     handover: Handover | None = None
     slots: GlobalSlots | None = None
     if shared is not None:
-        thread_store, handover, slots, outbox = shared.parts(lanes, io, config.limits.max_concurrent_runs)
+        thread_store, handover, slots, outbox, claims = shared.parts(lanes, io, config.limits.max_concurrent_runs)
     else:
         thread_store = ThreadStore(store.home / "slack")
+        # The embedded inbox; its rows are the events' dedupe claims too.
+        inbox = FileInbox(store.home / "slack" / "inbox.sqlite", earlier=store.home / "slack" / "pending.sqlite")
+        claims = inbox
         outbox = Courier(work_client, SqliteLedger(store.home / "slack" / "outbox.sqlite"))
     io.outbox = outbox
     board = StatusBoard(
@@ -445,17 +450,13 @@ def _build(
         rate=config.limits.status_edits_per_second,
         burst=config.limits.status_edit_burst,
     )
-    deduper = Deduper(thread_store)
+    deduper = Deduper(claims)
     access = AccessPolicy(
         allowed_channels=frozenset(config.access.allowed_channels),
         allowed_users=frozenset(config.access.allowed_users),
         admins=frozenset(config.access.admins),
     )
     surface = _agent_surface(config, io, board, bindings, engine)
-    inbox = (  # embedded
-        FileInbox(store.home / "slack" / "inbox.sqlite", earlier=store.home / "slack" / "pending.sqlite")
-        if shared is None else None
-    )
     dispatcher = build_thread_work(
         config=config, engine=engine, bindings=bindings, store=thread_store, access=access,
         inbound=Inbound(lanes, deduper, inbox=inbox, handover=handover, slots=slots),

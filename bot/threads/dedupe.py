@@ -4,9 +4,11 @@ A delivery is identified by several keys (its event_id and the message it is abo
 the first delivery claiming any of them wins. The in-memory LRU answers synchronously
 (no await between check and mark, so concurrent duplicates cannot both pass). A redelivery that
 arrives after a restart, or at another replica, finds its delivery id in the inbox and is not queued
-again (bot.inbox). The persisted claims guard what the inbox cannot see: an event taken out of the
-inbox and decided, whose process died (or lost the thread) before marking it done. A persisted claim
-lives as long as a redelivery could arrive and as long as the work it guards (bot.base.event.REDELIVERY_WINDOW).
+again (bot.inbox). The persisted half is the inbox too: an event's row, found by any of its keys, is
+its claim, decided when the event is decided, so an event taken out of the inbox whose process died
+(or lost the thread) before marking it done is not handled twice. A claim lives as long as its row:
+while the event waits or its work is unsettled, and for the redelivery window after
+(bot.base.event.REDELIVERY_WINDOW).
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol
 
+from ..base.event import ThreadEvent
+
 
 class ClaimStore(Protocol):
-    async def claim(self, keys: list[str], *, final: bool = False) -> bool: ...
+    """The inbox's claims: bot.inbox.file_inbox (embedded), bot.inbox.database_inbox (replicas)."""
+
+    async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool: ...
 
     async def settle(self, keys: list[str]) -> None: ...
 
@@ -49,11 +55,12 @@ class Deduper:
         for k in keys:
             self._recent.pop(k, None)
 
-    async def claim_persisted(self, keys: list[str], *, final: bool = False) -> bool:
-        """False if a previous process already handled one of `keys`; otherwise record them durably.
+    async def claim_persisted(self, event: ThreadEvent, *, final: bool = False) -> bool:
+        """False if a previous process already handled the event (its row, found by any of its keys, is
+        claimed); otherwise claim it durably. An event without keys cannot be delivered twice.
         `final`: what the event does is carried on by a run from here (its resume, not the event, goes on
         after a takeover), so no later holder of the thread handles it again."""
-        return await self.store.claim(keys, final=final)
+        return not event.dedupe or await self.store.claim(event, final=final)
 
     async def settle_persisted(self, keys: list[str]) -> None:
         """The event's effect is durable now: its claim is final (see `claim_persisted`)."""

@@ -211,11 +211,8 @@ class ThreadIntake:
 
     async def replay_pending(self) -> int:
         """Events a previous process acknowledged but did not finish (embedded): queued again, oldest
-        first, behind the resumed runs; then claims older than a redelivery could be are forgotten, but
-        those of the events just queued again. Returns how many events."""
-        kept = await self.pending.replay()
-        await self.state.store.prune_seen(frozenset(key for event in kept for key in event.dedupe))
-        return len(kept)
+        first, behind the resumed runs. Returns how many events."""
+        return len(await self.pending.replay())
 
     def _pumping(self, key: ThreadKey) -> ThreadRecord | None:
         """The thread's live record, if its run is pumping here."""

@@ -1,4 +1,6 @@
-"""Slack thread ↔ session records, persisted in sqlitedict so conversations survive restarts.
+"""Slack thread ↔ session records, persisted in sqlitedict so conversations survive restarts, and who
+opened the Home tab lately. (Handled deliveries are the inbox's claims, bot.inbox.file_inbox; the
+`seen.sqlite` an earlier version kept beside these files is no longer read.)
 
 Every sqlite call runs in a worker thread (asyncio.to_thread): sqlitedict blocks on its own
 writer thread, and the event loop must stay free to ack Slack within milliseconds.
@@ -16,7 +18,6 @@ from pathlib import Path
 from sqlitedict import SqliteDict
 
 from ..base.thread import BRIEF_PATHS, ThreadBrief, ThreadKey, ThreadRecord
-from ..base.event import REDELIVERY_WINDOW
 
 OWNER_INDEX = "threads_by_owner"
 
@@ -34,30 +35,29 @@ def open_table(path: Path, table: str) -> SqliteDict:
 
 
 class ThreadStore:
-    """Thread records and the set of already-handled Slack deliveries, under `<home>/slack/`."""
+    """Thread records and Home tab viewers, under `<home>/slack/threads.sqlite`."""
 
-    def __init__(self, directory: Path, *, redelivery_window: float = REDELIVERY_WINDOW) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.redelivery_window = redelivery_window
         self._threads: SqliteDict | None = None
-        self._seen: SqliteDict | None = None
+        self._viewers: SqliteDict | None = None
 
     async def open(self) -> None:
         def _open_all() -> tuple[SqliteDict, SqliteDict]:
             self.directory.mkdir(parents=True, exist_ok=True)
             return (
                 open_table(self.directory / "threads.sqlite", "threads"),
-                open_table(self.directory / "seen.sqlite", "seen"),
+                open_table(self.directory / "threads.sqlite", "home_viewers"),
             )
 
-        self._threads, self._seen = await asyncio.to_thread(_open_all)
+        self._threads, self._viewers = await asyncio.to_thread(_open_all)
         await asyncio.to_thread(self._index_owners)
 
     async def close(self) -> None:
-        for db in (self._threads, self._seen):
+        for db in (self._threads, self._viewers):
             if db is not None:
                 await asyncio.to_thread(db.close)
-        self._threads = self._seen = None
+        self._threads = self._viewers = None
 
     @property
     def threads(self) -> SqliteDict:
@@ -66,10 +66,10 @@ class ThreadStore:
         return self._threads
 
     @property
-    def seen_db(self) -> SqliteDict:
-        if self._seen is None:
+    def viewers(self) -> SqliteDict:
+        if self._viewers is None:
             raise RuntimeError("ThreadStore is not open")
-        return self._seen
+        return self._viewers
 
     async def get(self, key: ThreadKey) -> ThreadRecord | None:
         raw = await asyncio.to_thread(self.threads.get, str(key))
@@ -111,48 +111,11 @@ class ThreadStore:
 
         return await asyncio.to_thread(select)
 
-    async def seen(self, keys: list[str]) -> bool:
-        """True if any of `keys` was handled (a redelivery, possibly from before a restart)."""
+    async def home_opened(self, user: str) -> None:
+        """`user` opened the Home tab now (bot.home.publish refreshes only people who look at it)."""
+        await asyncio.to_thread(self.viewers.__setitem__, user, time.time())
 
-        def check() -> bool:
-            return any(k in self.seen_db for k in keys)
-
-        return await asyncio.to_thread(check)
-
-    async def settle(self, keys: list[str]) -> None:
-        """A claim here is final when it is made: one process owns every thread."""
-
-    async def claim(self, keys: list[str], *, final: bool = False) -> bool:
-        """Record `keys` as handled; False if any was already handled."""
-
-        def check_and_mark() -> bool:
-            now = time.time()
-            if any(k in self.seen_db for k in keys):
-                return False
-            for k in keys:
-                self.seen_db[k] = now
-            return True
-
-        return await asyncio.to_thread(check_and_mark)
-
-    async def remember(self, keys: list[str]) -> None:
-        def write() -> None:
-            now = time.time()
-            for k in keys:
-                self.seen_db[k] = now
-
-        await asyncio.to_thread(write)
-
-    async def prune_seen(self, keep: frozenset[str] = frozenset()) -> int:
-        """Forget claims older than the redelivery window, but those of events still kept (`keep`: the
-        keys of what the journal holds), whose redo must still find them. Called once the journal's
-        events were queued again at start-up."""
-
-        def prune() -> int:
-            cutoff = time.time() - self.redelivery_window
-            old = [k for k, t in self.seen_db.items() if float(t) < cutoff and k not in keep]
-            for k in old:
-                del self.seen_db[k]
-            return len(old)
-
-        return await asyncio.to_thread(prune)
+    async def home_viewer(self, user: str, since: float) -> bool:
+        """True if `user` opened the Home tab at `since` (a time.time()) or later."""
+        opened = await asyncio.to_thread(self.viewers.get, user)
+        return opened is not None and float(opened) >= since

@@ -71,7 +71,7 @@ class TextEvents:
     async def _claim(self, event: ThreadEvent) -> EventClaim | None:
         """The event's claim: made now, or (a reply may follow) once the reply is recorded. None: handled before."""
         if not self.claim_when_durable or not event.dedupe:
-            claimed = await self.deduper.claim_persisted(event.dedupe)
+            claimed = await self.deduper.claim_persisted(event)
             return EventClaim(event.dedupe, self.deduper, claimed=True) if claimed else None
         return None if await self.deduper.seen_persisted(event.dedupe) else EventClaim(event.dedupe, self.deduper)
 
@@ -98,7 +98,7 @@ class TextEvents:
 
     async def decide_now(self, record: ThreadRecord, event: ThreadEvent) -> ThreadCall | None:
         """`*pause` / `*stop` for the run pumping in the thread, outside the thread's order."""
-        if event.command is None or not await self.deduper.claim_persisted(event.dedupe, final=True):
+        if event.command is None or not await self.deduper.claim_persisted(event, final=True):
             return None
         if not await self.notes.permitted(record.key, record, event.user):
             return None

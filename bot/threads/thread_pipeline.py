@@ -42,7 +42,7 @@ class ThreadPipeline:
         """A pause/stop (typed or clicked) for the run pumping in the thread, outside the thread's order."""
         if event.kind == "text":
             call = await self.text.decide_now(live, event)
-        elif not event.dedupe or await self.deduper.claim_persisted(event.dedupe, final=True):
+        elif await self.deduper.claim_persisted(event, final=True):
             call = await self.clicks.decide(event, live)
         else:
             call = None
@@ -59,7 +59,7 @@ class ThreadPipeline:
     async def _decide(self, event: ThreadEvent) -> ThreadCall | None:
         if event.kind == "text":
             return await self.text.decide(event)
-        if event.dedupe and not await self.deduper.claim_persisted(event.dedupe, final=True):
+        if not await self.deduper.claim_persisted(event, final=True):
             # Already decided: as an urgent control by the replica pumping the run, or before a restart.
             return None
         if event.kind == "form":

@@ -8,11 +8,10 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from crewagent.bot.base.event import ThreadEvent
-from crewagent.bot.base.lease import Lease, LeaseLost
+from crewagent.bot.base.lease import HELD, Lease, LeaseLost
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.replicas.tables import FENCE_SQL
-from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL
 
 pytestmark = pytest.mark.slow  # a real Postgres
 
@@ -26,7 +25,7 @@ def message(text: str, ts: str, event_id: str) -> ThreadEvent:
 
 
 def inbox_on(pool: AsyncConnectionPool, window: float = 3600.0) -> DatabaseInbox:
-    return DatabaseInbox(pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL, redelivery_window=window)
+    return DatabaseInbox(pool, fence=FENCE_SQL, redelivery_window=window)
 
 
 async def lease_at(pool: AsyncConnectionPool, epoch: int) -> Lease:
@@ -93,3 +92,86 @@ async def test_a_handled_row_goes_once_its_window_passed_and_a_waiting_one_never
         await conn.execute("UPDATE crew_inbox SET queued_at = queued_at - 7 * 3600")  # old, both
     assert await inbox.prune() == 1
     assert await rows(async_pool) == [("msg:C1:1.2", False)]
+
+
+async def claims(pool: AsyncConnectionPool) -> list[tuple[str, bool, int | None]]:
+    """(delivery, claimed, claim epoch) of every row."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT delivery, claimed_at IS NOT NULL, claim_epoch FROM crew_inbox ORDER BY seq")
+        return [(delivery, bool(claimed), epoch) for delivery, claimed, epoch in await cur.fetchall()]
+
+
+async def test_a_claim_finds_its_row_by_any_key_of_the_message(async_pool: AsyncConnectionPool) -> None:
+    inbox = inbox_on(async_pool)
+    lease = await lease_at(async_pool, 1)
+    assert await inbox.push(message("hello", "1.1", "Ev1"))
+    assert not await inbox.push(message("<@UBOT> hello", "1.1", "Ev2"))  # its mention: one row, one more key
+    assert not await inbox.seen(["ev:Ev2"]), "waiting is not decided"
+    held = HELD.set(lease)
+    try:
+        mention_only = ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hello", dedupe=["ev:Ev2"])
+        assert await inbox.claim(mention_only), "the mention's own event id finds the message's row"
+        assert not await inbox.claim(message("hello", "1.1", "Ev1")), "decided once, whichever key comes"
+    finally:
+        HELD.reset(held)
+    assert await inbox.seen(["msg:C1:1.1"])
+    assert await claims(async_pool) == [("msg:C1:1.1", True, 1)]
+
+
+async def test_after_a_takeover_a_claim_of_the_older_epoch_is_taken_again_but_a_final_one_is_not(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    inbox = inbox_on(async_pool)
+    answer, click = message("answer", "1.1", "Ev1"), message("*stop", "1.2", "Ev2")
+    assert await inbox.push(answer) and await inbox.push(click)
+    held = HELD.set(await lease_at(async_pool, 1))
+    try:
+        assert await inbox.claim(answer)  # decided, its reply not yet recorded
+        assert await inbox.claim(click, final=True)  # carried on by the run from here
+    finally:
+        HELD.reset(held)
+    held = HELD.set(await lease_at(async_pool, 2))  # another replica took the thread over
+    try:
+        assert await inbox.claim(answer), "the old holder never finished it: handled again, once"
+        assert not await inbox.claim(answer)
+        assert not await inbox.claim(click), "the run's resume carries the stop on, not the event"
+    finally:
+        HELD.reset(held)
+    assert await claims(async_pool) == [("msg:C1:1.1", True, 2), ("msg:C1:1.2", True, None)]
+
+
+async def test_a_claim_lives_while_its_row_waits_or_its_work_is_unsettled_and_goes_after_the_window(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    inbox = inbox_on(async_pool, window=0.0)
+    lease = await lease_at(async_pool, 1)
+    waiting, handled = message("waiting", "1.1", "Ev1"), message("handled", "1.2", "Ev2")
+    unsettled = ThreadEvent(kind="click", thread=str(KEY), user="U1", dedupe=["click:Ev3"])
+    assert await inbox.push(waiting) and await inbox.push(handled)
+    held = HELD.set(lease)
+    try:
+        assert await inbox.claim(waiting) and await inbox.claim(handled)
+        assert await inbox.claim(unsettled), "decided off the lane: a done row, its claim not final yet"
+        taken = await inbox.next_for(lease)
+        assert taken is not None and taken[1] is not None and taken[1].text == "waiting"
+        await inbox.done(lease, (await _seq_of(async_pool, "msg:C1:1.2")))
+    finally:
+        HELD.reset(held)
+    async with async_pool.connection() as conn:
+        await conn.execute("UPDATE crew_inbox SET queued_at = queued_at - 7 * 3600, done_at = done_at - 7 * 3600")
+    assert await inbox.prune() == 1
+    assert await inbox.seen(["ev:Ev1"]) and await inbox.seen(["click:Ev3"])
+    assert not await inbox.seen(["ev:Ev2"]) and not await inbox.seen(["msg:C1:1.2"])
+    async with async_pool.connection() as conn:
+        cur = await conn.execute("SELECT count(*) FROM crew_inbox_keys WHERE delivery = 'msg:C1:1.2'")
+        assert await cur.fetchone() == (0,)
+    await inbox.settle(["click:Ev3"])
+    assert await inbox.prune() == 1, "settled: it goes after its window too"
+
+
+async def _seq_of(pool: AsyncConnectionPool, delivery: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT seq FROM crew_inbox WHERE delivery = %s", (delivery,))
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])

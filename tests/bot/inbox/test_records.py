@@ -60,11 +60,13 @@ async def test_sqlite_and_postgres_hold_the_same_inbox(tmp_path: Path, database_
     await inbox.add(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="hi", dedupe=["msg:C1:1.1"]))
     await inbox.close()
     on_sqlite, on_postgres = columns(f"sqlite:///{path}"), columns(alchemy_url(database_url))
-    assert list(on_sqlite) == ["seq", "thread_key", "delivery", "event", "control", "queued_at", "done_at"]
+    assert list(on_sqlite) == [
+        "seq", "thread_key", "delivery", "event", "control", "queued_at", "done_at", "claimed_at", "claim_epoch",
+    ]
     assert {name: nullable for name, (_, nullable) in on_sqlite.items()} == {
         name: nullable for name, (_, nullable) in on_postgres.items()
     }
-    for name in ("seq", "thread_key", "delivery", "queued_at", "done_at"):
+    for name in ("seq", "thread_key", "delivery", "queued_at", "done_at", "claimed_at", "claim_epoch"):
         assert on_sqlite[name][0] == on_postgres[name][0], name
     assert on_postgres["event"][0] == "json" and on_sqlite["event"][0] in ("json", "JSON")
     assert indexes(f"sqlite:///{path}") == indexes(alchemy_url(database_url))
@@ -81,5 +83,27 @@ def test_an_inbox_from_before_delivery_ids_is_migrated_in_place_with_its_waiting
         create_schema(conn, REPLICA_SCHEMA)  # a second start changes nothing
         row = conn.execute("SELECT delivery, done_at, event->>'text' FROM crew_inbox").fetchone()
     assert row is not None and row[0].startswith("seq:") and row[1] is None and row[2] == "old"
+    with psycopg.connect(database_url, autocommit=True) as conn:  # the old row answers to its delivery id
+        assert conn.execute("SELECT key FROM crew_inbox_keys").fetchall() == [(row[0],)]
     assert "crew_inbox_by_thread" not in {name for name, _ in indexes(alchemy_url(database_url))}
     assert ("crew_inbox_delivery", True) in indexes(alchemy_url(database_url))
+
+
+def test_a_waiting_row_keeps_the_claim_an_earlier_version_made_for_it(database_url: str) -> None:
+    """An upgrade while a decided event still waits: its claim in crew_seen becomes the row's."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(OLD_INBOX)
+        conn.execute(
+            "CREATE TABLE crew_seen (key text PRIMARY KEY, at double precision NOT NULL, thread_key text, epoch bigint)"
+        )
+        for text, key in (("decided", "ev:Ev1"), ("waiting", "ev:Ev2")):
+            event = {"kind": "text", "thread": str(KEY), "user": "U1", "text": text, "dedupe": [key]}
+            conn.execute("INSERT INTO crew_inbox (thread_key, event) VALUES (%s, %s)", (str(KEY), psycopg.types.json.Jsonb(event)))
+        conn.execute("INSERT INTO crew_seen VALUES ('ev:Ev1', 1.0, %s, 3)", (str(KEY),))
+        create_schema(conn, REPLICA_SCHEMA)
+        found = conn.execute(
+            "SELECT event->>'text', claimed_at IS NOT NULL, claim_epoch FROM crew_inbox ORDER BY seq"
+        ).fetchall()
+        keys = {key for (key,) in conn.execute("SELECT key FROM crew_inbox_keys")}
+    assert found == [("decided", True, 3), ("waiting", False, None)]
+    assert {"ev:Ev1", "ev:Ev2"} <= keys

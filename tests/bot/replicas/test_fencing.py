@@ -17,7 +17,7 @@ from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.replicas.outbox_table import PostgresLedger
 from crewagent.bot.replicas.tables import FENCE_SQL
-from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL, PostgresThreadStore
+from crewagent.bot.replicas.threads import PostgresThreadStore
 from crewagent.bot.slack_client import PacedWebClient
 from crewagent.core.base.atomic import append_line
 from crewagent.core.package.loader import load_package
@@ -34,7 +34,7 @@ KEY = ThreadKey("T1", "C1", "1700000000.000100")
 
 
 def inbox_on(pool: AsyncConnectionPool) -> DatabaseInbox:
-    return DatabaseInbox(pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
+    return DatabaseInbox(pool, fence=FENCE_SQL)
 
 
 async def test_the_old_holders_record_inbox_and_outbox_writes_are_refused_and_nothing_of_it_reaches_slack(
@@ -152,23 +152,23 @@ async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_onc
 ) -> None:
     a, old, new = await _taken_over_after_a_queued(async_pool)
     inbox = inbox_on(async_pool)
-    store, keys = PostgresThreadStore(async_pool), ["ev:Ev1", "msg:C1:1.2"]
+    keys = ["ev:Ev1", "msg:C1:1.2"]
+    answer = ThreadEvent(kind="text", thread=str(KEY), user="U1", text="answer", dedupe=keys)
+    assert await inbox.push(answer)
     held = HELD.set(old)
     try:
-        assert await store.claim(keys)  # A decides the event, then loses the thread before it is done
+        assert await inbox.claim(answer)  # A decides the event, then loses the thread before it is done
     finally:
         HELD.reset(held)
     # A took the event out but never marked it done; Slack's redelivery of it is not queued again.
-    assert await inbox.push(ThreadEvent(kind="text", thread=str(KEY), user="U1", text="answer", dedupe=keys))
-    assert not await inbox.push(
-        ThreadEvent(kind="text", thread=str(KEY), user="U1", text="answer, delivered again by Slack", dedupe=keys)
-    )
+    assert not await inbox.push(answer.model_copy(update={"text": "answer, delivered again by Slack"}))
     held = HELD.set(new)
     try:
         seq, _ = await inbox.next_for(new)  # type: ignore[misc]
         await inbox.done(new, seq)  # the event queued before (no dedupe keys)
         seq, event = await inbox.next_for(new)  # type: ignore[misc]
-        assert event is not None and await store.claim(event.dedupe), "B handles what A never finished"
+        assert event is not None and await inbox.claim(event), "B handles what A never finished"
+        assert not await inbox.claim(event), "at B's own epoch the claim is B's"
         await inbox.done(new, seq)
         assert await inbox.next_for(new) is None, "the redelivery does nothing"
     finally:
@@ -181,7 +181,7 @@ async def test_an_event_the_old_holder_claimed_but_never_finished_is_handled_onc
     assert newest is not None and newest.epoch == new.epoch + 1
     held = HELD.set(newest)
     try:
-        assert not await store.claim(keys)
+        assert not await inbox.claim(answer)
     finally:
         HELD.reset(held)
 
@@ -193,15 +193,17 @@ async def test_a_claim_made_final_is_never_handled_again_and_a_lease_taken_back_
     not the event, carries it on after a takeover. And a replica that let its lease go and takes it back
     with no one in between keeps its epoch, so what its work still sends under it is not fenced off."""
     a, old, new = await _taken_over_after_a_queued(async_pool)
-    store, keys = PostgresThreadStore(async_pool), ["click:Ev9"]
+    inbox = inbox_on(async_pool)
+    click = ThreadEvent(kind="click", thread=str(KEY), user="U1", dedupe=["click:Ev9"])
     held = HELD.set(old)
     try:
-        assert await store.claim(keys, final=True)  # A decided a click for its run, then lost the thread
+        assert await inbox.claim(click, final=True)  # A decided a click for its run, then lost the thread
     finally:
         HELD.reset(held)
     held = HELD.set(new)
     try:
-        assert not await store.claim(keys), "the new holder's resume carries the run on; the click is not run again"
+        assert not await inbox.claim(click), "the new holder's resume carries the run on; the click is not run again"
+        assert await inbox.next_for(new) is not None  # only the event queued before: the click's row is done
     finally:
         HELD.reset(held)
     b = Replicas(async_pool, "", lease_seconds=30, replica_id="b")

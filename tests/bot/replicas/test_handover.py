@@ -18,7 +18,6 @@ from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.replicas.handover import Handover
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.replicas.tables import FENCE_SQL
-from crewagent.bot.replicas.threads import SETTLE_CLAIMS_SQL
 from crewagent.bot.threads.lanes import ThreadLanes
 from crewagent.core.store.postgres import PostgresRuntimeStore
 
@@ -30,7 +29,7 @@ KEY = ThreadKey("T1", "C1", "1700000000.000100")
 def handover(pool: AsyncConnectionPool, runtime: PostgresRuntimeStore, away: FileInbox) -> Handover:
     lanes = ThreadLanes()
     lanes.accepting = False  # nothing drives the threads here: the test reads the inbox itself
-    inbox = DatabaseInbox(pool, fence=FENCE_SQL, settle_claims=SETTLE_CLAIMS_SQL)
+    inbox = DatabaseInbox(pool, fence=FENCE_SQL)
     return Handover(Replicas(pool, "", lease_seconds=30, replica_id="a"), runtime, lanes, inbox=inbox, away=away)
 
 

@@ -17,7 +17,6 @@ from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.threads.lanes import ThreadLanes
 from crewagent.bot.threads.pending_events import PendingEvents
-from crewagent.bot.threads.store import ThreadStore
 from tests.support.bot_harness import SECRET, WAIT, bot_harness, close_bot, message_text
 from tests.support.fakes.slack_events import deliver_event, message_event, new_ts
 from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts
@@ -163,10 +162,6 @@ async def test_a_replayed_form_answer_that_was_already_decided_is_skipped(projec
             kind="form", thread=context.s, user="U1", form=context, answer={"name": "TaskNest", "team_size": 4},
             dedupe=["form:decided-before-the-kill"],
         )
-        store = ThreadStore(home / "slack")  # what the previous process recorded when it decided the answer
-        await store.open()
-        assert await store.claim(decided.dedupe)
-        await store.close()
         typed = "TaskNest, four people"
         later = ThreadEvent(
             kind="text", thread=context.s, user="U1", text=typed, message_ts=new_ts(), dedupe=[f"msg:{typed}"]
@@ -174,6 +169,7 @@ async def test_a_replayed_form_answer_that_was_already_decided_is_skipped(projec
         inbox = FileInbox(home / "slack" / "inbox.sqlite")
         await inbox.add(decided)
         await inbox.add(later)
+        assert await inbox.claim(decided)  # what the previous process recorded when it decided the answer
         await inbox.close()
 
         h.llm.add_reply("Thanks, TaskNest with 4 people it is.")

@@ -1,34 +1,26 @@
-"""How long the embedded bot remembers a handled Slack delivery: as long as a redelivery could arrive,
-and as long as the event it guards is still kept to be run again; never cut off by age alone."""
+"""Who opened the Home tab lately, as the embedded thread store keeps it: the tab is refreshed only for
+them. (Handled deliveries are the inbox's claims: tests/bot/inbox.)"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
 from crewagent.bot.threads.store import ThreadStore
 
-LONG_AGO = 7 * 3600.0  # past the window, and past the fixed six hours claims used to live
 
-
-async def test_a_claim_lives_while_its_event_is_kept_and_while_a_redelivery_could_arrive(tmp_path: Path) -> None:
-    store = ThreadStore(tmp_path, redelivery_window=3600)
+async def test_a_home_viewer_is_known_since_they_opened_the_tab_and_after_a_restart(tmp_path: Path) -> None:
+    store = ThreadStore(tmp_path)
     await store.open()
+    before = time.time()
+    await store.home_opened("U1")
+    assert await store.home_viewer("U1", before)
+    assert not await store.home_viewer("U2", before)
+    await store.close()
+    again = ThreadStore(tmp_path)
+    await again.open()
     try:
-        for key in ("ev:kept", "ev:done", "ev:recent"):
-            assert await store.claim([key])
-        then = time.time() - LONG_AGO
-
-        def age() -> None:
-            for key in ("ev:kept", "ev:done"):
-                store.seen_db[key] = then
-
-        await asyncio.to_thread(age)
-        assert not await store.claim(["ev:done"]), "age alone never frees a claim"
-        assert await store.prune_seen(frozenset({"ev:kept"})) == 1  # the journal still holds ev:kept's event
-        assert await store.seen(["ev:kept"]), "its event will run again: the claim must still be found"
-        assert await store.seen(["ev:recent"]), "a redelivery of it could still arrive"
-        assert not await store.seen(["ev:done"])
+        assert await again.home_viewer("U1", before)
+        assert not await again.home_viewer("U1", time.time() + 1), "not since a later time"
     finally:
-        await store.close()
+        await again.close()
