@@ -16,11 +16,12 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.outbox.entry import OutboxEntry
 from crewagent.bot.inbox.database_inbox import DatabaseInbox
+from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.replicas.slots import GlobalSlots
 from crewagent.bot.replicas.tables import FENCE_SQL, REPLICA_SCHEMA
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.base.thread import ThreadKey, ThreadRecord
-from crewagent.bot.threads.store import ThreadStore, open_table
+from crewagent.bot.threads.store import ThreadStore
 from crewagent.bot.replicas.threads import PostgresThreadStore
 from crewagent.cli.main import main as cli_main
 from crewagent.core.base.atomic import append_line, atomic_write_text
@@ -213,14 +214,17 @@ def test_migrate_copies_an_embedded_store_into_postgres(
         record.session.run_id = run.run_id
         await store.put(record)
         await store.close()
-        seen = open_table(home / "slack" / "seen.sqlite", "seen")  # what an earlier version kept
-        seen["ev:Ev1"] = 1.0
-        seen.close()
+        kept = FileInbox(home / "slack" / "inbox.sqlite")
+        handled = await kept.add(_text_event("Ev1", "1.5"))
+        assert handled is not None
+        await kept.done(handled)
+        await kept.add(_text_event("Ev2", "1.6"))  # still waiting when the embedded bot stopped
+        await kept.close()
 
     asyncio.run(threads())
     assert cli_main(["migrate", "--to", database_url]) == 0
     out = capsys.readouterr().out
-    assert "Copied 1 run(s)" in out and "1 Slack thread(s)" in out and "1 handled deliveries" in out
+    assert "Copied 1 run(s)" in out and "1 Slack thread(s)" in out and "2 inbox event(s)" in out
     assert cli_main(["migrate", "--to", database_url]) == 0  # again: updates, no duplicates
 
     replica = PostgresRuntimeStore(sync_pool, tmp_path / "replica")
@@ -236,8 +240,16 @@ def test_migrate_copies_an_embedded_store_into_postgres(
     with sync_pool.connection() as conn:
         data = conn.execute("SELECT data FROM crew_threads").fetchone()
         assert data is not None and data[0]["session"]["run_id"] == run.run_id
-        assert conn.execute("SELECT count(*) FROM crew_seen").fetchone() == (1,)
+        assert conn.execute("SELECT count(*), count(done_at) FROM crew_inbox").fetchone() == (2, 1)
+        assert conn.execute("SELECT count(*) FROM crew_inbox_keys WHERE key LIKE 'ev:%'").fetchone() == (2,)
     assert json.loads(json.dumps(data[0]))["thread_ts"] == KEY.thread_ts
+
+
+def _text_event(event_id: str, ts: str) -> ThreadEvent:
+    return ThreadEvent(
+        kind="text", thread=str(KEY), user="U1", text="hello", message_ts=ts,
+        dedupe=[f"ev:{event_id}", f"msg:{KEY.channel}:{ts}"],
+    )
 
 
 def test_migrate_to_a_database_that_is_not_there_says_so(capsys: pytest.CaptureFixture[str]) -> None:
