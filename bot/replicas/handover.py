@@ -115,6 +115,7 @@ class Handover:
         the inbox has already is acknowledged and nothing more. While the database is away, keep it in
         the away-inbox (in order behind what waits there already); raises when it cannot be kept
         anywhere, so Slack gets no ack and delivers it again."""
+        control = _small(control) if control is not None else None
         if self.away is None or not self.away.waiting_count:
             try:
                 if await self.inbox.push(event, control):
@@ -322,3 +323,12 @@ class Handover:
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             self.replicas.taking_stock = False
         await self.forward()
+
+
+def _small(control: ThreadEvent) -> ThreadEvent:
+    """The control as every replica is told it: a NOTIFY payload is limited to 8000 bytes, so a text
+    keeps its command alone (or nothing, for a reply the pumping run's thread is told waits) and a click
+    leaves out the message it sat on."""
+    if control.kind == "text":
+        return control.model_copy(update={"text": f"*{control.command}" if control.command else ""})
+    return control.model_copy(update={"clicked": None})

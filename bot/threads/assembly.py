@@ -96,10 +96,11 @@ def build_thread_work(
         claim_when_durable=inbound.inbox is not None,  # embedded: an event cut off mid-reply still waits in the inbox
     )
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
+    pending = PendingEvents(lanes=lanes, run=pipeline.run_event, inbox=inbound.inbox)
     intake = ThreadIntake(
         config=config,
         state=state,
-        pending=PendingEvents(lanes=lanes, run=pipeline.run_event, inbox=inbound.inbox),
+        pending=pending,
         access=access,
         notes=notes,
         pipeline=pipeline,
@@ -108,6 +109,8 @@ def build_thread_work(
     )
     if handover is not None:  # replicas: events come back from the shared queue to this replica's pipeline
         handover.connect(intake.handover_callbacks())
+    else:  # embedded: a pause/stop reaches the pumping run as the replicas' signal does
+        pending.connect(intake.control_signal)
     return intake
 
 

@@ -1,12 +1,10 @@
 """Where Slack work enters the thread work: a reply, a click or a form answer becomes a `ThreadEvent`
-(typed text is parsed for its `*command` there, once) and is queued on the thread's lane, or, with
-replicas, in Postgres for whichever replica drives the thread, before Slack gets its ack. Without a
-database, what goes on a lane is first kept in the local inbox until the lane has run it
-(bot.threads.pending_events), so a restart, even after kill -9, still handles it; a redelivery the
-inbox has already is acknowledged and not queued again.
-
-`*pause` / `*stop` of a pumping run skip the lane so they reach the run at once. What happens once
-the lane runs an event: bot.threads.thread_pipeline.
+(typed text is parsed for its `*command` there, once) and is pushed, with the control a pumping run
+must get at once (a pause/stop, or the note that a reply waits), through one call on both stores:
+`Handover.push` with replicas (the Postgres inbox, read by whichever replica drives the thread),
+`PendingEvents.push` embedded (the local inbox and the thread's lane). Either keeps the event before
+Slack gets its ack, and a delivery the inbox has already is acknowledged and not queued again.
+What happens once the lane runs an event: bot.threads.thread_pipeline.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from ..access import AccessPolicy
 from ..base import actions as act
@@ -40,6 +38,10 @@ BUSY_NOTE = (
 )
 
 
+class EventQueue(Protocol):
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None: ...
+
+
 class ThreadIntake:
     """The entry points of the thread work: what the Bolt listeners, `/crew` and the replica hand-over call."""
 
@@ -60,13 +62,15 @@ class ThreadIntake:
         self.state = state
         self.lanes = state.lanes
         self.pending = pending  # the lane queue (kept on disk until run when embedded)
+        # The one way in: the replicas' shared queue, or the embedded lanes (the same call on both).
+        self.queue: EventQueue = state.handover or pending
         self.access = access
         self.notes = notes
         self.pipeline = pipeline
         self.clicks = pipeline.clicks
         self.forms = pipeline.forms
         self.feedback = feedback
-        self.handover = state.handover  # replicas over Postgres: thread work goes through their shared queue
+        self.handover = state.handover  # replicas over Postgres (started and stopped by the serving process)
         self.surface = surface
 
     @property
@@ -97,23 +101,9 @@ class ThreadIntake:
             kind="text", thread=str(key), user=user, text=text, message_ts=message_ts, opening=opening, dedupe=dedupe
         )
         command = event.command
-        if self.handover is not None:
-            signal = None
-            if command in URGENT_COMMANDS or command is None:
-                # Reaches the replica pumping the run, if any: it stops the run, or says the reply waits.
-                # The command alone: a NOTIFY payload is limited to 8000 bytes.
-                signal = event.model_copy(update={"text": f"*{command}" if command else ""})
-            await self.handover.push(event, signal)
-            return
-        live = self._pumping(key)
-        if live is not None:
-            if command in URGENT_COMMANDS:
-                self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{key}")
-                return
-            if command is None and self.access.may_act(user, live.session).allowed:
-                # Queued behind the pump; the user is told why nothing happens yet.
-                self.lanes.spawn(self.notes.refuse(key, user, BUSY_NOTE), name=f"busy:{key}")
-        await self.pending.queue(key, event)
+        # Reaches the run pumping in the thread, if any, at once: it stops the run, or says the reply waits.
+        signal = event if command in URGENT_COMMANDS or command is None else None
+        await self.queue.push(event, signal)
 
     async def on_session_stopped(self, key: ThreadKey, user: str, *, dedupe: list[str]) -> None:
         """Slack's Stop on the thread's agent session: `*stop` from `user` (who must be allowed to stop it),
@@ -153,15 +143,7 @@ class ThreadIntake:
             dedupe=[f"click:{uuid.uuid4().hex}"],
         )
         urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
-        if self.handover is not None:
-            # The signal leaves the clicked message out: a NOTIFY payload is limited to 8000 bytes.
-            await self.handover.push(event, event.model_copy(update={"clicked": None}) if urgent else None)
-            return
-        live = self._pumping(key) if urgent else None
-        if live is not None:
-            self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{key}")
-            return
-        await self.pending.queue(key, event)
+        await self.queue.push(event, event if urgent else None)
 
     async def form_check(
         self, context: FormContext, user: str
@@ -177,10 +159,7 @@ class ThreadIntake:
         event = ThreadEvent(
             kind="form", thread=str(key), user=user, form=context, answer=answer, dedupe=[f"form:{uuid.uuid4().hex}"]
         )
-        if self.handover is not None:
-            await self.handover.push(event)
-            return
-        await self.pending.queue(key, event)
+        await self.queue.push(event)
 
     def control_signal(self, event: ThreadEvent) -> None:
         """A pause/stop sent to any replica: acted on here if this replica pumps the thread's run."""
@@ -189,7 +168,7 @@ class ThreadIntake:
             return
         if event.kind == "click" or event.command in URGENT_COMMANDS:
             self.lanes.spawn(self.pipeline.run_now(event, live), name=f"urgent:{event.key}")
-        elif event.kind == "text" and not event.text and self.access.may_act(event.user, live.session).allowed:
+        elif event.kind == "text" and event.command is None and self.access.may_act(event.user, live.session).allowed:
             self.lanes.spawn(self.notes.refuse(event.key, event.user, BUSY_NOTE), name=f"busy:{event.key}")
 
     async def suggested_prompts(self, channel: str) -> list[dict[str, str]]:

@@ -20,38 +20,53 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ..base.event import ThreadEvent
-from ..base.thread import ThreadKey
 from ..inbox.file_inbox import FileInbox
 from .lanes import ThreadLanes
 
 log = logging.getLogger(__name__)
 
 RunEvent = Callable[[ThreadEvent], Awaitable[None]]
+Signal = Callable[[ThreadEvent], None]
 
 
 class PendingEvents:
-    """Queues thread events on their lanes, kept in `inbox` until run (in memory only without one)."""
+    """Queues thread events on their lanes, kept in `inbox` until run (in memory only without one). The
+    embedded counterpart of the replicas' `Handover.push`: the same call, so intake has one way in."""
 
     def __init__(self, *, lanes: ThreadLanes, run: RunEvent, inbox: FileInbox | None) -> None:
         self.lanes = lanes
         self.run = run
         self.inbox = inbox
+        self.signal: Signal | None = None  # see connect
 
-    async def queue(self, key: ThreadKey, event: ThreadEvent) -> None:
-        """Keep `event`, then queue it behind the thread's earlier work; one the inbox has already is not
-        run again. Raises when it cannot be kept: then Slack gets no ack and delivers it again."""
+    def connect(self, signal: Signal) -> None:
+        """Where a control goes at once (a pause/stop for the run pumping in the thread), as the replicas'
+        NOTIFY takes it to every replica."""
+        self.signal = signal
+
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
+        """Keep `event`, then queue it behind the thread's earlier work, and give `control` to the run
+        pumping in the thread now; a delivery the inbox has already does neither. Raises when it cannot
+        be kept: then Slack gets no ack and delivers it again."""
         if self.inbox is None:
-            self.lanes.submit(key, partial(self.run, event))
+            self.lanes.submit(event.key, partial(self.run, event))
+            self._signal(control)
             return
         # The lane place is taken now, in arrival order (a later event's write may finish first); the job
         # waits until the event is kept. Not accepted while shutting down: kept, the next start runs it.
         kept: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self.lanes.submit(key, partial(self._run_when_kept, kept, event))
+        self.lanes.submit(event.key, partial(self._run_when_kept, kept, event))
         seq: int | None = None
         try:
             seq = await self.inbox.add(event)
         finally:
             kept.set_result(seq)  # None: a redelivery (acknowledged), or not kept (the error goes on: no ack)
+        if seq is not None:
+            self._signal(control)
+
+    def _signal(self, control: ThreadEvent | None) -> None:
+        if control is not None and self.signal is not None:
+            self.signal(control)
 
     async def replay(self) -> list[ThreadEvent]:
         """Queue what a previous process kept but did not finish, oldest first. Returns those events."""

@@ -59,9 +59,9 @@ async def test_an_event_is_kept_before_queue_returns_and_forgotten_once_its_lane
     work = Recorder(fail_on="second")
     pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
 
-    await pending.queue(KEY, text_event(KEY, "first"))
-    await pending.queue(KEY, text_event(KEY, "second"))  # waits behind "first" on the same lane
-    await pending.queue(OTHER, text_event(OTHER, "third"))
+    await pending.push(text_event(KEY, "first"))
+    await pending.push(text_event(KEY, "second"))  # waits behind "first" on the same lane
+    await pending.push(text_event(OTHER, "third"))
     assert kept_texts(path) == ["first", "second", "third"]
     await asyncio.wait_for(work.started.wait(), WAIT)
     assert "second" not in work.seen
@@ -96,7 +96,7 @@ async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_t
     work = Recorder()
     pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
     with pytest.raises(sqlite3.Error):
-        await pending.queue(KEY, text_event(KEY, "lost?"))
+        await pending.push(text_event(KEY, "lost?"))
     assert await lanes.idle(WAIT)
     assert work.seen == []  # never run: Slack delivers it again
 
