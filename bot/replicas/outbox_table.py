@@ -4,8 +4,9 @@
 Each entry names the replica sending it; entries of a replica that stopped beating are taken over
 by whoever looks next (`pending`). A streamed reply's record belongs to its thread, not to whoever
 looks: only the replica taking the thread over (`take_thread`) settles it, before it runs the redo
-that writes the whole reply into that message. Errors that mean "the database is away" become
-LedgerUnavailable: the outbox waits for it instead of failing a turn.
+that writes the whole reply into that message. A whole reply (`finish`) is not held back that way:
+whoever sends it settles the event it answers when it ends the entry (`SETTLE_ENDED`). Errors that
+mean "the database is away" become LedgerUnavailable: the outbox waits for it instead of failing a turn.
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ from .tables import FENCE_SQL
 
 CALL_TIMEOUT = 5.0  # seconds to wait for a connection
 KEEP_GIVEN_UP = 7 * 24 * 3600.0
+# The rows of the event a whole reply (`finish`) answers, found by any of its `settles` keys, count as
+# handled for good (bot.inbox.records: claimed, no epoch): run in the statement that ends the entry (its
+# `ended` CTE). The replica taking the thread over settles what is still pending (`take_thread`); an entry
+# another replica found first (`pending`) and ended is no longer there for it, so it settles here.
+SETTLE_ENDED = (
+    "UPDATE crew_inbox SET claimed_at = COALESCE(claimed_at, %(now)s), claim_epoch = NULL "
+    "WHERE delivery IN (SELECT delivery FROM crew_inbox_keys WHERE key IN "
+    "(SELECT jsonb_array_elements_text(COALESCE(entry->'settles', '[]'::jsonb)) FROM ended))"
+)
 
 
 class PostgresLedger:
@@ -89,16 +99,22 @@ class PostgresLedger:
         return bool(row and row[0])
 
     async def sent(self, entry_id: str) -> None:
-        async with self._connection() as conn:
-            await conn.execute("DELETE FROM crew_outbox WHERE id = %s", (entry_id,))
-
-    async def give_up(self, entry_id: str, error: str) -> None:
+        """Done; a whole reply's event is settled in the same statement (`SETTLE_ENDED`)."""
         async with self._connection() as conn:
             await conn.execute(
-                "UPDATE crew_outbox SET state = 'given_up', done_at = %s, "
-                "entry = jsonb_set(jsonb_set(entry, '{state}', '\"given_up\"'), '{error}', to_jsonb(%s::text)) "
-                "WHERE id = %s",
-                (time.time(), error, entry_id),
+                "WITH ended AS (DELETE FROM crew_outbox WHERE id = %(id)s RETURNING entry) " + SETTLE_ENDED,
+                {"id": entry_id, "now": time.time()},
+            )
+
+    async def give_up(self, entry_id: str, error: str) -> None:
+        """Kept for the owner to see; a whole reply's event is settled as when it is sent: the reply was
+        recorded whole, and its writer would have settled the event whatever Slack said."""
+        async with self._connection() as conn:
+            await conn.execute(
+                "WITH ended AS (UPDATE crew_outbox SET state = 'given_up', done_at = %(now)s, "
+                "entry = jsonb_set(jsonb_set(entry, '{state}', '\"given_up\"'), '{error}', to_jsonb(%(error)s::text)) "
+                "WHERE id = %(id)s RETURNING entry) " + SETTLE_ENDED,
+                {"id": entry_id, "now": time.time(), "error": error},
             )
 
     async def pending(self) -> list[OutboxEntry]:
