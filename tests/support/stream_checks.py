@@ -8,6 +8,21 @@ from typing import Any
 from tests.support.bot_harness import message_text
 from tests.support.fakes import FakeSlack, ScriptedLLM
 
+# A question, a chat reply and a run's closing text long enough to be cut off mid-stream.
+QUESTION = "How should we shape the weekly report?"
+ANSWER = (
+    "Keep the weekly report short and regular. Open with three lines on what was finished, then the plans for "
+    "the next week, then the risks that could block them, each with a named owner. Close with one question for "
+    "the team. Send it every Friday before noon so people read it before the weekend, and keep old reports in "
+    "one folder for later."
+)
+CLOSING = (
+    "The workflow is complete. Result: artifacts/hello-linear/result.md holds the team weekly-report template "
+    "in bullet format, with sections for what was done, what comes next and the risks, and a short notes part "
+    "at the end that assumes a weekly cadence. Tell me if you want changes to the sections, the order or the "
+    "wording, and I will update the file in place."
+)
+
 
 def replies_in(slack: FakeSlack, top: str, text: str) -> list[dict[str, Any]]:
     """The thread's messages that show any of `text` (its first words)."""

@@ -22,24 +22,11 @@ from tests.support.scripts import (
     HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs,
 )
 from tests.support.serve_process import SECRET, start_serve
-from tests.support.stream_checks import asked, assert_shown_once, replies_in
+from tests.support.stream_checks import ANSWER, CLOSING, QUESTION, asked, assert_shown_once, replies_in
 
 pytestmark = pytest.mark.slow  # kill -9 of serve
 
 WAIT = 60.0
-QUESTION = "How should we shape the weekly report?"
-ANSWER = (
-    "Keep the weekly report short and regular. Open with three lines on what was finished, then the plans for "
-    "the next week, then the risks that could block them, each with a named owner. Close with one question for "
-    "the team. Send it every Friday before noon so people read it before the weekend, and keep old reports in "
-    "one folder for later."
-)
-CLOSING = (
-    "The workflow is complete. Result: artifacts/hello-linear/result.md holds the team weekly-report template "
-    "in bullet format, with sections for what was done, what comes next and the risks, and a short notes part "
-    "at the end that assumes a weekly cadence. Tell me if you want changes to the sections, the order or the "
-    "wording, and I will update the file in place."
-)
 
 
 def slow_llm(responder: Any) -> ScriptedLLM:
