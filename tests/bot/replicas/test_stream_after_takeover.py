@@ -70,20 +70,25 @@ async def nothing_more_from_restart(c: Cluster, top: str, victim: Replica, cut: 
     assert_shown_once(c.slack, top, text)
 
 
+class ChatModel:
+    """Answers QUESTION with ANSWER, counting how often it was asked, and anything else with a short note."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def __call__(self, body: Body) -> Reply:
+        if QUESTION in last_user_text(body):
+            self.asked += 1
+            return Reply(content=ANSWER)
+        return Reply(content=f"Noted: {last_user_text(body)[-40:]}")
+
+
 async def test_a_chat_reply_cut_by_kill_9_is_finished_once_by_the_replica_that_takes_the_thread_over(
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
-        asked = 0
-
-        def respond(body: Body) -> Reply:
-            nonlocal asked
-            if QUESTION in last_user_text(body):
-                asked += 1
-                return Reply(content=ANSWER)
-            return Reply(content=f"Noted: {last_user_text(body)[-40:]}")
-
-        slow(c, respond)
+        model = ChatModel()
+        slow(c, model)
         top = await c.mention("chat", via=0)
         await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
         since = len(c.slack.calls)
@@ -97,26 +102,18 @@ async def test_a_chat_reply_cut_by_kill_9_is_finished_once_by_the_replica_that_t
         await c.reply(top, "Thanks.", via=survivor)  # answered after the redelivery was looked at
         await c.posted(lambda p: p.get("thread_ts") == top and "Noted" in message_text(p), since=since)
         assert_shown_once(c.slack, top, ANSWER)
-        assert asked == 2, "asked by the killed replica, then once by the one that took the thread over"
+        assert model.asked == 2, "asked by the killed replica, then once by the one that took the thread over"
 
         await nothing_more_from_restart(c, top, victim, cut, ANSWER)
-        assert asked == 2
+        assert model.asked == 2
 
 
 async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holder_without_asking_again(
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
-        asked = 0
-
-        def respond(body: Body) -> Reply:
-            nonlocal asked
-            if QUESTION in last_user_text(body):
-                asked += 1
-                return Reply(content=ANSWER)
-            return Reply(content=f"Noted: {last_user_text(body)[-40:]}")
-
-        c.llm.responder = respond
+        model = ChatModel()
+        c.llm.responder = model
         top = await c.mention("chat", via=0)
         await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
         c.slack.fail_next("chat.stopStream", "service_unavailable", status=503, times=10_000)
@@ -135,7 +132,7 @@ async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holde
         await c.reply(top, "Thanks.", via=survivor)  # answered after the question's event was looked at again
         await c.posted(lambda p: p.get("thread_ts") == top and "Noted" in message_text(p), since=since)
         assert_shown_once(c.slack, top, ANSWER)
-        assert asked == 1, "the reply recorded whole was finished, not asked for again"
+        assert model.asked == 1, "the reply recorded whole was finished, not asked for again"
 
 
 def closing_responder() -> Any:
