@@ -110,7 +110,7 @@ class DatabaseInbox:
             if await cur.fetchone() is None:
                 raise LeaseLost(lease.thread)
 
-    # ---- claims (bot.threads.dedupe.ClaimStore; the replica waits for the database around them) ----
+    # ---- claims (bot.threads.event_claim.ClaimStore; the replica waits for the database around them) ----
 
     async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool:
         """Decide the event's row, found by any of its keys: False when it was decided before (by any
@@ -133,22 +133,18 @@ class DatabaseInbox:
             cur = await conn.execute(self._add_claimed.sql, self._add_claimed.args(row))
             return await cur.fetchone() is not None
 
-    async def settle(self, keys: list[str]) -> None:
-        """The claims of `keys` are final: no later holder of their thread handles the event again."""
-        async with self.pool.connection() as conn:
-            await conn.execute(self._claims.settle.sql, self._claims.settle.args({"claim_keys": keys}))
-
     async def seen(self, keys: list[str]) -> bool:
         """True when the row of any of `keys` was decided (by any replica)."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(self._claims.claimed.sql, self._claims.claimed.args({"claim_keys": keys}))
             return await cur.fetchone() is not None
 
-    async def remember(self, keys: list[str]) -> None:
-        """The rows of `keys` count as handled, for good (their effect is durable)."""
-        remember = self._claims.remember
+    async def settle(self, keys: list[str]) -> None:
+        """The rows of `keys` count as handled, for good (their effect is durable): their claims are final,
+        so no later holder of their thread handles the event again."""
+        settle = self._claims.settle
         async with self.pool.connection() as conn:
-            await conn.execute(remember.sql, remember.args({"claim_keys": keys, "claim_time": time.time()}))
+            await conn.execute(settle.sql, settle.args({"claim_keys": keys, "claim_time": time.time()}))
 
     async def has_waiting(self, key: ThreadKey) -> bool:
         async with self.pool.connection() as conn:

@@ -16,7 +16,7 @@ work, and each caller waits with a timeout. Writes that arrive while one is unde
 together in the next transaction (one fsync for a burst of events, not one each), so a burst of acks
 stays fast. An event that cannot be written here is not acknowledged (Slack sends it again).
 
-The embedded inbox's rows are also its events' dedupe claims (bot.inbox.records, bot.threads.dedupe):
+The embedded inbox's rows are also its events' dedupe claims (bot.inbox.records, bot.threads.event_claim):
 one process owns every thread, so a claim here is final when it is made. Claims run on the same
 worker thread, so two claims of one delivery never interleave.
 """
@@ -59,7 +59,7 @@ ADD, ADD_CLAIMED, ADD_KEY, DONE, DROP_OLD, DROP_KEYS, READ_WAITING = (
         MARK_DONE, PRUNE, PRUNE_KEYS, WAITING,
     )
 )
-CLAIM, FOUND, CLAIMED, SETTLE, REMEMBER = (compiled(statement, SQLITE) for statement in claim_statements(sqlite_keys_match()))
+CLAIM, FOUND, CLAIMED, SETTLE = (compiled(statement, SQLITE) for statement in claim_statements(sqlite_keys_match()))
 SCHEMA = sqlite_ddl()
 
 
@@ -108,7 +108,7 @@ class FileInbox:
         await self._write(seq)
         self.waiting_count = max(0, self.waiting_count - 1)
 
-    # ---- claims (bot.threads.dedupe.ClaimStore) ------------------------------------------
+    # ---- claims (bot.threads.event_claim.ClaimStore) ------------------------------------------
 
     async def claim(self, event: ThreadEvent, *, final: bool = False) -> bool:
         """Decide the event's row, found by any of its keys; False when it was decided before. An event
@@ -125,17 +125,14 @@ class FileInbox:
 
         return await self._call(claim)
 
-    async def settle(self, keys: list[str]) -> None:
-        """A claim here is final when it is made: one process owns every thread."""
-
     async def seen(self, keys: list[str]) -> bool:
         """True when the row of any of `keys` was decided (a redelivery, maybe from before a restart)."""
         return await self._call(lambda db: db.execute(CLAIMED.sql, CLAIMED.args(_claim_args(keys))).fetchone() is not None)
 
-    async def remember(self, keys: list[str]) -> None:
+    async def settle(self, keys: list[str]) -> None:
         """The rows of `keys` count as handled, for good (their effect is durable)."""
         args = _claim_args(keys, claim_time=time.time())
-        await self._call(lambda db: db.execute(REMEMBER.sql, REMEMBER.args(args)))
+        await self._call(lambda db: db.execute(SETTLE.sql, SETTLE.args(args)))
 
     async def close(self) -> None:
         """Close the file (at shutdown); what waits stays kept."""
@@ -268,7 +265,7 @@ def _take_over(db: sqlite3.Connection, earlier: Path) -> int:
         taken += _add(db, ADD, row) is not None
     claimed = _claimed_earlier(earlier.with_name("seen.sqlite"))
     if claimed:  # decided by the earlier version before it stopped: not handled again
-        db.execute(REMEMBER.sql, REMEMBER.args(_claim_args(claimed, claim_time=time.time())))
+        db.execute(SETTLE.sql, SETTLE.args(_claim_args(claimed, claim_time=time.time())))
     return taken
 
 

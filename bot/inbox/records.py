@@ -9,7 +9,7 @@ redelivery, or a forward repeated after a crash, queues nothing twice. A row's w
 `done_at` is set; the row then stays for the redelivery window (bot.base.event.REDELIVERY_WINDOW)
 so that a late redelivery still finds it, and is pruned after that. A waiting row is never pruned.
 
-The row is also the event's dedupe claim (bot.threads.dedupe): `claimed_at` is set when the event is
+The row is also the event's dedupe claim (bot.threads.event_claim): `claimed_at` is set when the event is
 decided, under the lease epoch of the replica deciding it (`claim_epoch`); a claim without an epoch
 is final (no later holder of the thread handles the event again), one of an older epoch on the same
 thread may be taken again by a new holder after a takeover. A message reaches the bot under several
@@ -161,8 +161,7 @@ class ClaimStatements(NamedTuple):
     claim: Any  # decide the rows: unclaimed ones, or (a takeover) ones of an older epoch on the thread
     found: Any  # is there a row for the keys at all
     claimed: Any  # is a row for the keys claimed
-    settle: Any  # the rows' claims are final
-    remember: Any  # the rows are claimed for good, whatever their state
+    settle: Any  # the rows count as handled for good, whatever their state (their claims are final)
 
 
 def claim_statements(keys_match: Any) -> ClaimStatements:
@@ -182,8 +181,7 @@ def claim_statements(keys_match: Any) -> ClaimStatements:
         .returning(inbox.c.seq),
         found=sa.select(inbox.c.seq).where(rows).limit(1),
         claimed=sa.select(inbox.c.seq).where(rows, inbox.c.claimed_at.is_not(None)).limit(1),
-        settle=sa.update(inbox).where(rows, inbox.c.claimed_at.is_not(None)).values(claim_epoch=sa.null()),
-        remember=sa.update(inbox).where(rows).values(claimed_at=claimed_at, claim_epoch=sa.null()),
+        settle=sa.update(inbox).where(rows).values(claimed_at=claimed_at, claim_epoch=sa.null()),
     )
 
 

@@ -49,7 +49,7 @@ class ReplicaParts(NamedTuple):
 
 
 class PatientClaims:
-    """The inbox's dedupe claims (bot.threads.dedupe.ClaimStore) waiting while the database is away:
+    """The inbox's dedupe claims (bot.threads.event_claim.ClaimStore) waiting while the database is away:
     the turn deciding an event pauses there and goes on when it is back."""
 
     def __init__(self, inbox: DatabaseInbox) -> None:
@@ -67,9 +67,6 @@ class PatientClaims:
     async def seen(self, keys: list[str]) -> bool:
         return await self.inbox.seen(keys)
 
-    @waits_for_database
-    async def remember(self, keys: list[str]) -> None:
-        await self.inbox.remember(keys)
 
 
 class SharedStore:

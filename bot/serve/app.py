@@ -41,7 +41,7 @@ from ..bolt_app import CrewBoltApp
 from ..config import BotConfig
 from ..inbox.file_inbox import FileInbox
 from ..connection import FRESH_URL_SECONDS, Backoff, check_bot_token, connect_socket, issue_socket_url
-from ..threads.dedupe import ClaimStore, Deduper
+from ..threads.event_claim import ClaimStore
 from ..threads.channel_binding import BindingRuntime
 from ..threads.assembly import Inbound, Outbound, build_thread_work
 from ..threads.intake import ThreadIntake
@@ -450,7 +450,6 @@ def _build(
         rate=config.limits.status_edits_per_second,
         burst=config.limits.status_edit_burst,
     )
-    deduper = Deduper(claims)
     access = AccessPolicy(
         allowed_channels=frozenset(config.access.allowed_channels),
         allowed_users=frozenset(config.access.allowed_users),
@@ -459,14 +458,14 @@ def _build(
     surface = _agent_surface(config, io, board, bindings, engine)
     dispatcher = build_thread_work(
         config=config, engine=engine, bindings=bindings, store=thread_store, access=access,
-        inbound=Inbound(lanes, deduper, inbox=inbox, handover=handover, slots=slots),
+        inbound=Inbound(lanes, claims, inbox=inbox, handover=handover, slots=slots),
         outbound=Outbound(io, board, surface),
     )
     home = wire_home(
         bolt_app, port=io, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
     )
-    Handlers(dispatcher, deduper, io).register(bolt_app)
+    Handlers(dispatcher, io).register(bolt_app)
     bot = CrewBot(
         config=config,
         slack=SlackParts(bolt_app, client, work_client),

@@ -11,14 +11,13 @@ recorded too.
 Which event handles what (Slack sends both `app_mention` and `message` for one mention):
 - top-level mention in a channel → `app_mention` only (top-level channel messages are ignored);
 - anything in a DM → `message` only (DMs need no mention);
-- thread replies → `message`; a mention inside a thread may arrive through either, and the
-  message key (channel + ts) claimed by whichever comes first makes the other a duplicate.
+- thread replies → `message`; a mention inside a thread may arrive through either, and the inbox
+  keeps one row per message (channel + ts): whichever comes first is queued, the other is only acked.
 """
 
 from __future__ import annotations
 
 import re
-from contextlib import ExitStack
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
@@ -28,7 +27,6 @@ from slack_sdk.models.views import View
 from ..base import actions as act
 from ..base.actions import ButtonValue, Clicked
 from ..native.agent_view import PROMPTS_TITLE, PromptPacer
-from ..threads.dedupe import Deduper
 from ..threads.intake import ThreadIntake
 from ..render.modals import decode_context, parse_submission
 from ..outgoing import SuggestedPrompts
@@ -52,9 +50,8 @@ def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
 
 
 class Handlers:
-    def __init__(self, intake: ThreadIntake, deduper: Deduper, port: SlackPort) -> None:
+    def __init__(self, intake: ThreadIntake, port: SlackPort) -> None:
         self.intake = intake
-        self.deduper = deduper
         self.port = port
         self.pacer = PromptPacer()
 
@@ -120,12 +117,7 @@ class Handlers:
             return
         key = ThreadKey(_team(body, event, context), channel, thread_ts)
         dedupe = [f"ev:{body['event_id']}"] if body.get("event_id") else [f"stopped:{key}:{event.get('event_ts')}"]
-        if not self.deduper.claim(dedupe):
-            return
-        with ExitStack() as not_recorded:
-            not_recorded.callback(self.deduper.release, dedupe)
-            await self.intake.on_session_stopped(key, user, dedupe=dedupe)
-            not_recorded.pop_all()
+        await self.intake.on_session_stopped(key, user, dedupe=dedupe)
 
     async def _deliver(
         self,
@@ -140,15 +132,10 @@ class Handlers:
         dedupe = [f"msg:{key.channel}:{ts}"]
         if body.get("event_id"):
             dedupe.insert(0, f"ev:{body['event_id']}")
-        if not self.deduper.claim(dedupe):
-            return
         text = strip_mentions(str(event.get("text") or ""), bot_user_id)
-        user = str(event["user"])
-        with ExitStack() as not_recorded:
-            # Not recorded: Bolt answers 500 (HTTP) or sends no ack (Socket Mode), and Slack delivers it again.
-            not_recorded.callback(self.deduper.release, dedupe)
-            await self.intake.on_text(key, user, text, ts, opening=opening, dedupe=dedupe)
-            not_recorded.pop_all()
+        # A delivery the inbox has already is acknowledged and queued no more; one that cannot be kept raises,
+        # so Bolt answers 500 (HTTP) or sends no ack (Socket Mode), and Slack delivers it again.
+        await self.intake.on_text(key, str(event["user"]), text, ts, opening=opening, dedupe=dedupe)
 
     # ---- interactivity ------------------------------------------------------------
 

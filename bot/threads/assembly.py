@@ -21,7 +21,7 @@ from .budget_gate import BudgetGate
 from .call_runner import CallRunner, Slots, local_slots
 from .channel_binding import BindingRuntime
 from .click_events import ClickEvents
-from .dedupe import Deduper
+from .event_claim import ClaimStore, Claims
 from .form_events import FormEvents
 from .intake import ThreadIntake
 from .lanes import ThreadLanes
@@ -49,12 +49,12 @@ class Outbound:
 
 @dataclass(frozen=True)
 class Inbound:
-    """How thread events come in: in order per thread (`lanes`), taken once (`deduper`), kept until run
+    """How thread events come in: in order per thread (`lanes`), taken once (`claims`: the inbox's), kept until run
     (`inbox`, embedded) or queued for the thread's lease holder (`handover`, replicas), and how many
     runs may pump at once (`slots`: local unless replicas share them)."""
 
     lanes: ThreadLanes
-    deduper: Deduper
+    claims: ClaimStore
     inbox: FileInbox | None = None
     handover: Handover | None = None
     slots: Slots | None = None
@@ -88,14 +88,13 @@ def build_thread_work(
         before_call=upkeep.maybe_tidy,
         budget=_budget_gate(config, engine, io),
     )
-    deduper = inbound.deduper
+    claims = Claims(inbound.claims, when_durable=inbound.inbox is not None)
     clicks = ClickEvents(state=state, notes=notes, uploads=Uploads(io, runs, engine.off_limits), deliveries=deliveries)
     forms = FormEvents(state=state, notes=notes, io=io)
     text = TextEvents(
-        config=config, store=store, access=access, deduper=deduper, notes=notes, io=io,
-        claim_when_durable=inbound.inbox is not None,  # embedded: an event cut off mid-reply still waits in the inbox
+        config=config, store=store, access=access, claims=claims, notes=notes, io=io,
     )
-    pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, deduper=deduper)
+    pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, claims=claims)
     pending = PendingEvents(lanes=lanes, run=pipeline.run_event, inbox=inbound.inbox)
     intake = ThreadIntake(
         config=config,

@@ -90,7 +90,7 @@ class ThreadIntake:
             idle_run=self.state.idle_run,
             resume_thread=self.pipeline.take_over,
             stop_local_runs=self.state.stop_local_runs,
-            take_outbox=partial(self.pipeline.upkeep.take_outbox, deduper=self.pipeline.deduper),
+            take_outbox=partial(self.pipeline.upkeep.take_outbox, claims=self.pipeline.claims),
         )
 
     async def on_text(
@@ -182,7 +182,7 @@ class ThreadIntake:
 
     async def settle_streams(self, outbox: Courier) -> int:
         """Streamed replies a previous process left open or unshown: settled before any other work."""
-        return await self.pipeline.upkeep.settle_streams(outbox, self.pipeline.deduper)
+        return await self.pipeline.upkeep.settle_streams(outbox, self.pipeline.claims)
 
     async def resume_interrupted(self) -> int:
         """Runs left `running` by a previous process: resume them (or offer Resume). Returns how many."""

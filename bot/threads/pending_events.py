@@ -6,7 +6,7 @@ start-up, after interrupted runs are resumed, what still waits goes to its threa
 
 A replay may meet an event that a previous process had already decided (it died between the
 decision and forgetting the event). Every event that goes through here carries dedupe keys,
-claimed durably when it is decided (bot.threads.dedupe), so that event is skipped, not handled twice.
+claimed durably when it is decided (bot.threads.event_claim), so that event is skipped, not handled twice.
 Typed text the agent answers with a reply is claimed only once that reply is recorded whole (or a run
 took the text, bot.threads.event_claim): an event whose reply a kill -9 cut off is handled again.
 """

@@ -17,8 +17,7 @@ from ..config import BotConfig
 from ..render import blocks
 from ..outgoing import Post
 from ..slack_port import SlackPort
-from .dedupe import Deduper
-from .event_claim import EventClaim
+from .event_claim import Claims
 from .session_calls import ChooseModel, GuestChat, OpenThread, RunControl, SayText, ThreadCall
 from .store import ThreadStore
 from .thread_notes import ThreadNotes
@@ -36,18 +35,14 @@ class TextEvents:
         config: BotConfig,
         store: ThreadStore | PostgresThreadStore,
         access: AccessPolicy,
-        deduper: Deduper,
+        claims: Claims,
         notes: ThreadNotes,
         io: SlackPort,
-        claim_when_durable: bool = False,
     ) -> None:
-        """`claim_when_durable`: typed text the agent may answer is claimed once its reply is recorded
-        (bot.threads.event_claim), so an event cut off by a crash is handled again from its journal."""
-        self.claim_when_durable = claim_when_durable
         self.config = config
         self.store = store
         self.access = access
-        self.deduper = deduper
+        self.claims = claims
         self.notes = notes
         self.io = io
 
@@ -56,7 +51,7 @@ class TextEvents:
         record = await self.store.get(event.key)
         if record is None and not event.opening:
             return None  # not a conversation of ours
-        claim = await self._claim(event)
+        claim = await self.claims.for_reply(event)
         if claim is None:
             return None
         call = await self._decided(event, record)
@@ -67,13 +62,6 @@ class TextEvents:
             await claim.settle()
             return call
         return dataclasses.replace(call, claim=claim)
-
-    async def _claim(self, event: ThreadEvent) -> EventClaim | None:
-        """The event's claim: made now, or (a reply may follow) once the reply is recorded. None: handled before."""
-        if not self.claim_when_durable or not event.dedupe:
-            claimed = await self.deduper.claim_persisted(event)
-            return EventClaim(event.dedupe, self.deduper, claimed=True) if claimed else None
-        return None if await self.deduper.seen_persisted(event.dedupe) else EventClaim(event.dedupe, self.deduper)
 
     async def _decided(self, event: ThreadEvent, record: ThreadRecord | None) -> ThreadCall | None:
         key, user = event.key, event.user
@@ -98,7 +86,7 @@ class TextEvents:
 
     async def decide_now(self, record: ThreadRecord, event: ThreadEvent) -> ThreadCall | None:
         """`*pause` / `*stop` for the run pumping in the thread, outside the thread's order."""
-        if event.command is None or not await self.deduper.claim_persisted(event, final=True):
+        if event.command is None or not await self.claims.take(event, final=True):
             return None
         if not await self.notes.permitted(record.key, record, event.user):
             return None

@@ -9,7 +9,7 @@ from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
 from .call_runner import CallRunner
 from .click_events import ClickEvents
-from .dedupe import Deduper
+from .event_claim import Claims
 from .form_events import FormEvents
 from .session_calls import ThreadCall
 from .text_events import TextEvents
@@ -25,14 +25,14 @@ class ThreadPipeline:
         forms: FormEvents,
         upkeep: Upkeep,
         runner: CallRunner,
-        deduper: Deduper,
+        claims: Claims,
     ) -> None:
         self.text = text
         self.clicks = clicks
         self.forms = forms
         self.upkeep = upkeep
         self.runner = runner
-        self.deduper = deduper
+        self.claims = claims
 
     async def run_event(self, event: ThreadEvent) -> None:
         """One event, in the thread's order."""
@@ -42,7 +42,7 @@ class ThreadPipeline:
         """A pause/stop (typed or clicked) for the run pumping in the thread, outside the thread's order."""
         if event.kind == "text":
             call = await self.text.decide_now(live, event)
-        elif await self.deduper.claim_persisted(event, final=True):
+        elif await self.claims.take(event, final=True):
             call = await self.clicks.decide(event, live)
         else:
             call = None
@@ -59,7 +59,7 @@ class ThreadPipeline:
     async def _decide(self, event: ThreadEvent) -> ThreadCall | None:
         if event.kind == "text":
             return await self.text.decide(event)
-        if not await self.deduper.claim_persisted(event, final=True):
+        if not await self.claims.take(event, final=True):
             # Already decided: as an urgent control by the replica pumping the run, or before a restart.
             return None
         if event.kind == "form":

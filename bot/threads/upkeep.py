@@ -20,7 +20,7 @@ from ..render import blocks
 from ..outgoing import Post
 from ..slack_port import SlackPort
 from .channel_binding import BindingRuntime
-from .dedupe import Deduper
+from .event_claim import Claims
 from .lanes import ThreadLanes
 from .session_calls import RunControl, ThreadCall
 
@@ -92,17 +92,17 @@ class Upkeep:
     async def _tidy(self) -> None:
         await self.tidy_worktrees()
 
-    async def settle_streams(self, outbox: Courier, deduper: Deduper) -> int:
+    async def settle_streams(self, outbox: Courier, claims: Claims) -> int:
         """Before new work: a reply an earlier process recorded whole is finished by the outbox, and the event
         it answered counts as handled (the model is not asked again); a stream it left open without its
         whole text is stopped and kept for the redo of what it answers (the resumed run, or the event
         handled again), which writes the whole reply into it. Returns how many streams were left open."""
-        await _settle_events(outbox, deduper)
+        await claims.settle(outbox.settles_left())
         if cut := await outbox.settle_streams():
             log.info("settling streamed replies a previous process left open", extra={"count": cut})
         return cut
 
-    async def take_outbox(self, key: ThreadKey, deduper: Deduper) -> None:
+    async def take_outbox(self, key: ThreadKey, claims: Claims) -> None:
         """A thread this replica took over from another (bot.replicas.handover), before its work runs here:
         what the other recorded for it and did not send goes out from here (a reply recorded whole settles
         its event, which is not handled again), and a stream it left open is stopped and kept for the redo,
@@ -111,7 +111,7 @@ class Upkeep:
         if not isinstance(outbox, Courier):
             return
         cut = await outbox.take_thread(str(key))
-        await _settle_events(outbox, deduper)
+        await claims.settle(outbox.settles_left())
         if cut:
             log.info("settling streamed replies another replica left open", extra={"count": cut, "slack_thread": str(key)})
 
@@ -145,10 +145,3 @@ class Upkeep:
         await self.io.send(Post(key.channel, key.thread_ts, notice))
         return ThreadCall(record, RunControl("resume"), record.session.owner or "", budgeted=False)
 
-
-async def _settle_events(outbox: Courier, deduper: Deduper) -> None:
-    """Events whose reply the outbox holds whole count as handled for good: claimed, and settled where a
-    claim could otherwise be taken over by a newer holder of the thread (replicas)."""
-    if keys := outbox.settles_left():
-        await deduper.remember_persisted(keys)
-        await deduper.settle_persisted(keys)
