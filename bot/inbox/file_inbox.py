@@ -1,8 +1,9 @@
 """The inbox on a local SQLite file, so a process that dies (even by kill -9) loses no thread work
 Slack was told it has. Two files that never mix, one table (bot.inbox.records):
 
-- `<home>/slack/inbox.sqlite` (embedded, no database): every event queued on a thread's lane, until
-  the lane has run it (bot.threads.pending_events); a start runs what is still waiting.
+- `<home>/slack/inbox.sqlite` (embedded, no database): every thread event, until the thread's worker has
+  run it (bot.threads.thread_worker); a start runs what is still waiting. One process owns every thread
+  in it, so what waits is also kept in memory, per thread, and taking the next event costs no read.
 - `<home>/slack/away-inbox.sqlite` (replicas): events taken while the database was away, until they
   are forwarded to the Postgres inbox (bot.replicas.handover). Slack redelivers an event it got no
   answer for only after about a minute, then five; an owner's answer would wait that long after a
@@ -30,6 +31,7 @@ import math
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing
@@ -37,6 +39,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..base.event import REDELIVERY_WINDOW, ThreadEvent
+from ..base.lease import Lease
+from ..base.thread import ThreadKey
 from .records import (
     CLAIMED_ROW_COLUMNS, MARK_DONE, PRUNE, PRUNE_KEYS, SQLITE, SQLITE_CLAIM_COLUMNS, WAITING, Queued, add_key_statement,
     add_statement, claim_statements, claimed_row, compiled, new_row, read_row, sqlite_ddl, sqlite_insert,
@@ -69,6 +73,8 @@ class FileInbox:
         self.earlier = earlier
         self.redelivery_window = redelivery_window
         self.waiting_count = 0  # rows waiting here (as far as this process knows)
+        self._by_thread: dict[str, deque[Queued]] = {}  # what waits for each thread's worker, oldest first
+        self._on_control: Callable[[ThreadEvent], None] | None = None  # see listen
         self._queued: list[Pending] = []  # for the next transaction; shared with the worker thread
         self._lock = threading.Lock()  # guards _queued and _flushing
         self._flushing = False  # a flush is queued on (or running in) the worker thread
@@ -86,6 +92,43 @@ class FileInbox:
             self.waiting_count += 1
         return seq
 
+    def listen(self, on_control: Callable[[ThreadEvent], None]) -> None:
+        """Where the control pushed with an event goes once it is kept (a pause/stop for the run pumping in
+        the thread): the replicas' NOTIFY does the same across processes."""
+        self._on_control = on_control
+
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> bool:
+        """Keep the event for its thread's worker and pass `control` on; False (nothing queued or passed on)
+        for a delivery the inbox has already. Raises when it cannot be kept (see `add`)."""
+        seq = await self.add(event, control)
+        if seq is None:
+            return False
+        self._by_thread.setdefault(event.thread, deque()).append(Queued(seq, event, control))
+        if control is not None and self._on_control is not None:
+            self._on_control(control)
+        return True
+
+    async def next_for(self, lease: Lease) -> tuple[int, ThreadEvent | None] | None:
+        """The thread's oldest waiting event, taken out of memory; None when nothing waits."""
+        waiting = self._by_thread.get(lease.thread)
+        if not waiting:
+            return None
+        queued = waiting.popleft()
+        if not waiting:
+            del self._by_thread[lease.thread]
+        return queued.seq, queued.event
+
+    async def has_waiting(self, key: ThreadKey) -> bool:
+        return str(key) in self._by_thread
+
+    async def load(self) -> list[ThreadKey]:
+        """At start: what a previous process kept and did not finish waits for its thread's worker again.
+        Returns those threads, by their oldest event."""
+        self._by_thread.clear()
+        for queued in await self.waiting():
+            self._by_thread.setdefault(queued.event.thread, deque()).append(queued)
+        return [key for key in map(ThreadKey.parse, self._by_thread) if key is not None]
+
     async def waiting(self) -> list[Queued]:
         """What waits, oldest first; a row another version wrote that cannot be read is marked done."""
         try:
@@ -99,13 +142,19 @@ class FileInbox:
                 found.append(queued)
             else:
                 log.error("a kept event cannot be read and is dropped", extra={"path": str(self.path), "seq": seq})
-                await self.done(seq)
+                await self.done(None, seq)
         self.waiting_count = len(found)
         return found
 
-    async def done(self, seq: int) -> None:
-        """The row's work is done: it stays for the redelivery window (a late redelivery finds it)."""
-        await self._write(seq)
+    async def done(self, lease: Lease | None, seq: int) -> None:
+        """The row's work is done: it stays for the redelivery window (a late redelivery finds it). No
+        lease is checked: one process owns every thread here. When the file cannot say so, the event
+        runs again at the next start, and its claim makes that a no-op."""
+        try:
+            await self._write(seq)
+        except (OSError, sqlite3.Error, TimeoutError) as exc:
+            log.warning("a handled thread event is still kept as waiting", extra={"path": str(self.path), "error": str(exc)})
+            return
         self.waiting_count = max(0, self.waiting_count - 1)
 
     # ---- claims (bot.threads.event_claim.ClaimStore) ------------------------------------------

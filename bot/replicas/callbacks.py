@@ -4,9 +4,9 @@ work can name it without loading the Postgres side (a single-process bot never i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
@@ -24,14 +24,12 @@ class Lanes(Protocol):
 
     def lane(self, key: ThreadKey) -> Lane | None: ...
 
-    def submit(self, key: ThreadKey, job: Callable[[], Coroutine[Any, Any, None]]) -> bool: ...
-
 
 @dataclass(frozen=True)
 class HandoverCallbacks:
     """What the hand-over asks of this replica's thread work (connected at start-up)."""
 
-    run_event: Callable[[ThreadEvent], Awaitable[None]]  # one queued event, in the thread's order
+    kick: Callable[[ThreadKey], None]  # drain the thread's events (its worker takes the lease with `hold`)
     control_signal: Callable[[ThreadEvent], None]  # a pause/stop for a run this replica may be pumping
     idle_run: Callable[[ThreadKey], Awaitable[str | None]]  # the thread's current run when nothing pumps it here
     resume_thread: Callable[[ThreadKey, str], Awaitable[None]]  # resume a run left `running`

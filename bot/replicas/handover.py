@@ -1,6 +1,6 @@
 """Thread work across replicas: every event is queued in the Postgres inbox (bot.inbox), and the replica
 holding the thread's lease takes the thread's events out in order and runs them, one at a time, in its
-local lane. While the database is away, events wait in a local away-inbox (the same table on SQLite)
+local lane (bot.threads.thread_worker drains; this is its queue and its hold). While the database is away, events wait in a local away-inbox (the same table on SQLite)
 and are forwarded when it is back: an insert that ignores a delivery already there, so a forward
 repeated after a crash queues nothing twice.
 
@@ -21,7 +21,8 @@ import logging
 import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +72,12 @@ class Handover:
         self.inbox = inbox
         self.away = away  # events taken while the database was away
         # Taking a thread's events waits while the database is away (the drain pauses there).
-        self._next_event = waits_for_database(inbox.next_for)
-        self._done = waits_for_database(inbox.done)
-        self._has_waiting = waits_for_database(inbox.has_waiting)
+        self.next_for = waits_for_database(inbox.next_for)
+        self.done = waits_for_database(inbox.done)
+        self.has_waiting = waits_for_database(inbox.has_waiting)
         self._pruned = time.monotonic()
         self.say = say  # one line into a thread (not through the outbox: its store may be the one away)
         self.work: HandoverCallbacks | None = None  # see connect
-        self._scheduled: set[ThreadKey] = set()
         self._driving: dict[ThreadKey, Lease] = {}  # threads this replica holds and drains now, by lease
         self._noted: set[ThreadKey] = set()  # threads told their event waits for the database
         self._adopt_after = 0.0  # after an outage of our own, others get two lease times to beat first
@@ -110,22 +110,22 @@ class Handover:
 
     # ---- queueing -----------------------------------------------------------------
 
-    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None:
-        """Queue `event` for its thread (and signal `control` to the replica pumping its run); a delivery
-        the inbox has already is acknowledged and nothing more. While the database is away, keep it in
-        the away-inbox (in order behind what waits there already); raises when it cannot be kept
-        anywhere, so Slack gets no ack and delivers it again."""
+    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> bool:
+        """Queue `event` for its thread (and signal `control` to the replica pumping its run); True when
+        the thread's holder can take it now. A delivery the inbox has already is acknowledged and nothing
+        more. While the database is away, keep it in the away-inbox (in order behind what waits there
+        already; `forward` queues it later); raises when it cannot be kept anywhere, so Slack gets no
+        ack and delivers it again."""
         control = _small(control) if control is not None else None
         if self.away is None or not self.away.waiting_count:
             try:
-                if await self.inbox.push(event, control):
-                    self.kick(event.key)
-                return
+                return await self.inbox.push(event, control)
             except psycopg.OperationalError:  # stopped, unreachable, no free connection in time
                 if self.away is None:
                     raise
         if await self.away.add(event, control) is not None:
             self._note_wait(event.key)
+        return False
 
     def _note_wait(self, key: ThreadKey) -> None:
         if key in self._noted or self.say is None:
@@ -151,18 +151,15 @@ class Handover:
                     await self.inbox.push(event, control)
                 except psycopg.OperationalError:
                     return  # still away: the next heartbeat that gets through tries again
-                await self.away.done(seq)
+                await self.away.done(None, seq)
                 self._noted.discard(event.key)
                 self.kick(event.key)
             self._noted.clear()
 
     def kick(self, key: ThreadKey) -> None:
-        """Try to drive the thread (at most one attempt queued per thread)."""
-        if key in self._scheduled:
-            return
-        self._scheduled.add(key)
-        if not self.lanes.submit(key, lambda: self._drain(key)):
-            self._scheduled.discard(key)
+        """Try to drive the thread: its worker's drain takes the lease (`hold`)."""
+        if self.work is not None:
+            self.work.kick(key)
 
     async def _tick(self) -> None:
         """After each heartbeat: forward what the away-inbox kept, take over orphaned threads, and now and
@@ -191,30 +188,28 @@ class Handover:
 
     # ---- driving one thread ---------------------------------------------------------
 
-    async def _drain(self, key: ThreadKey) -> None:
-        self._scheduled.discard(key)
+    @asynccontextmanager
+    async def hold(self, key: ThreadKey) -> AsyncIterator[Lease | None]:
+        """The thread's lease while its worker drains it (None: another replica drives it, and finds the
+        event, or it is adopted once that one is dead). Every write of the thread's work inside names the
+        lease's epoch; a refused one (LeaseLost) ends the drain quietly, its event left to the new holder."""
         lease, previous = await self.replicas.acquire(key, from_dead=self._may_adopt)
         if lease is None:
-            return  # another replica drives it and will find the event (or it is adopted once it is dead)
+            yield None
+            return
         self._driving[key] = lease
         held = HELD.set(lease)  # every write of the thread's work from here on names this epoch
         fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
-            await self._take_over(key, current=previous == self.replicas.id)
-            while (item := await self._next_event(lease)) is not None:
-                seq, event = item
-                if event is not None and self.work is not None:
-                    try:
-                        await self.work.run_event(event)
-                    except LeaseLost:
-                        raise
-                    except Exception:  # one broken event must not block the thread's queue for good
-                        log.exception("thread event failed", extra={"slack_thread": str(key)})
-                await self._done(lease, seq)
+            try:
+                await self._take_over(key, current=previous == self.replicas.id)
+            except LeaseLost:
+                _leave(lease)
+                yield None
+                return
+            yield lease
         except LeaseLost:
-            mark_lost(lease)  # what is still waiting to be shown under it is dropped too
-            log.warning("another replica took this thread over; leaving it", extra={"slack_thread": str(key)})
-            return
+            _leave(lease)
         finally:
             HELD.reset(held)
             WRITE_FENCE.reset(fenced)
@@ -222,8 +217,6 @@ class Handover:
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
             await asyncio.shield(self.replicas.release(key))
-        if await self._has_waiting(key):
-            self.kick(key)  # queued by another replica while we were letting go
 
     async def _take_over(self, key: ThreadKey, *, current: bool) -> None:
         work = self.work
@@ -323,6 +316,12 @@ class Handover:
             await self.replicas.release_all_but([k for k in driving if k not in taken])
             self.replicas.taking_stock = False
         await self.forward()
+
+
+def _leave(lease: Lease) -> None:
+    """Another replica took the thread over: what is still waiting to be shown under `lease` is dropped too."""
+    mark_lost(lease)
+    log.warning("another replica took this thread over; leaving it", extra={"slack_thread": lease.thread})
 
 
 def _small(control: ThreadEvent) -> ThreadEvent:

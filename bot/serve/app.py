@@ -264,7 +264,7 @@ class CrewBot:
             await self._runner.shutdown()
         grace = self.config.limits.shutdown_grace if grace is None else grace
         await self.lanes.close(grace)
-        await self.dispatcher.pending.close()  # what a cancelled job did not finish stays kept
+        await self.dispatcher.worker.close()  # what a cancelled job did not finish stays kept
         await self.engine.tools.close()
         if self.home is not None:
             await self.home.close()

@@ -25,12 +25,12 @@ from .event_claim import ClaimStore, Claims
 from .form_events import FormEvents
 from .intake import ThreadIntake
 from .lanes import ThreadLanes
-from .pending_events import PendingEvents
 from .store import ThreadStore
 from .text_events import TextEvents
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
 from .thread_state import ThreadState
+from .thread_worker import ThreadWorker
 from .upkeep import Upkeep
 
 if TYPE_CHECKING:
@@ -95,21 +95,25 @@ def build_thread_work(
         config=config, store=store, access=access, claims=claims, notes=notes, io=io,
     )
     pipeline = ThreadPipeline(text=text, clicks=clicks, forms=forms, upkeep=upkeep, runner=runner, claims=claims)
-    pending = PendingEvents(lanes=lanes, run=pipeline.run_event, inbox=inbound.inbox)
+    if handover is not None:  # replicas: the Postgres inbox, drained under the thread's lease
+        worker = ThreadWorker(lanes=lanes, queue=handover, run=pipeline.run_event, hold=handover.hold)
+    else:  # embedded: the local inbox, drained by the one process that holds every thread
+        assert inbound.inbox is not None
+        worker = ThreadWorker(lanes=lanes, queue=inbound.inbox, run=pipeline.run_event)
     intake = ThreadIntake(
         config=config,
         state=state,
-        pending=pending,
+        worker=worker,
         access=access,
         notes=notes,
         pipeline=pipeline,
         feedback=FeedbackRecorder(runs, io),
         surface=outbound.surface,
     )
-    if handover is not None:  # replicas: events come back from the shared queue to this replica's pipeline
+    if handover is not None:  # replicas: what the hand-over needs of this replica's thread work
         handover.connect(intake.handover_callbacks())
-    else:  # embedded: a pause/stop reaches the pumping run as the replicas' signal does
-        pending.connect(intake.control_signal)
+    elif inbound.inbox is not None:  # embedded: a pause/stop reaches the pumping run as the replicas' NOTIFY does
+        inbound.inbox.listen(intake.control_signal)
     return intake
 
 

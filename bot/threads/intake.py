@@ -1,10 +1,9 @@
 """Where Slack work enters the thread work: a reply, a click or a form answer becomes a `ThreadEvent`
 (typed text is parsed for its `*command` there, once) and is pushed, with the control a pumping run
-must get at once (a pause/stop, or the note that a reply waits), through one call on both stores:
-`Handover.push` with replicas (the Postgres inbox, read by whichever replica drives the thread),
-`PendingEvents.push` embedded (the local inbox and the thread's lane). Either keeps the event before
-Slack gets its ack, and a delivery the inbox has already is acknowledged and not queued again.
-What happens once the lane runs an event: bot.threads.thread_pipeline.
+must get at once (a pause/stop, or the note that a reply waits), through the thread worker
+(bot.threads.thread_worker), the same call on both stores. It keeps the event before Slack gets its
+ack, and a delivery the inbox has already is acknowledged and not queued again.
+What happens once the worker runs an event: bot.threads.thread_pipeline.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from ..access import AccessPolicy
 from ..base import actions as act
@@ -27,19 +26,15 @@ from ..outbox.courier import Courier
 from ..replicas.callbacks import HandoverCallbacks
 from .channel_binding import BindingRuntime
 from .output_sink import PhaseWatcher
-from .pending_events import PendingEvents
 from .session_calls import URGENT_COMMANDS
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
 from .thread_state import ThreadState
+from .thread_worker import ThreadWorker
 
 BUSY_NOTE = (
     "Still working on the run — your reply goes to it when it stops. Type `*pause` or `*stop` to interrupt it."
 )
-
-
-class EventQueue(Protocol):
-    async def push(self, event: ThreadEvent, control: ThreadEvent | None = None) -> None: ...
 
 
 class ThreadIntake:
@@ -50,7 +45,7 @@ class ThreadIntake:
         *,
         config: BotConfig,
         state: ThreadState,
-        pending: PendingEvents,
+        worker: ThreadWorker,
         access: AccessPolicy,
         notes: ThreadNotes,
         pipeline: ThreadPipeline,
@@ -61,9 +56,7 @@ class ThreadIntake:
         self.config = config
         self.state = state
         self.lanes = state.lanes
-        self.pending = pending  # the lane queue (kept on disk until run when embedded)
-        # The one way in: the replicas' shared queue, or the embedded lanes (the same call on both).
-        self.queue: EventQueue = state.handover or pending
+        self.worker = worker  # the one way in, on both stores
         self.access = access
         self.notes = notes
         self.pipeline = pipeline
@@ -85,7 +78,7 @@ class ThreadIntake:
     def handover_callbacks(self) -> HandoverCallbacks:
         """What the replica hand-over calls: events it takes out of the shared queue come back here."""
         return HandoverCallbacks(
-            run_event=self.pipeline.run_event,
+            kick=self.worker.kick,
             control_signal=self.control_signal,
             idle_run=self.state.idle_run,
             resume_thread=self.pipeline.take_over,
@@ -103,7 +96,7 @@ class ThreadIntake:
         command = event.command
         # Reaches the run pumping in the thread, if any, at once: it stops the run, or says the reply waits.
         signal = event if command in URGENT_COMMANDS or command is None else None
-        await self.queue.push(event, signal)
+        await self.worker.push(event, signal)
 
     async def on_session_stopped(self, key: ThreadKey, user: str, *, dedupe: list[str]) -> None:
         """Slack's Stop on the thread's agent session: `*stop` from `user` (who must be allowed to stop it),
@@ -143,7 +136,7 @@ class ThreadIntake:
             dedupe=[f"click:{uuid.uuid4().hex}"],
         )
         urgent = kind == act.CONTROL and value.x in URGENT_COMMANDS
-        await self.queue.push(event, event if urgent else None)
+        await self.worker.push(event, event if urgent else None)
 
     async def form_check(
         self, context: FormContext, user: str
@@ -159,7 +152,7 @@ class ThreadIntake:
         event = ThreadEvent(
             kind="form", thread=str(key), user=user, form=context, answer=answer, dedupe=[f"form:{uuid.uuid4().hex}"]
         )
-        await self.queue.push(event)
+        await self.worker.push(event)
 
     def control_signal(self, event: ThreadEvent) -> None:
         """A pause/stop sent to any replica: acted on here if this replica pumps the thread's run."""
@@ -191,7 +184,7 @@ class ThreadIntake:
     async def replay_pending(self) -> int:
         """Events a previous process acknowledged but did not finish (embedded): queued again, oldest
         first, behind the resumed runs. Returns how many events."""
-        return len(await self.pending.replay())
+        return await self.worker.replay()
 
     def _pumping(self, key: ThreadKey) -> ThreadRecord | None:
         """The thread's live record, if its run is pumping here."""

@@ -26,7 +26,6 @@ class ThreadLane:
         self.jobs: deque[Job] = deque()
         self.task: asyncio.Task[None] | None = None
         self.live: ThreadRecord | None = None  # the record the running job is working on
-        self.pumping_run: str | None = None  # run id while a job drives the engine for it
 
 
 class ThreadLanes:
@@ -71,7 +70,6 @@ class ThreadLanes:
                     await _logged(job, "thread job failed", {"slack_thread": str(lane.key)})
                 finally:
                     lane.live = None
-                    lane.pumping_run = None
         finally:
             lane.task = None
             # No await between the emptiness check and the removal: a concurrent submit

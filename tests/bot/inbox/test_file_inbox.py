@@ -39,7 +39,7 @@ async def test_a_redelivered_message_is_queued_once_while_it_waits_and_after_it_
     assert await inbox.add(message("<@UBOT> hello", "1.1", "Ev2")) is None, "the app_mention of the same message"
     assert [event.text for _, event, _ in await inbox.waiting()] == ["hello"]
 
-    await inbox.done(seq)
+    await inbox.done(None, seq)
     assert await inbox.add(message("hello", "1.1", "Ev1")) is None, "handled, within the redelivery window"
     await inbox.close()
     assert await FileInbox(path).add(message("hello", "1.1", "Ev1")) is None, "after a restart too"
@@ -52,7 +52,7 @@ async def test_a_handled_row_goes_once_its_window_passed_and_a_waiting_one_never
     handled = await first.add(message("handled", "1.1", "Ev1"))
     await first.add(message("waiting", "1.2", "Ev2"))
     assert handled is not None
-    await first.done(handled)
+    await first.done(None, handled)
     await first.close()
 
     later = FileInbox(path, redelivery_window=0.0)  # its first write prunes
@@ -82,7 +82,7 @@ async def test_events_kept_at_once_get_their_places_in_the_order_they_came(tmp_p
     texts = [f"event {n}" for n in range(50)]
     seqs = await asyncio.gather(*(inbox.add(message(text, f"1.{n}", f"Ev{n}")) for n, text in enumerate(texts)))
     assert None not in seqs and seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # type: ignore[type-var]
-    await asyncio.gather(*(inbox.done(seq) for seq in seqs[::2] if seq is not None))
+    await asyncio.gather(*(inbox.done(None, seq) for seq in seqs[::2] if seq is not None))
     assert [event.text for _, event, _ in await inbox.waiting()] == texts[1::2]
     await inbox.close()
     assert [event.text for _, event, _ in await FileInbox(path).waiting()] == texts[1::2]
@@ -140,7 +140,7 @@ async def test_a_claim_lives_while_its_row_waits_and_goes_once_the_window_after_
     await first.add(kept)
     handled_seq = await first.add(handled)
     assert handled_seq is not None and await first.claim(kept) and await first.claim(handled)
-    await first.done(handled_seq)
+    await first.done(None, handled_seq)
     await first.close()
 
     later = FileInbox(path, redelivery_window=0.0)  # its first write prunes

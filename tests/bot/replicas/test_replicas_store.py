@@ -217,7 +217,7 @@ def test_migrate_copies_an_embedded_store_into_postgres(
         kept = FileInbox(home / "slack" / "inbox.sqlite")
         handled = await kept.add(_text_event("Ev1", "1.5"))
         assert handled is not None
-        await kept.done(handled)
+        await kept.done(None, handled)
         await kept.add(_text_event("Ev2", "1.6"))  # still waiting when the embedded bot stopped
         await kept.close()
 

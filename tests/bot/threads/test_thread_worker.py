@@ -1,6 +1,6 @@
-"""Embedded mode keeps every thread event queued on a lane in the inbox (`<home>/slack/inbox.sqlite`)
-until the lane has run it; a new process replays what still waits, oldest first, and skips what was
-already decided."""
+"""Embedded mode keeps every thread event in the inbox (`<home>/slack/inbox.sqlite`) until the thread's
+worker has run it; a new process replays what still waits, oldest first, and skips what was already
+decided."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from crewagent.bot.render.modals import decode_context
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.threads.lanes import ThreadLanes
-from crewagent.bot.threads.pending_events import PendingEvents
+from crewagent.bot.threads.thread_worker import ThreadWorker
 from tests.support.bot_harness import SECRET, WAIT, bot_harness, close_bot, message_text
 from tests.support.fakes.slack_events import deliver_event, message_event, new_ts
 from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts
@@ -53,14 +53,14 @@ class Recorder:
             raise RuntimeError("this event's work failed")
 
 
-async def test_an_event_is_kept_before_queue_returns_and_forgotten_once_its_lane_ran_it(tmp_path: Path) -> None:
+async def test_an_event_is_kept_before_push_returns_and_forgotten_once_its_thread_ran_it(tmp_path: Path) -> None:
     path = tmp_path / "slack" / "inbox.sqlite"
     lanes = ThreadLanes()
     work = Recorder(fail_on="second")
-    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
+    pending = ThreadWorker(lanes=lanes, run=work, queue=FileInbox(path))
 
     await pending.push(text_event(KEY, "first"))
-    await pending.push(text_event(KEY, "second"))  # waits behind "first" on the same lane
+    await pending.push(text_event(KEY, "second"))  # waits behind "first" in the same thread
     await pending.push(text_event(OTHER, "third"))
     assert kept_texts(path) == ["first", "second", "third"]
     await asyncio.wait_for(work.started.wait(), WAIT)
@@ -81,12 +81,12 @@ async def test_a_new_process_replays_what_is_kept_oldest_first(tmp_path: Path) -
     lanes = ThreadLanes()
     work = Recorder()
     work.release.set()
-    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
-    assert len(await pending.replay()) == 3
+    pending = ThreadWorker(lanes=lanes, run=work, queue=FileInbox(path))
+    assert await pending.replay() == 3
     assert await lanes.idle(WAIT)
     assert work.seen == ["one", "two", "three"]
     assert kept_texts(path) == []
-    assert await PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path)).replay() == []
+    assert await ThreadWorker(lanes=lanes, run=work, queue=FileInbox(path)).replay() == 0
 
 
 async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_the_caller(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ async def test_an_event_that_cannot_be_kept_is_never_run_and_the_error_reaches_t
     path.mkdir(parents=True)  # a directory where the file should be: sqlite cannot open it
     lanes = ThreadLanes()
     work = Recorder()
-    pending = PendingEvents(lanes=lanes, run=work, inbox=FileInbox(path))
+    pending = ThreadWorker(lanes=lanes, run=work, queue=FileInbox(path))
     with pytest.raises(sqlite3.Error):
         await pending.push(text_event(KEY, "lost?"))
     assert await lanes.idle(WAIT)
