@@ -22,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from ..outbox.entry import LedgerUnavailable, OutboxEntry
 from ..outbox.given_up import SHOWN_FOR, in_threads
-from ..base.lease import HELD, LeaseLost
+from ..base.lease import HELD, Lease, LeaseLost, still_held
 from .membership import LIVE_SQL, Replicas
 from .tables import FENCE_SQL
 
@@ -43,6 +43,7 @@ class PostgresLedger:
     def __init__(self, pool: AsyncConnectionPool, replicas: Replicas) -> None:
         self.pool = pool
         self.replicas = replicas
+        self._vouched: dict[str, Lease] = {}  # entries recorded here under a lease, until their first send
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -78,6 +79,8 @@ class PostgresLedger:
         if row is None:
             raise LeaseLost(str(thread))
         entry.seq = int(row[0])
+        if lease is not None:
+            self._vouched[entry.id] = lease
 
     async def replace(self, entry: OutboxEntry) -> None:
         async with self._connection() as conn:
@@ -88,7 +91,15 @@ class PostgresLedger:
     async def claim(self, entry_id: str) -> bool:
         """May the entry go to Slack now, from here? Not when another replica took it over (ours looked
         dead), nor when it was recorded under an epoch its thread has passed: then it stays recorded
-        for the thread's new holder to send (`pending`), and nothing of ours reaches the thread."""
+        for the thread's new holder to send (`pending`), and nothing of ours reaches the thread.
+
+        The first send of an entry recorded here, by the thread's work that still holds the lease it was
+        recorded under, needs no second look: the insert was fenced by that epoch, and the epoch cannot
+        have passed since unless this replica went silent for a whole lease, which makes it cut off
+        (from half a lease on, until it has taken stock). That saves a round trip per message."""
+        lease = self._vouched.pop(entry_id, None)
+        if lease is not None and HELD.get() == lease and still_held(lease) and not self.replicas.cut_off:
+            return True
         async with self._connection() as conn:
             cur = await conn.execute(
                 "SELECT EXISTS (SELECT 1 FROM crew_outbox o WHERE o.id = %(id)s AND o.replica = %(me)s "
@@ -100,6 +111,7 @@ class PostgresLedger:
 
     async def sent(self, entry_id: str) -> None:
         """Done; a whole reply's event is settled in the same statement (`SETTLE_ENDED`)."""
+        self._vouched.pop(entry_id, None)
         async with self._connection() as conn:
             await conn.execute(
                 "WITH ended AS (DELETE FROM crew_outbox WHERE id = %(id)s RETURNING entry) " + SETTLE_ENDED,
@@ -109,6 +121,7 @@ class PostgresLedger:
     async def give_up(self, entry_id: str, error: str) -> None:
         """Kept for the owner to see; a whole reply's event is settled as when it is sent: the reply was
         recorded whole, and its writer would have settled the event whatever Slack said."""
+        self._vouched.pop(entry_id, None)
         async with self._connection() as conn:
             await conn.execute(
                 "WITH ended AS (UPDATE crew_outbox SET state = 'given_up', done_at = %(now)s, "
