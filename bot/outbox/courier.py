@@ -126,9 +126,10 @@ class Courier:
         return entry
 
     async def finish_stream(self, entry: OutboxEntry, payload: dict[str, Any], settles: list[str]) -> str | None:
-        """The reply's whole text: recorded first (with the dedupe keys it settles), then the stream is stopped
-        with `payload["rest"]` (or the message edited to `payload["whole"]`). Slack's error code when it
-        refused the stop (`stopped_by_user`, …), else None (finished, or finished later)."""
+        """The streamed message's whole text: recorded first (with the dedupe keys it settles), then the stream
+        is stopped with `payload["rest"]` (or, with `payload["replace"]`, stopped and the message edited to
+        `payload["whole"]`), and `payload["more"]` posted after it. Slack's error code when it refused the
+        stop (`stopped_by_user`, …), else None (finished, or finished later)."""
         entry.kind, entry.payload, entry.settles = "finish", payload, settles
         await self._record(self.ledger.replace, entry)
         attempt = await self._submit(entry, recorded=True)
@@ -407,25 +408,28 @@ class Courier:
             return _Attempt("retry", error=code, wait=retry_after(exc))
 
     async def _finish(self, entry: OutboxEntry) -> _Attempt:
-        """Stop the stream with the rest of the reply; a stream Slack no longer takes (expired, already
-        stopped by an earlier attempt or process) is edited to the whole reply instead (a long one: to its
-        first part, the others posted after it). A stream the person stopped stays as they stopped it."""
+        """Stop the stream with the rest of its message, or, when its words were rewritten (`replace`) or Slack
+        no longer takes the stream (expired, already stopped by an earlier attempt or process), edit the
+        message to its whole text; then post the reply's further parts after it. A stream the person
+        stopped stays as they stopped it."""
         rest = str(entry.payload.get("rest") or "")
+        replace = bool(entry.payload.get("replace"))
         try:
             await self.client.chat_stopStream(
                 channel=entry.channel,
                 ts=entry.target_ts or "",
-                chunks=[{"type": "markdown_text", "text": rest}] if rest else None,
-                blocks=entry.payload.get("blocks") or None,
+                chunks=[{"type": "markdown_text", "text": rest}] if rest and not replace else None,
+                blocks=None if replace else entry.payload.get("blocks") or None,
             )
-            return _Attempt("sent", ts=entry.target_ts)
         except SlackApiError as exc:
             code = failure_code(exc)
             if transient_failure(exc):
                 raise
             if code == STOPPED_BY_USER:
                 return _Attempt("sent", ts=entry.target_ts, error=code)
-        await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
+            replace = True
+        if replace:
+            await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
         await self._post_more(entry)
         return _Attempt("sent", ts=entry.target_ts)
 
