@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.web.async_chat_stream import AsyncChatStream
@@ -75,6 +75,19 @@ class _Ending:
     rest: str | None  # what the stream is stopped with; None: the message is edited to `current` instead
     current: str  # the whole text the message streaming now ends with
     more: list[str]  # the reply's text after it, one message each (a long reply's further parts)
+    earlier: list[str] = field(default_factory=list)  # the reply's earlier messages edited to these texts
+
+
+def _spread(text: str, slots: int) -> list[str]:
+    """`text` over at least `slots` messages (the ones a reply already has), cut at clean breaks into
+    about even pieces, and into further messages when it does not fit them."""
+    pieces, start = [], 0
+    for left in range(slots, 1, -1):
+        cut = clean_cut(text, start, min(MARKDOWN_LIMIT, -(-(len(text) - start) // left)))
+        pieces.append(text[start:cut].strip())
+        start = cut
+    tail = text[start:].strip()
+    return pieces + ([m.text for m in markdown_messages(tail)] if tail else [""])
 
 
 @dataclass(frozen=True)
@@ -115,11 +128,13 @@ class ReplyStream:
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
         self._record: OutboxEntry | None = None  # the streamed message as the outbox keeps it
+        self._earlier: list[str] = []  # the ts of this reply's messages before the one streaming now
         self.adopted = False  # writing again into a message an earlier process left cut off
         outbox = _stream_outbox(io)
         orphan = outbox.adopt_stream(target.answers) if outbox is not None and target.answers else None
         if orphan is not None:
             self._record, self._ts, self.adopted, self.streaming = orphan, orphan.target_ts, True, False
+            self._earlier = [str(ts) for ts in orphan.payload.get("earlier") or []]
 
     @property
     def started(self) -> bool:
@@ -187,6 +202,10 @@ class ReplyStream:
             start = len(whole) - len(rest)
             cut = clean_cut(whole, start, STREAM_LIMIT - self._part_size, _measure)
             rest, start = rest[: cut - start], self.base
+        elif self._earlier and (self.adopted or not whole.startswith(self.text[: self.base])):
+            pieces = _spread(whole, len(self._earlier) + 1)  # the reply is written anew over all its messages
+            slot = len(self._earlier)
+            return _Ending(None, pieces[slot], pieces[slot + 1 :], pieces[:slot])
         else:
             start = self.base if whole.startswith(self.text[: self.base]) else 0  # else nothing may be lost
             cut = clean_cut(whole, start, MARKDOWN_LIMIT)
@@ -202,10 +221,12 @@ class ReplyStream:
         outbox, record = _stream_outbox(self.io), self._record
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
-        first, *more = (message.payload() for message in self._part(ending.current))
+        first, *more = (message.payload() for message in self._part(ending.current, False if ending.earlier else None))
         more += [message.payload() for part in ending.more for message in markdown_messages(part)]
+        earlier = [[ts, self._part(text, index == 0)[0].payload()]
+                   for index, (ts, text) in enumerate(zip(self._earlier, ending.earlier))]
         payload = {"rest": defuse_markdown_mentions(ending.rest or ""), "replace": ending.rest is None,
-                   "blocks": footer, "whole": first, "more": more}
+                   "blocks": footer, "whole": first, "more": more, "earlier": earlier}
         self._record = None
         error = await outbox.finish_stream(record, payload, settles)
         self.text, self.sent = whole, len(whole)
@@ -219,9 +240,11 @@ class ReplyStream:
         if self.on_user_stop is not None:
             asyncio.get_running_loop().call_soon(self.on_user_stop)
 
-    def _part(self, text: str) -> list[SlackMessage]:
-        """A streamed message's whole text as a message: with the agent's name above when it is the first."""
-        return markdown_messages(text, header=blocks.agent_header(self.agent) if self.base == 0 else None)
+    def _part(self, text: str, first: bool | None = None) -> list[SlackMessage]:
+        """A streamed message's whole text as a message: with the agent's name above when it is the reply's
+        first (by default: when no full message came before it)."""
+        first = self.base == 0 if first is None else first
+        return markdown_messages(text, header=blocks.agent_header(self.agent) if first else None)
 
     def _rest(self, whole: str) -> str | None:
         """What of the whole reply Slack has not shown yet; None when it does not go on from what Slack shows.
@@ -289,6 +312,8 @@ class ReplyStream:
                 if not delivery.fenced:
                     self._failed(delivery)  # this message is finished by an edit; the reply goes on in it
                 return
+        if stream is not None and stream.ts:
+            self._earlier.append(stream.ts)
         self._stream, self._part_size, self.base = None, 0, self.sent
 
     async def _append(self, pending: str) -> bool:
@@ -306,7 +331,8 @@ class ReplyStream:
         outbox = _stream_outbox(self.io)
         if self._record is None and outbox is not None and stream.ts:  # recorded before the next piece goes out
             key, answers = self.key, self.target.answers or ""
-            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers)
+            earlier = list(self._earlier)
+            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers, earlier)
         return True
 
     def _sent_now(self) -> None:

@@ -118,9 +118,13 @@ class Courier:
 
     # ---- streamed replies (bot.native.stream) ------------------------------------
 
-    async def record_stream(self, channel: str, thread_ts: str, ts: str, answers: str) -> OutboxEntry:
-        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it."""
-        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload={})
+    async def record_stream(
+        self, channel: str, thread_ts: str, ts: str, answers: str, earlier: list[str] | None = None
+    ) -> OutboxEntry:
+        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it. `earlier`:
+        the reply's messages before it, already full, which a redo writes its whole reply into too."""
+        payload: dict[str, Any] = {"earlier": earlier} if earlier else {}
+        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload=payload)
         entry.answers = answers
         await self._record(self.ledger.add, entry)
         return entry
@@ -128,7 +132,8 @@ class Courier:
     async def finish_stream(self, entry: OutboxEntry, payload: dict[str, Any], settles: list[str]) -> str | None:
         """The streamed message's whole text: recorded first (with the dedupe keys it settles), then the stream
         is stopped with `payload["rest"]` (or, with `payload["replace"]`, stopped and the message edited to
-        `payload["whole"]`), and `payload["more"]` posted after it. Slack's error code when it refused the
+        `payload["whole"]`, and the reply's earlier messages to `payload["earlier"]`: `[ts, body]` each),
+        and `payload["more"]` posted after it. Slack's error code when it refused the
         stop (`stopped_by_user`, …), else None (finished, or finished later)."""
         entry.kind, entry.payload, entry.settles = "finish", payload, settles
         await self._record(self.ledger.replace, entry)
@@ -414,6 +419,8 @@ class Courier:
         stopped stays as they stopped it."""
         rest = str(entry.payload.get("rest") or "")
         replace = bool(entry.payload.get("replace"))
+        for ts, body in entry.payload.get("earlier") or []:  # a redo's whole reply begins in them
+            await self.client.chat_update(channel=entry.channel, ts=ts, **body)
         try:
             await self.client.chat_stopStream(
                 channel=entry.channel,

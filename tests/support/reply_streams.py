@@ -36,6 +36,17 @@ REWRITTEN = (
 )
 
 
+def long_reply(word: str = "Part") -> str:
+    """About 2.5 streamed messages of paragraphs, each numbered, with a mention that defusing lengthens."""
+    line = "The weekly report lists what was finished, what comes next and the risks, each with <@U2> as owner. "
+    return "\n\n".join(f"{word} {index:02d}. {line * 6}" for index in range(48))
+
+
+def each_once(texts: list[str], word: str = "Part") -> bool:
+    """Each paragraph of `long_reply(word)` is in exactly one of `texts`."""
+    return all(sum(f"{word} {index:02d}." in text for text in texts) == 1 for index in range(48))
+
+
 @asynccontextmanager
 async def reply_port(api_url: str, outbox: Path) -> AsyncIterator[tuple[SlackPort, Courier]]:
     """A port whose durable messages and streamed replies go through an outbox kept in `outbox`."""
@@ -79,13 +90,18 @@ def live_streams(slack: FakeSlack) -> list[tuple[str, str]]:
     return [key for key, state in slack.streams.items() if state == "streaming"]
 
 
-async def _rewrite_and_wait(api_url: str, outbox: Path) -> None:
+async def _stream_and_wait(api_url: str, outbox: Path, case: str) -> None:
+    """`rewrite`: a reply finished with a text that rewrites its middle; `long`: a long reply cut off while
+    its second message streams. Then this process waits to be killed."""
     async with reply_port(api_url, outbox) as (port, _):
         stream = reply_stream(port)
-        await stream_words(stream, STREAMED, 20)
-        await stream.finish(REWRITTEN)
-        await asyncio.Event().wait()  # killed here, with what the outbox has not sent yet
+        if case == "rewrite":
+            await stream_words(stream, STREAMED, 20)
+            await stream.finish(REWRITTEN)
+        else:
+            await stream_words(stream, long_reply()[:16_000], 700)
+        await asyncio.Event().wait()
 
 
 if __name__ == "__main__":
-    asyncio.run(_rewrite_and_wait(sys.argv[1], Path(sys.argv[2])))
+    asyncio.run(_stream_and_wait(sys.argv[1], Path(sys.argv[2]), sys.argv[3]))
