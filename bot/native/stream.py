@@ -91,6 +91,17 @@ def _spread(text: str, slots: int) -> list[str]:
 
 
 @dataclass(frozen=True)
+class _FullMessage:
+    """A streamed message that reached Slack's limit, until the reply's next message is recorded."""
+
+    stream: AsyncChatStream
+    record: OutboxEntry | None
+    payload: dict[str, Any]  # its whole text, as the outbox finishes it
+    base: int
+    size: int
+
+
+@dataclass(frozen=True)
 class ReplyTarget:
     """Where a reply goes, for whom, and what it answers."""
 
@@ -129,6 +140,7 @@ class ReplyStream:
         self._last = 0.0
         self._record: OutboxEntry | None = None  # the streamed message as the outbox keeps it
         self._earlier: list[str] = []  # the ts of this reply's messages before the one streaming now
+        self._full: _FullMessage | None = None  # the last of them, while it still streams
         self.adopted = False  # writing again into a message an earlier process left cut off
         outbox = _stream_outbox(io)
         orphan = outbox.adopt_stream(target.answers) if outbox is not None and target.answers else None
@@ -169,6 +181,7 @@ class ReplyStream:
         whole = text.strip()
         header = blocks.agent_header(self.agent)
         footer = [defused(blocks.context(header))] if header else None
+        self._reopen_full()
         ending = self._ending(whole)
         if await self._finish_durably(whole, ending, footer, list(self.target.settles) if answered else []):
             return
@@ -290,31 +303,40 @@ class ReplyStream:
                 return False
             if cut < end and not self.stopped:
                 await self._end_part()
-                if not self.streaming:
-                    return False
         return True
 
     async def _end_part(self) -> None:
-        """The streaming message is full: its text is recorded whole, then its stream is stopped (the outbox
-        does both, so a process that dies between them still leaves it finished), and the next words open
-        a new message."""
-        stream, record, outbox = self._stream, self._record, _stream_outbox(self.io)
+        """The streaming message is full: the next words open a new message. The full one keeps streaming
+        until that new message is recorded (its record names the full one), and only then is its text
+        recorded whole and its stream stopped: a process that dies at any point leaves a record from which
+        a redo writes the reply again over all its messages."""
+        stream, record = self._stream, self._record
+        if stream is None:
+            return
         first, *more = (message.payload() for message in self._part(self.text[self.base : self.sent]))
-        if outbox is not None and record is not None:
-            payload = {"rest": "", "replace": False, "blocks": None, "whole": first, "more": more}
-            self._record = None
-            if await outbox.finish_stream(record, payload, []) == STOPPED_BY_USER:
-                self._user_stopped()
-        elif stream is not None:
-            delivery = await self.io.send(StreamStop(stream, None, None))
-            if not delivery.sent:
-                self.stopped = self.stopped or delivery.fenced
-                if not delivery.fenced:
-                    self._failed(delivery)  # this message is finished by an edit; the reply goes on in it
-                return
-        if stream is not None and stream.ts:
+        payload = {"rest": "", "replace": False, "blocks": None, "whole": first, "more": more}
+        self._full = _FullMessage(stream, record, payload, self.base, self._part_size)
+        if stream.ts:
             self._earlier.append(stream.ts)
-        self._stream, self._part_size, self.base = None, 0, self.sent
+        self._stream, self._record, self._part_size, self.base = None, None, 0, self.sent
+
+    async def _finish_full(self) -> None:
+        """The full message's text is recorded whole and its stream stopped (the outbox does both)."""
+        full, self._full, outbox = self._full, None, _stream_outbox(self.io)
+        if full is None:
+            return
+        if outbox is not None and full.record is not None:
+            if await outbox.finish_stream(full.record, full.payload, []) == STOPPED_BY_USER:
+                self._user_stopped()
+        else:
+            await self.io.send(StreamStop(full.stream, None, None))
+
+    def _reopen_full(self) -> None:
+        """The reply ended before its next message began: the full message is the one it ends in."""
+        full, self._full = self._full, None
+        if full is not None:
+            self._stream, self._record, self.base, self._part_size = full.stream, full.record, full.base, full.size
+            self._earlier = self._earlier[:-1] if full.stream.ts else self._earlier
 
     async def _append(self, pending: str) -> bool:
         stream = self._stream or await self._open()
@@ -324,6 +346,7 @@ class ReplyStream:
             self.stopped = True  # the thread passed to another replica: this reply shows nothing more
             return True
         if not delivery.sent:
+            await self._finish_full()
             self._failed(delivery)
             return False
         self.sent += len(pending)
@@ -333,6 +356,7 @@ class ReplyStream:
             key, answers = self.key, self.target.answers or ""
             earlier = list(self._earlier)
             self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers, earlier)
+        await self._finish_full()
         return True
 
     def _sent_now(self) -> None:

@@ -169,7 +169,10 @@ class Courier:
                 extra = {"error": failure_code(exc), "channel": entry.channel}
                 log.info("a stream left open was not stopped", extra=extra)
             if entry.answers and not entry.expired(self.give_up_after):
+                older = self._orphans.get(entry.answers)  # a long reply's earlier message: the newer names it
                 self._orphans[entry.answers] = entry
+                if older is not None:
+                    await self.forget_stream(older)
             else:
                 await self.forget_stream(entry)
         return len(left)
