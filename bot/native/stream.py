@@ -81,7 +81,8 @@ class _Ending:
 def _spread(text: str, slots: int) -> list[str]:
     """`text` over at least `slots` messages (the ones a reply already has), cut at clean breaks into
     about even pieces, and into further messages when it does not fit them."""
-    pieces, start = [], 0
+    pieces: list[str] = []
+    start = 0
     for left in range(slots, 1, -1):
         cut = clean_cut(text, start, min(MARKDOWN_LIMIT, -(-(len(text) - start) // left)))
         pieces.append(text[start:cut].strip())
@@ -234,7 +235,8 @@ class ReplyStream:
         outbox, record = _stream_outbox(self.io), self._record
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
-        first, *more = (message.payload() for message in self._part(ending.current, False if ending.earlier else None))
+        current = self._part(ending.current, False if ending.earlier else None)
+        first, *more = (message.payload() for message in current)
         more += [message.payload() for part in ending.more for message in markdown_messages(part)]
         earlier = [[ts, self._part(text, index == 0)[0].payload()]
                    for index, (ts, text) in enumerate(zip(self._earlier, ending.earlier))]

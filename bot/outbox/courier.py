@@ -133,8 +133,8 @@ class Courier:
         """The streamed message's whole text: recorded first (with the dedupe keys it settles), then the stream
         is stopped with `payload["rest"]` (or, with `payload["replace"]`, stopped and the message edited to
         `payload["whole"]`, and the reply's earlier messages to `payload["earlier"]`: `[ts, body]` each),
-        and `payload["more"]` posted after it. Slack's error code when it refused the
-        stop (`stopped_by_user`, …), else None (finished, or finished later)."""
+        and `payload["more"]` posted after it. Slack's error code when it refused the stop
+        (`stopped_by_user`, …), else None (finished, or finished later)."""
         entry.kind, entry.payload, entry.settles = "finish", payload, settles
         await self._record(self.ledger.replace, entry)
         attempt = await self._submit(entry, recorded=True)

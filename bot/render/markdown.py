@@ -46,7 +46,7 @@ def clean_cut(text: str, start: int, room: int, measure: Callable[[str], int] = 
         return len(text)
     end = min(len(text), start + room)
     while end > start and (over := measure(text[start:end]) - room) > 0:
-        end -= over  # defusing only lengthens text: take back what it added
+        end = max(start, end - over)  # defusing only lengthens text: take back what it added
     window = text[start:end]
     for mark in ("\n\n", "\n", " "):
         at = window.rfind(mark)

@@ -22,7 +22,9 @@ from tests.support.reply_streams import (
 WAIT = 60.0
 
 
-async def test_a_reply_whose_final_text_rewrites_its_middle_ends_as_that_text_in_its_one_message(tmp_path: Path) -> None:
+async def test_a_reply_whose_final_text_rewrites_its_middle_ends_as_that_text_in_its_one_message(
+    tmp_path: Path,
+) -> None:
     async with FakeSlack() as slack, reply_port(slack.api_url, tmp_path / "outbox.sqlite") as (port, courier):
         stream = reply_stream(port)
         await stream_words(stream, STREAMED, 20)
@@ -42,7 +44,8 @@ async def test_a_rewritten_reply_recorded_but_not_shown_when_killed_is_shown_onc
     async with FakeSlack() as slack:
         for method in ("chat.stopStream", "chat.update"):  # Slack is away once the whole text is known
             slack.fail_next(method, "service_unavailable", status=503, times=10_000)
-        process = await spawn(sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox), "rewrite")
+        argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))
+        process = await spawn(*argv, "rewrite")
         await slack.wait_for(("chat.stopStream", "chat.postMessage"), timeout=WAIT)
         kill_group(process.pid)
         await asyncio.wait_for(process.wait(), WAIT)
@@ -86,7 +89,8 @@ async def test_a_long_reply_killed_in_its_second_message_is_written_again_over_a
 ) -> None:
     outbox = tmp_path / "outbox.sqlite"
     async with FakeSlack() as slack:
-        process = await spawn(sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox), "long")
+        argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))
+        process = await spawn(*argv, "long")
         # The second message is recorded before its second piece goes out.
         await slack.wait_for("chat.appendStream", lambda p: in_second_message(slack, p), timeout=WAIT)
         kill_group(process.pid)
