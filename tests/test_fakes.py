@@ -514,6 +514,26 @@ async def test_streams_follow_slacks_argument_rules(fake_slack: FakeSlack) -> No
     assert stopped.value.response["error"] == "stopped_by_user"
 
 
+async def test_streams_are_held_to_slacks_length_limits(fake_slack: FakeSlack) -> None:
+    """12,000 characters of markdown_text per call, and as many in one streamed message in all (msg_too_long)."""
+    client = fake_slack.client()
+    parent = fake_slack.add_message("D1", "go")
+    with pytest.raises(SlackApiError) as too_long:
+        await client.chat_startStream(channel="D1", thread_ts=parent["ts"], markdown_text="x" * 12_001)
+    assert too_long.value.response["error"] == "msg_too_long"
+    started = await client.chat_startStream(channel="D1", thread_ts=parent["ts"], markdown_text="x" * 8_000)
+    await client.chat_appendStream(channel="D1", ts=started["ts"], markdown_text="y" * 4_000)  # 12,000 in all
+    for call in (client.chat_appendStream, client.chat_stopStream):
+        with pytest.raises(SlackApiError) as past_the_total:
+            await call(channel="D1", ts=started["ts"], markdown_text="z")
+        assert past_the_total.value.response["error"] == "msg_too_long"
+    assert [(c.method, c.params["error"]) for c in fake_slack.refusals] == [
+        ("chat.startStream", "msg_too_long"), ("chat.appendStream", "msg_too_long"), ("chat.stopStream", "msg_too_long")
+    ]
+    await client.chat_stopStream(channel="D1", ts=started["ts"])
+    assert fake_slack.streams[("D1", started["ts"])] == "done"
+
+
 async def test_status_lines_and_prompts_are_checked_and_remembered(fake_slack: FakeSlack) -> None:
     client = fake_slack.client()
     await client.assistant_threads_setStatus(

@@ -13,7 +13,14 @@ A streamed reply is durable (bot.outbox): once its message exists it is recorded
 before any piece after the first is shown, and its whole text is recorded before the stream is stopped,
 so the outbox finishes it even if this process dies. A reply that an earlier process left cut off is
 written again into that same message (`adopted`): nothing is shown of it until it is whole, then the
-message is edited to the whole text.
+message is edited to the whole text. So is a streamed message whose final text does not go on from the
+words it shows (the model rewrote an earlier sentence): its whole text is recorded, then its stream is
+stopped and the message edited to it, once, even if this process dies between the two.
+
+Slack takes at most STREAM_LIMIT characters in one streamed message (each start, append and stop call
+carries at most as many). A reply that would pass it is cut at a clean break (bot.render.markdown.clean_cut):
+that message's text is recorded and its stream stopped, and the reply goes on streaming in a new message,
+as a long reply posted whole goes on in parts.
 
 If Slack refuses streaming in this thread the reply is posted and then edited in place, through the
 status board so the edits share chat.update's budget: the first words are posted only while that
@@ -29,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slack_sdk.web.async_chat_stream import AsyncChatStream
@@ -39,6 +46,7 @@ from crewagent.core.api.sessions import outputs
 from ..outbox.courier import STOPPED_BY_USER, Courier
 from ..outbox.entry import OutboxEntry
 from ..render import blocks
+from ..render.markdown import MARKDOWN_LIMIT, clean_cut, markdown_messages
 from ..render.message import SlackMessage, defused
 from .fallbacks import STREAM, Fallbacks, error_code
 from ..outgoing import Delivery, Post, StreamAppend, StreamStop
@@ -50,6 +58,48 @@ from ..base.thread import ThreadKey
 
 EXPIRED = "message_not_in_streaming_state"
 CUT_OFF_NOTE = "_(connection lost, retrying)_"
+# Slack's `markdown_text` holds 12,000 characters per start, append or stop call, and a message's markdown
+# 12,000 together: one streamed message takes no more than that in all (Slack answers `msg_too_long`).
+STREAM_LIMIT = 12_000
+
+
+def _measure(text: str) -> int:
+    """A piece's length as Slack counts it: the text that goes out, with its mentions defused."""
+    return len(defuse_markdown_mentions(text))
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """How a streamed reply ends in the message streaming now and after it."""
+
+    rest: str | None  # what the stream is stopped with; None: the message is edited to `current` instead
+    current: str  # the whole text the message streaming now ends with
+    more: list[str]  # the reply's text after it, one message each (a long reply's further parts)
+    earlier: list[str] = field(default_factory=list)  # the reply's earlier messages edited to these texts
+
+
+def _spread(text: str, slots: int) -> list[str]:
+    """`text` over at least `slots` messages (the ones a reply already has), cut at clean breaks into
+    about even pieces, and into further messages when it does not fit them."""
+    pieces: list[str] = []
+    start = 0
+    for left in range(slots, 1, -1):
+        cut = clean_cut(text, start, min(MARKDOWN_LIMIT, -(-(len(text) - start) // left)))
+        pieces.append(text[start:cut].strip())
+        start = cut
+    tail = text[start:].strip()
+    return pieces + ([m.text for m in markdown_messages(tail)] if tail else [""])
+
+
+@dataclass(frozen=True)
+class _FullMessage:
+    """A streamed message that reached Slack's limit, until the reply's next message is recorded."""
+
+    stream: AsyncChatStream
+    record: OutboxEntry | None
+    payload: dict[str, Any]  # its whole text, as the outbox finishes it
+    base: int
+    size: int
 
 
 @dataclass(frozen=True)
@@ -81,6 +131,8 @@ class ReplyStream:
         self.on_user_stop = on_user_stop
         self.text = ""  # what the model has written so far (leading blanks dropped)
         self.sent = 0  # how much of it Slack has
+        self.base = 0  # where the message streaming now starts in `text` (after earlier full messages)
+        self._part_size = 0  # what that message holds, as Slack counts it
         # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
         self.streaming = fallbacks.allows(str(self.key), STREAM) and (self.key.is_dm or bool(self.recipient))
         self.stopped = False  # the user stopped it from Slack (or the thread passed on): nothing more is sent
@@ -88,11 +140,14 @@ class ReplyStream:
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
         self._record: OutboxEntry | None = None  # the streamed message as the outbox keeps it
+        self._earlier: list[str] = []  # the ts of this reply's messages before the one streaming now
+        self._full: _FullMessage | None = None  # the last of them, while it still streams
         self.adopted = False  # writing again into a message an earlier process left cut off
         outbox = _stream_outbox(io)
         orphan = outbox.adopt_stream(target.answers) if outbox is not None and target.answers else None
         if orphan is not None:
             self._record, self._ts, self.adopted, self.streaming = orphan, orphan.target_ts, True, False
+            self._earlier = [str(ts) for ts in orphan.payload.get("earlier") or []]
 
     @property
     def started(self) -> bool:
@@ -113,7 +168,7 @@ class ReplyStream:
         pending = self.text[self.sent :]
         if pending.endswith("<"):  # the next piece may make it a mention: send it with that piece
             pending = pending[:-1]
-        if self.streaming and (not pending or await self._append(pending)):
+        if self.streaming and (not pending or await self._stream_to(self.sent + len(pending))):
             return
         # Posting the first words commits to an edit with the whole text later: only with room for it.
         if not self.stopped and (self._ts is not None or self.board.room()):
@@ -127,46 +182,84 @@ class ReplyStream:
         whole = text.strip()
         header = blocks.agent_header(self.agent)
         footer = [defused(blocks.context(header))] if header else None
-        if await self._finish_durably(whole, footer, list(self.target.settles) if answered else []):
+        self._reopen_full()
+        ending = self._ending(whole)
+        if await self._finish_durably(whole, ending, footer, list(self.target.settles) if answered else []):
             return
-        rest = self._rest(whole)
-        if self.streaming and rest is not None:
+        if self.streaming and (ending.rest or self._stream is not None):
             stream = self._stream or await self._open()
-            delivery = await self.io.send(StreamStop(stream, defuse_markdown_mentions(rest) or None, footer))
+            rest = defuse_markdown_mentions(ending.rest) or None if ending.rest is not None else None
+            delivery = await self.io.send(StreamStop(stream, rest, footer if ending.rest is not None else None))
             if delivery.fenced:  # the thread is another replica's now: it settles the record
                 return
-            if delivery.sent:
+            if delivery.sent and ending.rest is not None:
                 self.text, self.sent = whole, len(whole)
                 await self._forget_record()  # Slack has it whole: no later start may settle or adopt it
+                for part in ending.more:
+                    await self.io.send(Post(self.key.channel, self.key.thread_ts, markdown_messages(part)[0]))
                 return
-            self._failed(delivery)
+            if delivery.sent:
+                self._ts = stream.ts  # stopped; the message is edited to the whole text below
+            else:
+                self._failed(delivery)
             if self.stopped:
                 return
         self.text = whole
         await self._show(final=True)
         await self._forget_record()  # shown the old way; the final edit is in the outbox
 
-    async def _finish_durably(self, whole: str, footer: list[dict[str, Any]] | None, settles: list[str]) -> bool:
+    def _ending(self, whole: str) -> _Ending:
+        """Where the whole reply ends the message streaming now: with the rest of its words when they go on
+        from what it shows, else edited to its whole text; and what then goes on in further messages."""
+        rest = None if self.adopted else self._rest(whole)
+        if rest is not None:
+            start = len(whole) - len(rest)
+            cut = clean_cut(whole, start, STREAM_LIMIT - self._part_size, _measure)
+            rest, start = rest[: cut - start], self.base
+        elif self._earlier and (self.adopted or not whole.startswith(self.text[: self.base])):
+            pieces = _spread(whole, len(self._earlier) + 1)  # the reply is written anew over all its messages
+            slot = len(self._earlier)
+            return _Ending(None, pieces[slot], pieces[slot + 1 :], pieces[:slot])
+        else:
+            start = self.base if whole.startswith(self.text[: self.base]) else 0  # else nothing may be lost
+            cut = clean_cut(whole, start, MARKDOWN_LIMIT)
+        after = whole[cut:].strip()
+        return _Ending(rest, whole[start:cut], [m.text for m in markdown_messages(after)] if after else [])
+
+    async def _finish_durably(
+        self, whole: str, ending: _Ending, footer: list[dict[str, Any]] | None, settles: list[str]
+    ) -> bool:
         """A recorded stream (or an adopted message): the outbox records the whole text, then stops the stream
-        with the rest (or edits the message to the whole, a long reply to its first part and posts the
-        others). False when the reply goes the old way."""
+        with the rest (or edits the message to its whole text) and posts the reply's further parts. False
+        when the reply goes the old way."""
         outbox, record = _stream_outbox(self.io), self._record
         if outbox is None or record is None or not (self.adopted or self.streaming):
             return False
-        messages = blocks.reply(whole, self.agent)
-        rest = "" if self.adopted else self._rest(whole)
-        if rest is None:
-            return False
-        first, *more = (message.payload() for message in messages)  # a long reply: the parts after the first
-        payload = {"rest": defuse_markdown_mentions(rest), "blocks": footer, "whole": first, "more": more}
+        current = self._part(ending.current, False if ending.earlier else None)
+        first, *more = (message.payload() for message in current)
+        more += [message.payload() for part in ending.more for message in markdown_messages(part)]
+        earlier = [[ts, self._part(text, index == 0)[0].payload()]
+                   for index, (ts, text) in enumerate(zip(self._earlier, ending.earlier))]
+        payload = {"rest": defuse_markdown_mentions(ending.rest or ""), "replace": ending.rest is None,
+                   "blocks": footer, "whole": first, "more": more, "earlier": earlier}
         self._record = None
         error = await outbox.finish_stream(record, payload, settles)
         self.text, self.sent = whole, len(whole)
         if error == STOPPED_BY_USER:
-            self.stopped = True
-            if self.on_user_stop is not None:
-                asyncio.get_running_loop().call_soon(self.on_user_stop)
+            self._user_stopped()
         return True
+
+    def _user_stopped(self) -> None:
+        """The person pressed Slack's stop on this reply: nothing more is sent, and the run stops too."""
+        self.stopped = True
+        if self.on_user_stop is not None:
+            asyncio.get_running_loop().call_soon(self.on_user_stop)
+
+    def _part(self, text: str, first: bool | None = None) -> list[SlackMessage]:
+        """A streamed message's whole text as a message: with the agent's name above when it is the reply's
+        first (by default: when no full message came before it)."""
+        first = self.base == 0 if first is None else first
+        return markdown_messages(text, header=blocks.agent_header(self.agent) if first else None)
 
     def _rest(self, whole: str) -> str | None:
         """What of the whole reply Slack has not shown yet; None when it does not go on from what Slack shows.
@@ -199,20 +292,73 @@ class ReplyStream:
         self._stream = await self.io.open_stream(self.key, self.recipient)
         return self._stream
 
+    async def _stream_to(self, end: int) -> bool:
+        """Stream the words up to `end`; a message that would pass Slack's limit ends at a clean break and the
+        reply goes on in a new one. False when Slack refused a piece."""
+        while self.sent < end and not self.stopped:
+            if self._part_size == 0:  # a new message does not open with the blanks the cut left
+                while self.sent < end and self.text[self.sent].isspace():
+                    self.sent += 1
+                self.base = self.sent
+            cut = clean_cut(self.text[:end], self.sent, STREAM_LIMIT - self._part_size, _measure)
+            if cut > self.sent and not await self._append(self.text[self.sent : cut]):
+                return False
+            if cut < end and not self.stopped:
+                await self._end_part()
+        return True
+
+    async def _end_part(self) -> None:
+        """The streaming message is full: the next words open a new message. The full one keeps streaming
+        until that new message is recorded (its record names the full one), and only then is its text
+        recorded whole and its stream stopped: a process that dies at any point leaves a record from which
+        a redo writes the reply again over all its messages."""
+        stream, record = self._stream, self._record
+        if stream is None:
+            return
+        first, *more = (message.payload() for message in self._part(self.text[self.base : self.sent]))
+        payload = {"rest": "", "replace": False, "blocks": None, "whole": first, "more": more}
+        self._full = _FullMessage(stream, record, payload, self.base, self._part_size)
+        if stream.ts:
+            self._earlier.append(stream.ts)
+        self._stream, self._record, self._part_size, self.base = None, None, 0, self.sent
+
+    async def _finish_full(self) -> None:
+        """The full message's text is recorded whole and its stream stopped (the outbox does both)."""
+        full, self._full, outbox = self._full, None, _stream_outbox(self.io)
+        if full is None:
+            return
+        if outbox is not None and full.record is not None:
+            if await outbox.finish_stream(full.record, full.payload, []) == STOPPED_BY_USER:
+                self._user_stopped()
+        else:
+            await self.io.send(StreamStop(full.stream, None, None))
+
+    def _reopen_full(self) -> None:
+        """The reply ended before its next message began: the full message is the one it ends in."""
+        full, self._full = self._full, None
+        if full is not None:
+            self._stream, self._record, self.base, self._part_size = full.stream, full.record, full.base, full.size
+            self._earlier = self._earlier[:-1] if full.stream.ts else self._earlier
+
     async def _append(self, pending: str) -> bool:
         stream = self._stream or await self._open()
-        delivery = await self.io.send(StreamAppend(stream, defuse_markdown_mentions(pending)))
+        piece = defuse_markdown_mentions(pending)
+        delivery = await self.io.send(StreamAppend(stream, piece))
         if delivery.fenced:
             self.stopped = True  # the thread passed to another replica: this reply shows nothing more
             return True
         if not delivery.sent:
+            await self._finish_full()
             self._failed(delivery)
             return False
         self.sent += len(pending)
+        self._part_size += len(piece)
         outbox = _stream_outbox(self.io)
         if self._record is None and outbox is not None and stream.ts:  # recorded before the next piece goes out
             key, answers = self.key, self.target.answers or ""
-            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers)
+            earlier = list(self._earlier)
+            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers, earlier)
+        await self._finish_full()
         return True
 
     def _sent_now(self) -> None:
@@ -223,9 +369,7 @@ class ReplyStream:
         code = exc if isinstance(exc, str) else error_code(exc)
         self.streaming = False
         if code == STOPPED_BY_USER:
-            self.stopped = True
-            if self.on_user_stop is not None:
-                asyncio.get_running_loop().call_soon(self.on_user_stop)
+            self._user_stopped()
             return
         if self._stream is not None and self._stream.ts:
             self._ts = self._stream.ts  # the streamed message stays; it is finished with chat.update
@@ -235,9 +379,13 @@ class ReplyStream:
     # ---- post + update --------------------------------------------------------------
 
     def _messages(self) -> list[SlackMessage]:
-        return blocks.reply(self.text, self.agent)
+        """The reply from the message shown last on (earlier full streamed messages stay as they are)."""
+        return self._part(self.text[self.base :])
 
     async def _show(self, *, final: bool) -> None:
+        if self.base and not self.text[self.base :].strip():  # the reply ended with its last full message
+            self._sent_now()
+            return
         messages = self._messages()
         channel, thread_ts = self.key.channel, self.key.thread_ts
         rest = messages[1:] if final else []

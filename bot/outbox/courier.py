@@ -118,17 +118,23 @@ class Courier:
 
     # ---- streamed replies (bot.native.stream) ------------------------------------
 
-    async def record_stream(self, channel: str, thread_ts: str, ts: str, answers: str) -> OutboxEntry:
-        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it."""
-        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload={})
+    async def record_stream(
+        self, channel: str, thread_ts: str, ts: str, answers: str, earlier: list[str] | None = None
+    ) -> OutboxEntry:
+        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it. `earlier`:
+        the reply's messages before it, already full, which a redo writes its whole reply into too."""
+        payload: dict[str, Any] = {"earlier": earlier} if earlier else {}
+        entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload=payload)
         entry.answers = answers
         await self._record(self.ledger.add, entry)
         return entry
 
     async def finish_stream(self, entry: OutboxEntry, payload: dict[str, Any], settles: list[str]) -> str | None:
-        """The reply's whole text: recorded first (with the dedupe keys it settles), then the stream is stopped
-        with `payload["rest"]` (or the message edited to `payload["whole"]`). Slack's error code when it
-        refused the stop (`stopped_by_user`, …), else None (finished, or finished later)."""
+        """The streamed message's whole text: recorded first (with the dedupe keys it settles), then the stream
+        is stopped with `payload["rest"]` (or, with `payload["replace"]`, stopped and the message edited to
+        `payload["whole"]`, and the reply's earlier messages to `payload["earlier"]`: `[ts, body]` each),
+        and `payload["more"]` posted after it. Slack's error code when it refused the stop
+        (`stopped_by_user`, …), else None (finished, or finished later)."""
         entry.kind, entry.payload, entry.settles = "finish", payload, settles
         await self._record(self.ledger.replace, entry)
         attempt = await self._submit(entry, recorded=True)
@@ -163,7 +169,10 @@ class Courier:
                 extra = {"error": failure_code(exc), "channel": entry.channel}
                 log.info("a stream left open was not stopped", extra=extra)
             if entry.answers and not entry.expired(self.give_up_after):
+                older = self._orphans.get(entry.answers)  # a long reply's earlier message: the newer names it
                 self._orphans[entry.answers] = entry
+                if older is not None:
+                    await self.forget_stream(older)
             else:
                 await self.forget_stream(entry)
         return len(left)
@@ -407,25 +416,30 @@ class Courier:
             return _Attempt("retry", error=code, wait=retry_after(exc))
 
     async def _finish(self, entry: OutboxEntry) -> _Attempt:
-        """Stop the stream with the rest of the reply; a stream Slack no longer takes (expired, already
-        stopped by an earlier attempt or process) is edited to the whole reply instead (a long one: to its
-        first part, the others posted after it). A stream the person stopped stays as they stopped it."""
+        """Stop the stream with the rest of its message, or, when its words were rewritten (`replace`) or Slack
+        no longer takes the stream (expired, already stopped by an earlier attempt or process), edit the
+        message to its whole text; then post the reply's further parts after it. A stream the person
+        stopped stays as they stopped it."""
         rest = str(entry.payload.get("rest") or "")
+        replace = bool(entry.payload.get("replace"))
+        for ts, body in entry.payload.get("earlier") or []:  # a redo's whole reply begins in them
+            await self.client.chat_update(channel=entry.channel, ts=ts, **body)
         try:
             await self.client.chat_stopStream(
                 channel=entry.channel,
                 ts=entry.target_ts or "",
-                chunks=[{"type": "markdown_text", "text": rest}] if rest else None,
-                blocks=entry.payload.get("blocks") or None,
+                chunks=[{"type": "markdown_text", "text": rest}] if rest and not replace else None,
+                blocks=None if replace else entry.payload.get("blocks") or None,
             )
-            return _Attempt("sent", ts=entry.target_ts)
         except SlackApiError as exc:
             code = failure_code(exc)
             if transient_failure(exc):
                 raise
             if code == STOPPED_BY_USER:
                 return _Attempt("sent", ts=entry.target_ts, error=code)
-        await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
+            replace = True
+        if replace:
+            await self.client.chat_update(channel=entry.channel, ts=entry.target_ts, **entry.payload["whole"])
         await self._post_more(entry)
         return _Attempt("sent", ts=entry.target_ts)
 

@@ -9,6 +9,7 @@ from slack_sdk.errors import SlackObjectFormationError
 
 from crewagent.bot.render import blocks
 from crewagent.bot.base.actions import ButtonValue, FormContext
+from crewagent.bot.render.markdown import clean_cut
 from crewagent.bot.render.modals import build_modal, parse_submission
 from crewagent.bot.render.mrkdwn import split_text, to_mrkdwn
 from crewagent.bot.render.widgets import answer_for, widget_messages
@@ -64,6 +65,16 @@ def test_long_text_is_split_into_markdown_blocks_within_slacks_limit() -> None:
     assert all(f"Paragraph {i}: word" in joined for i in range(120))
     assert "| **x** | y |" in joined  # the model's Markdown as written: no conversion
     assert not [b for p in payloads for b in p["blocks"] if b["type"] == "section"]
+
+
+def test_a_message_that_is_full_ends_at_the_cleanest_break_that_fits() -> None:
+    text = "One two.\n\nThree four five.\nSix seven eight nine"
+    assert clean_cut(text, 0, 100) == len(text)  # all of it fits
+    assert clean_cut(text, 0, 30) == len("One two.\n\n")  # a paragraph break first
+    assert clean_cut(text, 10, 25) == len("One two.\n\nThree four five.\n")  # else a line break
+    assert clean_cut(text, 28, 12) == len("One two.\n\nThree four five.\nSix seven ")  # else a space
+    assert clean_cut("x" * 50, 0, 20) == 20 and clean_cut(text, 5, 0) == 5  # a word cut only when nothing else fits
+    assert clean_cut("<@U1> <@U2> and more", 0, 12, lambda s: len(s.replace("<", "<\u200b"))) == len("<@U1> ")
 
 
 def test_code_block_cut_in_two_stays_closed() -> None:

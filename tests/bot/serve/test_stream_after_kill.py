@@ -151,8 +151,8 @@ LONG_QUESTIONS = {"Write the weekly report handbook.": "Part", "Now write the pl
 
 
 def long_answer(word: str) -> str:
-    """About 16,000 characters: more than one Slack message holds (12,000), so shown in two parts. Its
-    blank at the end is streamed too: the reply, whole, comes without it."""
+    """About 16,000 characters: more than one Slack message (streamed or posted) holds (12,000), so shown in
+    two parts. Its blank at the end is streamed too: the reply, whole, comes without it."""
     line = "The weekly report lists what was finished, what comes next and the risks, each with an owner. " * 7
     return "\n\n".join(f"{word} {index:02d}. {line}" for index in range(24))
 
@@ -194,5 +194,6 @@ async def test_long_replies_are_shown_whole_in_their_parts_once_and_a_finished_o
         assert not [c.method for c in slack.calls[since:] if c.params.get("ts") == done["ts"]]  # the finished one is left be
         assert whole_once(slack, top, "Part")
         assert not [key for key, state in slack.streams.items() if state == "streaming"]
+        assert not [c for c in slack.refusals if c.params["error"] == "msg_too_long"]  # kept to Slack's limits
         assert asked(llm, second) == 2
         kill_group(process.pid)

@@ -69,7 +69,8 @@ METHOD_SCOPES: dict[str, frozenset[str]] = {
 }
 SESSION_STATUSES = frozenset({"active", "processing", "suspended", "closed"})
 CHUNK_TYPES = frozenset({"markdown_text", "plan_update", "task_update", "blocks"})
-TEXT_LIMIT = 12_000
+TEXT_LIMIT = 12_000  # `markdown_text` of one chat.startStream / appendStream / stopStream call
+STREAMED_MESSAGE_LIMIT = 12_000  # a streamed message's markdown in all (a message's markdown blocks hold as much)
 MAX_BLOCKS = 50
 MAX_VIEW_BLOCKS = 100
 MAX_LOADING_MESSAGES = 10
@@ -187,6 +188,8 @@ class FakeSlack(LoopbackServer):
         self.app_id = app_id
         self.socket_mode = SocketModeServer(app_id=app_id)
         self.calls: list[SlackCall] = []
+        self.refusals: list[SlackCall] = []
+        """Calls a method itself refused (ok false: a limit, a state, an argument), with its error as `error`."""
         self.call_times: list[float] = []
         """time.monotonic() of each recorded call, beside `calls`."""
         self.requests: list[RecordedRequest] = []
@@ -478,6 +481,8 @@ class FakeSlack(LoopbackServer):
             result = self._handlers[method](api)
         else:
             result = {"ok": False, "error": "unknown_method", "req_method": method}
+        if not result.get("ok"):
+            self.refusals.append(SlackCall(method, {**params, "error": result.get("error")}))
         while self._pending_records:
             await self._record(self._pending_records.pop(0))
         return web.json_response(result, headers=api.extra_headers)
@@ -895,6 +900,8 @@ class FakeSlack(LoopbackServer):
         message, text = piece
         if not text and not api.params.get("chunks"):
             return {"ok": False, "error": "invalid_arguments", "detail": "markdown_text or chunks required"}
+        if len(str(message.get("text") or "")) + len(text) > STREAMED_MESSAGE_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
         message["text"] = str(message.get("text") or "") + text
         return {"ok": True, "channel": api.params["channel"], "ts": api.params["ts"]}
 
@@ -906,6 +913,8 @@ class FakeSlack(LoopbackServer):
         blocks = api.params.get("blocks")
         if blocks is not None and (not isinstance(blocks, list) or len(blocks) > MAX_BLOCKS):
             return {"ok": False, "error": "invalid_blocks"}
+        if len(str(message.get("text") or "")) + len(text) > STREAMED_MESSAGE_LIMIT:
+            return {"ok": False, "error": "msg_too_long"}
         message["text"] = str(message.get("text") or "") + text
         if blocks:
             message["blocks"] = blocks
