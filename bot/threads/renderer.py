@@ -54,6 +54,7 @@ class ThreadRenderer:
         self.user = user or record.session.owner  # whom a streamed reply is for
         self._stream: ReplyStream | None = None
         self._stream_turn: tuple[str | None, int] | None = None
+        self._stream_current = False  # no tool ran since the open stream's last piece: a Reply now is its own
         self._streamed: list[str] = []  # replies already shown by finished streams
         self.io = io
         self.board = board
@@ -94,6 +95,7 @@ class ThreadRenderer:
             self._stream = self.surface.reply_stream(self._target(output), output.run_id)
             self._stream_turn = turn
         started = self._stream.started
+        self._stream_current = True
         await self._stream.add(output.text)
         if not started and self._stream.started:
             self.surface.lines.replied(self.record.key)
@@ -127,8 +129,12 @@ class ThreadRenderer:
             self.posted += 1
 
     async def _reply(self, output: outputs.Reply) -> None:
+        """The whole text of a reply. One that follows its own stream's pieces ends that stream with it, also
+        when it does not go on from the streamed words (the stream replaces them in its message); one that
+        comes after a tool ran is a reply of its own, below the earlier turn's stream."""
         text = output.text.strip()
-        if self._stream is not None and text.startswith(self._stream.text[: self._stream.sent].strip()):
+        stream = self._stream
+        if stream is not None and (self._stream_current or text.startswith(stream.text[: stream.sent].strip())):
             await self._end_stream(output.text)
             return
         await self._end_stream()
@@ -191,6 +197,7 @@ class ThreadRenderer:
         elif isinstance(output, outputs.RunStarted):
             await self._run_started(output.snapshot)
         elif isinstance(output, outputs.RunProgress):
+            self._stream_current = False
             await self._progress(output)
         elif isinstance(output, outputs.RunStatus):
             await self._run_status(output.snapshot)
