@@ -5,8 +5,6 @@ thread whose lease this process knows it lost."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -16,8 +14,6 @@ from crewagent.bot.base.lease import HELD, Lease, mark_lost
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.native.fallbacks import Fallbacks
 from crewagent.bot.native.status_line import StatusLines
-from crewagent.bot.outbox.courier import Courier
-from crewagent.bot.outbox.sqlite_ledger import SqliteLedger
 from crewagent.bot.outgoing import Edit, Ephemeral, Post, Reaction, StatusLine, Title
 from crewagent.bot.render.message import SlackMessage
 from crewagent.bot.slack_client import PacedWebClient
@@ -25,26 +21,11 @@ from crewagent.bot.slack_port import SlackPort
 from crewagent.bot.slack_send import Priority
 from crewagent.bot.status import StatusBoard
 from tests.support.fakes import BOT_TOKEN, FakeSlack
+from tests.support.reply_streams import reply_port
 
 THREAD = "1700000000.000001"
 KEY = ThreadKey("T1", "C1", THREAD)
 WAIT = 30.0
-
-
-@asynccontextmanager
-async def port_with_outbox(slack: FakeSlack, path: Path) -> AsyncIterator[tuple[SlackPort, Courier]]:
-    client = PacedWebClient(token=BOT_TOKEN, base_url=slack.api_url)
-    ledger = SqliteLedger(path)
-    await ledger.open()
-    courier = Courier(client, ledger)
-    await courier.start()
-    port = SlackPort(client)
-    port.outbox = courier
-    try:
-        yield port, courier
-    finally:
-        await courier.close()
-        await ledger.close()
 
 
 def thread_texts(slack: FakeSlack) -> list[str]:
@@ -53,7 +34,7 @@ def thread_texts(slack: FakeSlack) -> list[str]:
 
 
 async def test_a_durable_post_sent_during_a_slack_outage_reaches_the_thread_once_slack_is_back(tmp_path: Path) -> None:
-    async with FakeSlack() as slack, port_with_outbox(slack, tmp_path / "outbox.sqlite") as (port, courier):
+    async with FakeSlack() as slack, reply_port(slack.api_url, tmp_path / "outbox.sqlite") as (port, courier):
         outage = slack.fail_everything("reset")
         delivery = await port.send(Post("C1", THREAD, SlackMessage(text="the plan is ready")))
         assert delivery.sent and delivery.ts is None  # kept by the outbox, not shown yet
@@ -83,7 +64,7 @@ async def test_what_need_not_outlive_an_outage_fails_soft_with_one_log_line_each
 
 
 async def test_nothing_is_sent_for_a_thread_whose_lease_is_known_lost(tmp_path: Path) -> None:
-    async with FakeSlack() as slack, port_with_outbox(slack, tmp_path / "outbox.sqlite") as (port, _):
+    async with FakeSlack() as slack, reply_port(slack.api_url, tmp_path / "outbox.sqlite") as (port, _):
         board = StatusBoard(port, interval=0.0, rate=0.0)
         lines = StatusLines(port, Fallbacks(), interval=0, rate=0)
         status_ts = await board.post("C1", THREAD, SlackMessage(text="Running · 1/9"))
