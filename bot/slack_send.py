@@ -15,7 +15,9 @@ A state put as a milestone (a phase) is never replaced before it is sent: a newe
 behind it. Calls for different keys go out concurrently (up to `concurrency`), one at a time per
 key, so a slow or retried call never holds back another thread. Nothing a run does waits for a call.
 A state is sent under the thread lease it was put under, and dropped once that lease is lost. The
-senders are made by the port (bot.slack_port), which makes the calls.
+senders are made by the port (bot.slack_port), which makes the calls. Waiting states are filed by
+what they wait for (`_Schedule`), so a wake looks only at those whose time has come, however many
+threads are waiting.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class _Slot:
     last_sent: float = -math.inf
     busy: bool = False
     place: Place | None = None  # where the schedule holds it (None: nothing to send)
+    order: tuple[float, float] = (0.0, 0.0)  # its order there
     version: int = 0  # bumped at each move: the schedule's older heap entries for the slot are stale
 
     @property
@@ -136,23 +139,27 @@ class _Schedule:
     def place(self, slot: _Slot, now: float) -> None:
         """File the slot where its current state belongs (or nowhere, when it has nothing to send)."""
         where = self._where(slot, now)
+        if where is Place.LATER:
+            order = (slot.not_before, 0.0)
+        elif where is Place.COOLING:
+            order = (slot.last_sent + self.interval, 0.0)
+        elif where is Place.READY:
+            order = (float(slot.head_priority), slot.since)
+        else:
+            order = (0.0, 0.0)  # BUSY, or nothing to send: in no heap
+        if where is slot.place and order == slot.order:
+            return  # a newer state of a thread redrawing inside its interval, say: its entry stands
         if slot.place is not None:
             self._counts[slot.place] -= 1
-        slot.place = where
+        slot.place, slot.order = where, order
         slot.version += 1
         if where is None:
             return
         self._counts[where] += 1
-        if where is Place.LATER:
-            keys = (slot.not_before, 0.0)
-        elif where is Place.COOLING:
-            keys = (slot.last_sent + self.interval, 0.0)
-        elif where is Place.READY:
-            keys = (float(slot.head_priority), slot.since)
-        else:
-            return  # BUSY: re-placed when its call returns
+        if where is Place.BUSY:
+            return  # re-placed when its call returns
         heap = self._heaps[where]
-        heapq.heappush(heap, (*keys, next(self._order), slot.version, slot))
+        heapq.heappush(heap, (*order, next(self._order), slot.version, slot))
         if len(heap) > 2 * self._counts[where] + 64:
             heap[:] = [entry for entry in heap if self._live(entry, where)]
             heapq.heapify(heap)
