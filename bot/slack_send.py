@@ -137,16 +137,25 @@ class _Schedule:
         self._order = itertools.count()  # ties: first placed, first out
 
     def place(self, slot: _Slot, now: float) -> None:
-        """File the slot where its current state belongs (or nowhere, when it has nothing to send)."""
-        where = self._where(slot, now)
-        if where is Place.LATER:
-            order = (slot.not_before, 0.0)
-        elif where is Place.COOLING:
-            order = (slot.last_sent + self.interval, 0.0)
-        elif where is Place.READY:
-            order = (float(slot.head_priority), slot.since)
+        """File the slot where its current state belongs (or nowhere, when it has nothing to send).
+
+        Called at every put: written out in one function (no properties), as it runs for every redraw."""
+        kept = slot.kept
+        where: Place | None
+        order = (0.0, 0.0)  # BUSY, or nothing to send: in no heap
+        if slot.send is None and not kept:
+            where = None
+        elif not kept and slot.not_before > now:
+            where, order = Place.LATER, (slot.not_before, 0.0)
+        elif slot.busy:
+            where = Place.BUSY
         else:
-            order = (0.0, 0.0)  # BUSY, or nothing to send: in no heap
+            priority = kept[0][1] if kept else slot.priority
+            due = slot.last_sent + self.interval
+            if priority is not Priority.URGENT and due > now:
+                where, order = Place.COOLING, (due, 0.0)
+            else:
+                where, order = Place.READY, (float(priority), slot.since)
         if where is slot.place and order == slot.order:
             return  # a newer state of a thread redrawing inside its interval, say: its entry stands
         if slot.place is not None:
@@ -163,17 +172,6 @@ class _Schedule:
         if len(heap) > 2 * self._counts[where] + 64:
             heap[:] = [entry for entry in heap if self._live(entry, where)]
             heapq.heapify(heap)
-
-    def _where(self, slot: _Slot, now: float) -> Place | None:
-        if not slot.dirty:
-            return None
-        if not slot.kept and slot.not_before > now:
-            return Place.LATER
-        if slot.busy:
-            return Place.BUSY
-        if slot.head_priority is not Priority.URGENT and slot.last_sent + self.interval > now:
-            return Place.COOLING
-        return Place.READY
 
     @staticmethod
     def _live(entry: tuple[float, float, int, int, _Slot], where: Place) -> bool:
