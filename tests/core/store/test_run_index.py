@@ -69,16 +69,16 @@ def test_runs_saved_before_a_kill_9_are_all_listed_with_their_newest_entry(tmp_p
     home = tmp_path / "home"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     for _ in range(3):  # the kill lands somewhere else each time: an append, a compaction, between them
-        saver = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, "-c", _SAVER, str(home)], stdout=subprocess.PIPE, text=True, env=env,
             start_new_session=True,
-        )
-        try:
-            assert saver.stdout is not None
-            done = [int(saver.stdout.readline()) for _ in range(150)]
-        finally:
-            os.killpg(saver.pid, signal.SIGKILL)
-            saver.wait(timeout=60)
+        ) as saver:
+            try:
+                assert saver.stdout is not None
+                done = [int(saver.stdout.readline()) for _ in range(150)]
+            finally:
+                os.killpg(saver.pid, signal.SIGKILL)  # the saver's whole group, mid-write
+                saver.wait(timeout=60)
         records = RuntimeStore(home).read_index()
         assert {f"run-{n}" for n in done} <= records.keys()
         assert records["run-0"].extra["n"] >= done[-1]
