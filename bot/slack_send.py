@@ -15,12 +15,16 @@ A state put as a milestone (a phase) is never replaced before it is sent: a newe
 behind it. Calls for different keys go out concurrently (up to `concurrency`), one at a time per
 key, so a slow or retried call never holds back another thread. Nothing a run does waits for a call.
 A state is sent under the thread lease it was put under, and dropped once that lease is lost. The
-senders are made by the port (bot.slack_port), which makes the calls.
+senders are made by the port (bot.slack_port), which makes the calls. Waiting states are filed by
+what they wait for (`_Schedule`), so a wake looks only at those whose time has come, however many
+threads are waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import math
 import time
@@ -89,6 +93,9 @@ class _Slot:
     since: float = 0.0  # when it became dirty: oldest first within a priority
     last_sent: float = -math.inf
     busy: bool = False
+    place: Place | None = None  # where the schedule holds it (None: nothing to send)
+    order: tuple[float, float] = (0.0, 0.0)  # its order there
+    version: int = 0  # bumped at each move: the schedule's older heap entries for the slot are stale
 
     @property
     def dirty(self) -> bool:
@@ -97,6 +104,106 @@ class _Slot:
     @property
     def head_priority(self) -> Priority:
         return self.kept[0][1] if self.kept else self.priority
+
+
+class Place(IntEnum):
+    """Where a dirty slot waits. Only READY slots are weighed against each other."""
+
+    LATER = 0  # a refresh asked for later (not_before): not wanted yet
+    BUSY = 1  # wanted, but a call for the key is in flight
+    COOLING = 2  # wanted, but its interval since the last call has not passed
+    READY = 3  # wanted and may go now, budget permitting
+
+
+_WANTED = (Place.BUSY, Place.COOLING, Place.READY)
+
+
+class _Schedule:
+    """The dirty slots ordered by what they wait for, so a wake costs O(log n) per slot that changed
+    place instead of a scan of every waiting key (a few hundred threads redraw at once).
+
+    Three heaps with lazy deletion: LATER by not_before, COOLING by when the interval ends, READY by
+    (priority, oldest first). A slot is re-placed whenever its state changes (`place`); the entries it
+    left behind carry an older version and are skipped, and a heap is rebuilt once stale entries
+    outnumber the live ones.
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._heaps: dict[Place, list[tuple[float, float, int, int, _Slot]]] = {
+            Place.LATER: [], Place.COOLING: [], Place.READY: [],
+        }
+        self._counts = dict.fromkeys(Place, 0)
+        self._order = itertools.count()  # ties: first placed, first out
+
+    def place(self, slot: _Slot, now: float) -> None:
+        """File the slot where its current state belongs (or nowhere, when it has nothing to send).
+
+        Called at every put: written out in one function (no properties), as it runs for every redraw."""
+        kept = slot.kept
+        where: Place | None
+        order = (0.0, 0.0)  # BUSY, or nothing to send: in no heap
+        if slot.send is None and not kept:
+            where = None
+        elif not kept and slot.not_before > now:
+            where, order = Place.LATER, (slot.not_before, 0.0)
+        elif slot.busy:
+            where = Place.BUSY
+        else:
+            priority = kept[0][1] if kept else slot.priority
+            due = slot.last_sent + self.interval
+            if priority is not Priority.URGENT and due > now:
+                where, order = Place.COOLING, (due, 0.0)
+            else:
+                where, order = Place.READY, (float(priority), slot.since)
+        if where is slot.place and order == slot.order:
+            return  # a newer state of a thread redrawing inside its interval, say: its entry stands
+        if slot.place is not None:
+            self._counts[slot.place] -= 1
+        slot.place, slot.order = where, order
+        slot.version += 1
+        if where is None:
+            return
+        self._counts[where] += 1
+        if where is Place.BUSY:
+            return  # re-placed when its call returns
+        heap = self._heaps[where]
+        heapq.heappush(heap, (*order, next(self._order), slot.version, slot))
+        if len(heap) > 2 * self._counts[where] + 64:
+            heap[:] = [entry for entry in heap if self._live(entry, where)]
+            heapq.heapify(heap)
+
+    @staticmethod
+    def _live(entry: tuple[float, float, int, int, _Slot], where: Place) -> bool:
+        slot = entry[4]
+        return slot.version == entry[3] and slot.place is where
+
+    def _top(self, where: Place) -> tuple[float, float, int, int, _Slot] | None:
+        heap = self._heaps[where]
+        while heap and not self._live(heap[0], where):
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def advance(self, now: float) -> None:
+        """Re-place the slots whose refresh time or interval has come (only those are touched)."""
+        for where in (Place.LATER, Place.COOLING):
+            while (top := self._top(where)) is not None and top[0] <= now:
+                heapq.heappop(self._heaps[where])
+                self.place(top[4], now)
+
+    def wanted(self) -> bool:
+        """Whether any state is wanted now (sent or not yet), as of the last `advance`."""
+        return any(self._counts[where] for where in _WANTED)
+
+    def best(self) -> _Slot | None:
+        """The ready slot to send first: most urgent, then oldest."""
+        top = self._top(Place.READY)
+        return None if top is None else top[4]
+
+    def next_change(self, now: float) -> float:
+        """Seconds until a waiting slot's refresh time or interval comes (infinity: none waits)."""
+        times = [top[0] for where in (Place.LATER, Place.COOLING) if (top := self._top(where)) is not None]
+        return min(times) - now if times else math.inf
 
 
 def _fenced(send: Send, lease: Lease) -> Send:
@@ -131,6 +238,7 @@ class Sender:
         self.calls = 0
         self._slots: dict[Hashable, _Slot] = {}
         self._dirty: dict[Hashable, None] = {}  # insertion-ordered set of keys with something to send
+        self._schedule = _Schedule(interval)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self._settled: asyncio.Event | None = None
@@ -171,6 +279,7 @@ class Sender:
             slot.since = time.monotonic()
         slot.send, slot.priority, slot.milestone, slot.not_before = send, priority, milestone, not_before
         self._dirty[key] = None
+        self._schedule.place(slot, time.monotonic())
         self._kick(slot.head_priority, 0.0 if slot.kept else not_before)  # a kept milestone goes when it can
 
     def sent_now(self, key: Hashable) -> None:
@@ -178,6 +287,8 @@ class Sender:
         slot = self._slots.pop(key, None) or _Slot(key=key)
         self._slots[key] = slot
         slot.last_sent = time.monotonic()
+        if slot.place is not None:
+            self._schedule.place(slot, slot.last_sent)  # a ready state now waits for its interval
         self._trim()
 
     def room(self) -> bool:
@@ -231,29 +342,11 @@ class Sender:
         if self.budget is not None and level < 1.0 + self.reserve:  # until then only an urgent state may go
             self._quiet_until = now + self.budget.seconds_until(1.0 + self.reserve)
         # (another spender, e.g. a direct edit, only makes the budget refill later: the loop then wakes early)
+        self._schedule.advance(now)
+        wanted = self._schedule.wanted()
         if self.budget is not None and level < 1.0:
-            # Not even an urgent state could go before the budget refills: no slot needs weighing (with
-            # a few hundred threads waiting that scan, on every put, was a busy loop's largest cost here).
-            wanted = any(self._slots[key].kept or self._slots[key].not_before <= now for key in self._dirty)
-            return None, self.budget.seconds_until(1.0), wanted
-        best: _Slot | None = None
-        wait, wanted = math.inf, False
-        for key in self._dirty:
-            slot = self._slots[key]
-            priority = slot.head_priority
-            later = slot.not_before - now if not slot.kept else 0.0
-            if later > 0:
-                wait = min(wait, later)
-                continue
-            wanted = True
-            if slot.busy:
-                continue
-            due = 0.0 if priority is Priority.URGENT else slot.last_sent + self.interval - now
-            if due > 0:
-                wait = min(wait, due)
-                continue
-            if best is None or (priority, slot.since) < (best.head_priority, best.since):
-                best = slot
+            return None, self.budget.seconds_until(1.0), wanted  # not even an urgent state could go yet
+        best, wait = self._schedule.best(), self._schedule.next_change(now)
         if best is None or self.budget is None:
             return best, wait, wanted
         needed = 1.0 if best.head_priority is Priority.URGENT else 1.0 + self.reserve
@@ -284,11 +377,12 @@ class Sender:
             send, slot.send, slot.priority, slot.milestone = slot.send, None, Priority.BACKGROUND, None
         if not slot.dirty:
             self._dirty.pop(slot.key, None)
+        self._schedule.place(slot, time.monotonic())
         return send
 
     def _launch(self, slot: _Slot) -> None:
-        send = self._take(slot)
         slot.busy = True
+        send = self._take(slot)  # placed as busy: not weighed again until its call returns
         if self.budget is not None:
             self.budget.spend()
         task = asyncio.create_task(self._call(slot, send, budgeted=True))
@@ -314,6 +408,7 @@ class Sender:
             slot.last_sent = time.monotonic()
         elif budgeted and self.budget is not None:
             self.budget.spend(-1.0)  # nothing went out: the call is given back
+        self._schedule.place(slot, time.monotonic())
 
     def _trim(self) -> None:
         excess = len(self._slots) - MAX_TRACKED
