@@ -153,7 +153,9 @@ class FileInbox:
         try:
             await self._write(seq)
         except (OSError, sqlite3.Error, TimeoutError) as exc:
-            log.warning("a handled thread event is still kept as waiting", extra={"path": str(self.path), "error": str(exc)})
+            log.warning(
+                "a handled thread event is still kept as waiting", extra={"path": str(self.path), "error": str(exc)}
+            )
             return
         self.waiting_count = max(0, self.waiting_count - 1)
 

@@ -1,8 +1,9 @@
 """Thread work across replicas: every event is queued in the Postgres inbox (bot.inbox), and the replica
 holding the thread's lease takes the thread's events out in order and runs them, one at a time, in its
-local lane (bot.threads.thread_worker drains; this is its queue and its hold). While the database is away, events wait in a local away-inbox (the same table on SQLite)
-and are forwarded when it is back: an insert that ignores a delivery already there, so a forward
-repeated after a crash queues nothing twice.
+local lane: the thread worker (bot.threads.thread_worker) drains, and this is its queue and its hold.
+While the database is away, events wait in a local away-inbox (the same table on SQLite) and are
+forwarded when it is back: an insert that ignores a delivery already there, so a forward repeated
+after a crash queues nothing twice.
 
 The replica that received an event queues it and tries the lease itself. If another live replica
 holds it, that one finds the event in its drain loop, or right after it released the lease (it looks
@@ -201,13 +202,7 @@ class Handover:
         held = HELD.set(lease)  # every write of the thread's work from here on names this epoch
         fenced = WRITE_FENCE.set(Fence(FENCE_SQL.format(key="%s", epoch="%s"), lease))  # the run's copy too
         try:
-            try:
-                await self._take_over(key, current=previous == self.replicas.id)
-            except LeaseLost:
-                _leave(lease)
-                yield None
-                return
-            yield lease
+            yield await self._taken(key, lease, current=previous == self.replicas.id)
         except LeaseLost:
             _leave(lease)
         finally:
@@ -217,6 +212,15 @@ class Handover:
             if self.runtime.pending():  # the next driver must find every write of ours
                 await asyncio.shield(asyncio.to_thread(self.runtime.flush))
             await asyncio.shield(self.replicas.release(key))
+
+    async def _taken(self, key: ThreadKey, lease: Lease, *, current: bool) -> Lease | None:
+        """The lease, once the thread is taken over (`_take_over`); None when a newer holder refused that."""
+        try:
+            await self._take_over(key, current=current)
+        except LeaseLost:
+            _leave(lease)
+            return None
+        return lease
 
     async def _take_over(self, key: ThreadKey, *, current: bool) -> None:
         work = self.work
