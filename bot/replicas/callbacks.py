@@ -20,7 +20,7 @@ class Lane(Protocol):
 
 
 class Lanes(Protocol):
-    """The local per-thread order (bot.threads.lanes): thread events run one at a time, in order."""
+    """The local per-thread order (bot.threads.thread_worker): thread events run one at a time, in order."""
 
     def lane(self, key: ThreadKey) -> Lane | None: ...
 

@@ -51,7 +51,7 @@ from .front_door import EVENTS_PATH, events_app, health_app, numeric_timestamp, 
 from .handlers import Handlers
 from .bound_packages import load_packages
 from ..home import HomePublisher, wire_home
-from ..threads.lanes import ThreadLanes
+from ..threads.thread_worker import ThreadLanes
 from ..native.fallbacks import Fallbacks
 from ..outbox.courier import Courier
 from ..outbox.given_up import owned_by

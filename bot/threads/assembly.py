@@ -18,19 +18,18 @@ from ..native.surface import AgentSurface
 from ..slack_port import SlackPort
 from ..status import StatusBoard
 from .budget_gate import BudgetGate
-from .call_runner import CallRunner, Slots, local_slots
 from .channel_binding import BindingRuntime
 from .click_events import ClickEvents
 from .event_claim import ClaimStore, Claims
 from .form_events import FormEvents
 from .intake import ThreadIntake
-from .lanes import ThreadLanes
+from .session_calls import CallRunner, Slots, local_slots
 from .store import ThreadStore
 from .text_events import TextEvents
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
 from .thread_state import ThreadState
-from .thread_worker import ThreadWorker
+from .thread_worker import ThreadLanes, ThreadWorker
 from .upkeep import Upkeep
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from crewagent.core.api.stores import AuditEntry, OperatorLog
 
 from ..render import blocks
 from ..outgoing import Post
+from ..base.thread import ThreadRecord
 from ..slack_port import SlackPort
-from .session_calls import ThreadCall
 
 log = logging.getLogger(__name__)
 CHECK_TIMEOUT = 10.0  # seconds a budget look-up may take before the request goes ahead unchecked
@@ -29,26 +29,26 @@ class BudgetGate:
     def __init__(self, check: BudgetCheck, operator_log: OperatorLog, io: SlackPort) -> None:
         self.check, self.operator_log, self.io = check, operator_log, io
 
-    async def refused(self, call: ThreadCall) -> bool:
-        """True when the call was refused (and the thread told why)."""
+    async def refused(self, record: ThreadRecord, user: str) -> bool:
+        """True when `user`'s request in the thread was refused (and the thread told why)."""
         if not self.check.active:
             return False
-        key = call.record.key
+        key = record.key
         try:
-            refusal = await asyncio.wait_for(asyncio.to_thread(self.check.refusal, call.user, key.channel), CHECK_TIMEOUT)
+            refusal = await asyncio.wait_for(asyncio.to_thread(self.check.refusal, user, key.channel), CHECK_TIMEOUT)
         except (TimeoutError, OSError, sqlite3.Error, CrewError) as exc:  # a slow or lost database stops nobody
             log.warning("the budget check failed; the request goes ahead", extra={"error": type(exc).__name__})
             return False
         if refusal is None:
             return False
         entry = AuditEntry(
-            person=call.user,
+            person=user,
             channel=key.channel,
-            run_id=call.record.session.run_id,
+            run_id=record.session.run_id,
             kind="budget.refused",
             detail={"budget": refusal.budget, "limit": refusal.limit, "spent": refusal.spent},
         )
         await asyncio.to_thread(self.operator_log.add_audit, entry)
-        log.info("request refused by a budget", extra={"user": call.user, "budget": refusal.budget})
+        log.info("request refused by a budget", extra={"user": user, "budget": refusal.budget})
         await self.io.send(Post(key.channel, key.thread_ts, blocks.notice(refusal.message(datetime.now(timezone.utc)))))
         return True

@@ -25,8 +25,7 @@ from ..native.surface import AgentSurface
 from ..outbox.courier import Courier
 from ..replicas.callbacks import HandoverCallbacks
 from .channel_binding import BindingRuntime
-from .output_sink import PhaseWatcher
-from .session_calls import URGENT_COMMANDS
+from .session_calls import URGENT_COMMANDS, PhaseWatcher
 from .thread_notes import ThreadNotes
 from .thread_pipeline import ThreadPipeline
 from .thread_state import ThreadState

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from ..base.event import ThreadEvent
 from ..base.thread import ThreadKey, ThreadRecord
-from .call_runner import CallRunner
 from .click_events import ClickEvents
 from .event_claim import Claims
 from .form_events import FormEvents
-from .session_calls import ThreadCall
+from .session_calls import CallRunner, ThreadCall
 from .text_events import TextEvents
 from .upkeep import Upkeep
 

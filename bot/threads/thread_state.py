@@ -12,7 +12,7 @@ from crewagent.core.api.runs import Engine, RunManager, RunSnapshot
 from ..base.actions import ButtonValue
 from ..base.thread import ThreadKey, ThreadRecord
 from .channel_binding import BindingRuntime
-from .lanes import ThreadLanes
+from .thread_worker import ThreadLanes
 from .store import ThreadStore
 
 if TYPE_CHECKING:

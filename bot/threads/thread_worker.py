@@ -1,4 +1,5 @@
-"""The one way a thread's events go from the inbox to the thread's work, on both stores.
+"""The one way a thread's events go from the inbox to the thread's work, on both stores, and the
+per-thread order they run in.
 
 `push` keeps an event (and hands the control a pumping run must get at once to whoever pumps it) before
 Slack gets its ack; a delivery the inbox has already is acknowledged and nothing more. Then the thread
@@ -13,25 +14,117 @@ in order, runs each and marks it done. The two stores differ only in what they a
 An event whose work fails is marked done too (it would fail at every start); one cut short by a
 shutdown, a crash or a lost lease stays waiting, and whoever holds the thread next runs it again,
 where its claim (bot.threads.event_claim) keeps what was already decided from happening twice.
+
+A lane is a busy thread's FIFO of jobs and its one task (a drain, or a run resumed at start); an idle
+thread has no lane at all, so thousands of quiet threads cost nothing. Urgent work (pause/stop) goes
+around the lanes through `spawn`, still tracked so that shutdown can wait for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..base.event import ThreadEvent
 from ..base.lease import Lease, LeaseLost
-from ..base.thread import ThreadKey
+from ..base.thread import ThreadKey, ThreadRecord
 from ..inbox.file_inbox import FileInbox
-from .lanes import ThreadLanes
 
 log = logging.getLogger(__name__)
 
 RunEvent = Callable[[ThreadEvent], Awaitable[None]]
+Job = Callable[[], Awaitable[None]]
 Hold = Callable[[ThreadKey], AbstractAsyncContextManager[Lease | None]]
+
+
+class ThreadLane:
+    def __init__(self, key: ThreadKey) -> None:
+        self.key = key
+        self.jobs: deque[Job] = deque()
+        self.task: asyncio.Task[None] | None = None
+        self.live: ThreadRecord | None = None  # the record the running job is working on
+
+
+class ThreadLanes:
+    def __init__(self) -> None:
+        self._lanes: dict[ThreadKey, ThreadLane] = {}
+        self._side_tasks: set[asyncio.Task[Any]] = set()
+        self.accepting = True
+
+    def __len__(self) -> int:
+        return len(self._lanes)
+
+    def lane(self, key: ThreadKey) -> ThreadLane | None:
+        return self._lanes.get(key)
+
+    def submit(self, key: ThreadKey, job: Job) -> bool:
+        """Queue `job` behind earlier work of the same thread; False once shutting down."""
+        if not self.accepting:
+            return False
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = ThreadLane(key)
+        lane.jobs.append(job)
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{key}")
+        return True
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str = "side") -> bool:
+        """Run `coro` now, outside any lane (for work that must not wait behind a pumping run)."""
+        if not self.accepting:
+            coro.close()
+            return False
+        task = asyncio.create_task(_logged(lambda: coro, "side task failed", {"task": name}), name=name)
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+        return True
+
+    async def _drain(self, lane: ThreadLane) -> None:
+        try:
+            while lane.jobs:
+                job = lane.jobs.popleft()
+                try:
+                    await _logged(job, "thread job failed", {"slack_thread": str(lane.key)})
+                finally:
+                    lane.live = None
+        finally:
+            lane.task = None
+            # No await between the emptiness check and the removal: a concurrent submit
+            # either landed before (and was drained) or creates a fresh lane after.
+            if self._lanes.get(lane.key) is lane:
+                if lane.jobs and self.accepting:
+                    lane.task = asyncio.create_task(self._drain(lane), name=f"lane:{lane.key}")
+                else:
+                    del self._lanes[lane.key]
+
+    async def idle(self, timeout: float | None = None) -> bool:
+        """Wait until no lane and no side task is busy; True if that happened within `timeout`."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self._lanes or self._side_tasks:
+                    tasks = [lane.task for lane in self._lanes.values() if lane.task] + list(self._side_tasks)
+                    if tasks:
+                        await asyncio.wait(tasks)
+                    else:
+                        await asyncio.sleep(0)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self, timeout: float) -> None:
+        """Stop taking work, give in-flight jobs `timeout` seconds, then cancel what is left."""
+        self.accepting = False
+        if await self.idle(timeout):
+            return
+        pending = [lane.task for lane in self._lanes.values() if lane.task] + list(self._side_tasks)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        self._lanes.clear()
 
 
 class EventQueue(Protocol):
@@ -109,3 +202,12 @@ class ThreadWorker:
             raise
         except Exception:  # one broken event must not block the thread's queue for good
             log.exception("thread event failed", extra={"slack_thread": str(key)})
+
+
+async def _logged(work: Job, failure: str, context: dict[str, str]) -> None:
+    """Where a side task's or a thread job's failure ends, logged once with its context: nothing waits for
+    its result, and the lane goes on with the thread's next job."""
+    try:
+        await work()
+    except Exception:  # cancellation is not an Exception: it still ends the lane
+        log.exception(failure, extra=context)

@@ -21,7 +21,7 @@ from ..outgoing import Post
 from ..slack_port import SlackPort
 from .channel_binding import BindingRuntime
 from .event_claim import Claims
-from .lanes import ThreadLanes
+from .thread_worker import ThreadLanes
 from .session_calls import RunControl, ThreadCall
 
 log = logging.getLogger(__name__)

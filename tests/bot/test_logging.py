@@ -48,7 +48,7 @@ def test_an_expected_failure_is_one_line_and_a_crash_keeps_its_traceback() -> No
     text, as_json = TextFormatter(), JsonFormatter()
     retried = _record("crewagent.bot.connection", logging.WARNING, "auth.test failed; retrying", exc=True)
     sdk = _record("crewagent.socket_mode", logging.ERROR, "Failed to connect; Retrying...", exc=True)
-    crash = _record("crewagent.bot.threads.lanes", logging.ERROR, "thread job failed", exc=True)
+    crash = _record("crewagent.bot.threads.thread_worker", logging.ERROR, "thread job failed", exc=True)
 
     for record in (retried, sdk):
         line = text.format(record)

@@ -18,7 +18,7 @@ from crewagent.bot.inbox.file_inbox import FileInbox
 from crewagent.bot.replicas.handover import Handover
 from crewagent.bot.replicas.membership import Replicas
 from crewagent.bot.replicas.tables import FENCE_SQL
-from crewagent.bot.threads.lanes import ThreadLanes
+from crewagent.bot.threads.thread_worker import ThreadLanes
 from crewagent.core.store.postgres import PostgresRuntimeStore
 
 pytestmark = pytest.mark.slow  # a real Postgres

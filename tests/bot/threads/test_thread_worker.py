@@ -15,8 +15,7 @@ from crewagent.bot.base.event import ThreadEvent
 from crewagent.bot.render.modals import decode_context
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.file_inbox import FileInbox
-from crewagent.bot.threads.lanes import ThreadLanes
-from crewagent.bot.threads.thread_worker import ThreadWorker
+from crewagent.bot.threads.thread_worker import ThreadLanes, ThreadWorker
 from tests.support.bot_harness import SECRET, WAIT, bot_harness, close_bot, message_text
 from tests.support.fakes.slack_events import deliver_event, message_event, new_ts
 from tests.support.scripts import FORM_WIDGET, HELLO_LINEAR_ANSWER, hello_linear_responder, user_inputs, user_texts
