@@ -7,7 +7,8 @@ one by one, each reporting its own). The numbers come from where things already 
   `process_before_response` the ack goes out when the listener returns);
 - model calls through the model client's call watchers (tokens as the endpoint reported them, latency);
 - the runs' audit events (run outcomes, command decisions and their latency);
-- the work client's failed Web API calls; the outbox's waiting messages, read at scrape time.
+- the work client's failed Web API calls; the outbox's waiting messages and the inbox's waiting events,
+  read at scrape time.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class BotMetrics:
                                     registry=registry)
         self.outbox_pending = Gauge("crewagent_outbox_pending", "Slack messages and edits waiting in the outbox.",
                                     registry=registry)
+        self.inbox_waiting = Gauge("crewagent_inbox_waiting", "Thread events acknowledged to Slack and not handled "
+                                   "yet, in this process's inbox.", registry=registry)
         self.command_decisions = Counter("crewagent_command_decisions", "Commands the agents asked to run, by "
                                          "decision.", ["decision"], registry=registry)
         self.command_seconds = Histogram("crewagent_command_seconds", "Run time of the commands that ran.",
@@ -53,6 +56,11 @@ class BotMetrics:
 
     def watch_outbox(self, waiting: Callable[[], int]) -> None:
         self.outbox_pending.set_function(lambda: float(waiting()))
+
+    def watch_inbox(self, waiting: Callable[[], int]) -> None:
+        """Embedded: the inbox itself; replicas: the away-inbox (the shared inbox's depth is the database's
+        to report, one number for every replica)."""
+        self.inbox_waiting.set_function(lambda: float(waiting()))
 
     # ---- where the numbers come from ------------------------------------------
 

@@ -478,7 +478,10 @@ def _build(
     )
     bot.home = home
     bot.metrics = metrics
+    local_inbox = inbox if handover is None else handover.away
     if metrics is not None:
         metrics.watch_outbox(outbox.waiting)
+        if local_inbox is not None:
+            metrics.watch_inbox(lambda: local_inbox.waiting_count)
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot

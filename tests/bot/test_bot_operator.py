@@ -5,6 +5,7 @@ beside them, leaving their waiting run as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,27 @@ async def test_a_denied_command_is_in_the_audit_with_who_denied_it(
     assert same == [entry]
     assert code == 0 and "denied shell_run: `make build`" in table and ASKER in table
     assert metrics[("crewagent_command_decisions_total", (("decision", "denied"),))] == 1
+
+
+async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(project: Path) -> None:
+    released = asyncio.Event()
+
+    async def held_until_released(body: Body) -> Reply:
+        await released.wait()
+        return Reply(content=QUESTION, usage=USAGE)
+
+    async with bot_harness(project, ["multi-workflows"]) as h:
+        h.llm.responder = _asks
+        top = await h.start_waiting_run("hello-linear")
+        asked = len(h.llm.requests)
+        h.llm.responder = held_until_released
+        await h.reply(top, "TaskNest")  # the run takes it and waits on the model
+        await h.llm.wait_for_requests(asked + 1)
+        await h.reply(top, "and one more thing")  # acknowledged, kept behind the pumping run
+        waiting = (await _scrape(h))[("crewagent_inbox_waiting", ())]
+        released.set()
+        await h.wait_status(top, "Waiting for your reply")
+        await h.settle()
+        drained = (await _scrape(h))[("crewagent_inbox_waiting", ())]
+    assert waiting == 2  # the reply the run is working on, and the one behind it
+    assert drained == 0
