@@ -46,7 +46,9 @@ class BotMetrics:
         self.outbox_pending = Gauge("crewagent_outbox_pending", "Slack messages and edits waiting in the outbox.",
                                     registry=registry)
         self.inbox_waiting = Gauge("crewagent_inbox_waiting", "Thread events acknowledged to Slack and not handled "
-                                   "yet, in this process's inbox.", registry=registry)
+                                   "yet: in this process's inbox (local), or in the replicas' shared one "
+                                   "(database).", ["inbox"], registry=registry)
+        self._shared_inbox: Callable[[], Awaitable[int | None]] | None = None
         self.command_decisions = Counter("crewagent_command_decisions", "Commands the agents asked to run, by "
                                          "decision.", ["decision"], registry=registry)
         self.command_seconds = Histogram("crewagent_command_seconds", "Run time of the commands that ran.",
@@ -57,10 +59,11 @@ class BotMetrics:
     def watch_outbox(self, waiting: Callable[[], int]) -> None:
         self.outbox_pending.set_function(lambda: float(waiting()))
 
-    def watch_inbox(self, waiting: Callable[[], int]) -> None:
-        """Embedded: the inbox itself; replicas: the away-inbox (the shared inbox's depth is the database's
-        to report, one number for every replica)."""
-        self.inbox_waiting.set_function(lambda: float(waiting()))
+    def watch_inbox(self, local: Callable[[], int], shared: Callable[[], Awaitable[int | None]] | None = None) -> None:
+        """`local`: the embedded inbox, or a replica's away-inbox (read at scrape time); `shared`: the replicas'
+        inbox in the database, asked at each scrape (None: no answer in time, the last count stays)."""
+        self.inbox_waiting.labels(inbox="local").set_function(lambda: float(local()))
+        self._shared_inbox = shared
 
     # ---- where the numbers come from ------------------------------------------
 
@@ -114,6 +117,8 @@ class BotMetrics:
     # ---- the endpoint ------------------------------------------------------------
 
     async def serve(self, request: web.Request) -> web.Response:
+        if self._shared_inbox is not None and (waiting := await self._shared_inbox()) is not None:
+            self.inbox_waiting.labels(inbox="database").set(waiting)
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -28,7 +28,7 @@ from ..base.event import REDELIVERY_WINDOW, ThreadEvent
 from ..base.lease import HELD, Lease, LeaseLost
 from ..base.thread import ThreadKey
 from .records import (
-    CLAIMED_ROW_COLUMNS, MARK_DONE, POSTGRES, PRUNE, PRUNE_KEYS, THREAD_WAITING, Compiled, add_statement,
+    ALL_WAITING, CLAIMED_ROW_COLUMNS, MARK_DONE, POSTGRES, PRUNE, PRUNE_KEYS, THREAD_WAITING, Compiled, add_statement,
     claim_statements, claimed_row, compiled, inbox, inbox_keys, new_row, postgres_insert,
     postgres_keys_match, read_row,
 )
@@ -70,6 +70,7 @@ class DatabaseInbox:
         )
         self._done = _for_postgres(MARK_DONE.where(fenced).values(claim_epoch=sa.null()).returning(inbox.c.seq))
         self._waiting = _for_postgres(THREAD_WAITING)
+        self._all_waiting = _for_postgres(ALL_WAITING)
         self._prune = _for_postgres(PRUNE)
         self._prune_keys = _for_postgres(PRUNE_KEYS)
 
@@ -150,6 +151,13 @@ class DatabaseInbox:
         async with self.pool.connection() as conn:
             cur = await conn.execute(self._waiting.sql, self._waiting.args({"waiting_thread": str(key)}))
             return await cur.fetchone() is not None
+
+    async def count_waiting(self) -> int:
+        """How many events wait in the inbox, for every thread and replica (what an operator watches)."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self._all_waiting.sql, self._all_waiting.args({}))
+            row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
 
     async def prune(self) -> int:
         """Drop rows whose work is done and whose redelivery window has passed; a waiting row stays."""

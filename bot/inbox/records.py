@@ -207,6 +207,7 @@ PRUNE = sa.delete(inbox).where(inbox.c.done_at < sa.bindparam("done_before"), in
 PRUNE_KEYS = sa.delete(inbox_keys).where(
     ~sa.exists(sa.select(inbox.c.seq).where(inbox.c.delivery == inbox_keys.c.delivery))
 )
+ALL_WAITING = sa.select(sa.func.count()).select_from(inbox).where(inbox.c.done_at.is_(None))
 THREAD_WAITING = (
     sa.select(inbox.c.seq).where(inbox.c.thread_key == sa.bindparam("waiting_thread"), inbox.c.done_at.is_(None))
     .limit(1)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+COUNT_TIMEOUT = 2.0  # seconds a metrics scrape may wait for the shared inbox's depth
 PRUNE_EVERY = 60.0  # seconds between two prunes of inbox rows whose redelivery window has passed
 WAIT_NOTE_SECONDS = 10.0  # an event kept locally this long gets one line in its thread
 WAIT_NOTE = ":hourglass: I can't reach my database right now. I have your message and will take it as soon as I can."
@@ -108,6 +109,14 @@ class Handover:
         await self.replicas.stop()
         if self.away is not None:
             await self.away.close()  # what waits in it stays for the next start
+
+    async def waiting_in_database(self) -> int | None:
+        """How many events wait in the shared inbox; None while the database does not answer in time (a
+        scrape must not wait for it)."""
+        try:
+            return await asyncio.wait_for(self.inbox.count_waiting(), COUNT_TIMEOUT)
+        except (TimeoutError, psycopg.Error):
+            return None
 
     # ---- queueing -----------------------------------------------------------------
 

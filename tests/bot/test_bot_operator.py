@@ -181,14 +181,18 @@ async def test_a_denied_command_is_in_the_audit_with_who_denied_it(
     assert metrics[("crewagent_command_decisions_total", (("decision", "denied"),))] == 1
 
 
-async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(project: Path) -> None:
+async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(
+    project: Path, store_kind: str, request: pytest.FixtureRequest
+) -> None:
+    configure, _ = _configure(store_kind, request)
+    inbox = "database" if store_kind == "postgres" else "local"
     released = asyncio.Event()
 
     async def held_until_released(body: Body) -> Reply:
         await released.wait()
         return Reply(content=QUESTION, usage=USAGE)
 
-    async with bot_harness(project, ["multi-workflows"]) as h:
+    async with bot_harness(project, ["multi-workflows"], configure=configure) as h:
         h.llm.responder = _asks
         top = await h.start_waiting_run("hello-linear")
         asked = len(h.llm.requests)
@@ -196,10 +200,13 @@ async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(pro
         await h.reply(top, "TaskNest")  # the run takes it and waits on the model
         await h.llm.wait_for_requests(asked + 1)
         await h.reply(top, "and one more thing")  # acknowledged, kept behind the pumping run
-        waiting = (await _scrape(h))[("crewagent_inbox_waiting", ())]
+        waiting = await _scrape(h)
         released.set()
         await h.wait_status(top, "Waiting for your reply")
         await h.settle()
-        drained = (await _scrape(h))[("crewagent_inbox_waiting", ())]
-    assert waiting == 2  # the reply the run is working on, and the one behind it
-    assert drained == 0
+        drained = await _scrape(h)
+    # the reply the run is working on, and the one behind it; with replicas, none waits locally
+    assert waiting[("crewagent_inbox_waiting", (("inbox", inbox),))] == 2
+    assert drained[("crewagent_inbox_waiting", (("inbox", inbox),))] == 0
+    if store_kind == "postgres":
+        assert waiting[("crewagent_inbox_waiting", (("inbox", "local"),))] == 0
