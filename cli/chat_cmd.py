@@ -103,6 +103,7 @@ async def chat(args: argparse.Namespace, read_line: ReadLine, write: Write, prom
     finally:
         await tools.close()
         await llm.aclose()
+        store.close()  # the run index folded: an earlier release reads only runs-index.json
 
 
 def scratch_project(store: RuntimeStore) -> Path:

@@ -46,7 +46,14 @@ def parse_author(text: str | None) -> Author | None:
 async def _main(args: argparse.Namespace, write: Write) -> int:
     author = parse_author(args.author)
     store = RuntimeStore()
-    runs = RunManager(store)
+    try:
+        return await _deliver(args, author, RunManager(store), write)
+    finally:
+        store.close()  # the run index folded: an earlier release reads only runs-index.json
+
+
+async def _deliver(args: argparse.Namespace, author: Author | None, runs: RunManager, write: Write) -> int:
+    store = runs.store
     record = runs.get(args.run_id)
     if record.worktree is None:
         raise CrewError(

@@ -123,7 +123,7 @@ def _add_deliver(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_runs(sub: argparse._SubParsersAction) -> None:
-    """`crewagent runs list|show`: inspect saved runs."""
+    """`crewagent runs list|show|fold`: inspect saved runs, fold the run index."""
     rs = _command(sub, "runs", "list saved runs, or show one",
                   "Inspect the runs kept under CREWAGENT_HOME, or those replicas share in Postgres: project, phase, "
                   "step, model calls and tokens.")
@@ -133,6 +133,12 @@ def _add_runs(sub: argparse._SubParsersAction) -> None:
     rl.add_argument("--project", metavar="DIR", help="only runs of this project")
     rsh = _command(rsub, "show", "show one run", "Show one run in full, with the question it waits on if it waits.")
     rsh.add_argument("run_id", metavar="RUN_ID", help="the run (a unique start of its id is enough)")
+    _command(rsub, "fold", "fold the run index's journal into runs-index.json",
+             "Fold the runs saved since the run index was last rewritten (runs-index.journal) into "
+             "runs-index.json, the only file an earlier release reads. A clean stop of serve, run, chat or "
+             "deliver does this by itself; run it after one was killed, before going back to an earlier "
+             "release, or while this release runs beside an earlier one on the same CREWAGENT_HOME. Safe while "
+             "the bot runs.")
     for parser in (rl, rsh):
         parser.add_argument("--database-url", metavar="postgresql://…", help="the runs the replicas share in this "
                             "database (default: CREWAGENT_DATABASE_URL; without either, those under CREWAGENT_HOME)")

@@ -101,6 +101,7 @@ async def _main(args: argparse.Namespace, read_line: ReadLine, write: Write) -> 
     finally:
         await tools.close()
         await llm.aclose()
+        store.close()  # the run index folded: an earlier release reads only runs-index.json
 
 
 def engine_settings() -> EngineSettings:

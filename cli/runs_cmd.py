@@ -1,5 +1,6 @@
 """`crewagent runs list [--project DIR]` and `crewagent runs show RUN_ID`: inspect saved runs, those under
-CREWAGENT_HOME, or with `--database-url` (or CREWAGENT_DATABASE_URL) those the replicas share in Postgres."""
+CREWAGENT_HOME, or with `--database-url` (or CREWAGENT_DATABASE_URL) those the replicas share in Postgres.
+`crewagent runs fold`: fold the home's run index journal into runs-index.json (core.store.run_index)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from .render import Write, render_snapshot, stdout_write
 
 
 def run(args: argparse.Namespace, write: Write = stdout_write) -> int:
+    if args.runs_action == "fold":
+        return _fold(write)
     url = getattr(args, "database_url", None) or os.environ.get("CREWAGENT_DATABASE_URL")
     if url:
         return _in_database(args, url, write)
@@ -39,6 +42,21 @@ def _inspect(args: argparse.Namespace, runs: RunManager, write: Write) -> int:
         return EXIT_USAGE
     print(f"error: unknown runs action {args.runs_action!r}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def _fold(write: Write) -> int:
+    """The run index under CREWAGENT_HOME made whole in runs-index.json (replicas keep theirs in Postgres)."""
+    store = RuntimeStore()
+    try:
+        folded = store.index.fold()
+    except CrewError as exc:  # an index that cannot be read or written
+        print(f"error: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
+    if folded:
+        write(f"Folded {folded} journal entries into {store.index_path}.")
+    else:
+        write(f"Nothing to fold: {store.index_path} already holds every run.")
+    return 0
 
 
 def _in_database(args: argparse.Namespace, url: str, write: Write) -> int:

@@ -27,6 +27,7 @@ from .membership import LIVE_SQL, Replicas
 from .tables import FENCE_SQL
 
 CALL_TIMEOUT = 5.0  # seconds to wait for a connection
+KEPT_VOUCHED = 4096  # entries vouched for at once, at most: one pushed out is claimed with a round trip instead
 KEEP_GIVEN_UP = 7 * 24 * 3600.0
 # The rows of the event a whole reply (`finish`) answers, found by any of its `settles` keys, count as
 # handled for good (bot.inbox.records: claimed, no epoch): run in the statement that ends the entry (its
@@ -43,7 +44,14 @@ class PostgresLedger:
     def __init__(self, pool: AsyncConnectionPool, replicas: Replicas) -> None:
         self.pool = pool
         self.replicas = replicas
-        self._vouched: dict[str, Lease] = {}  # entries recorded here under a lease, until their first send
+        # Entries recorded here under a lease, oldest first, until their first send or until they are no
+        # longer this replica's to send (`_forget_vouches`); at most KEPT_VOUCHED.
+        self._vouched: dict[str, Lease] = {}
+
+    @property
+    def vouched(self) -> int:
+        """How many entries may go to Slack on their first send without asking the database."""
+        return len(self._vouched)
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
@@ -81,6 +89,8 @@ class PostgresLedger:
         entry.seq = int(row[0])
         if lease is not None:
             self._vouched[entry.id] = lease
+            while len(self._vouched) > KEPT_VOUCHED:
+                del self._vouched[next(iter(self._vouched))]
 
     async def replace(self, entry: OutboxEntry) -> None:
         async with self._connection() as conn:
@@ -154,7 +164,31 @@ class PostgresLedger:
                 self.replicas.sql_args(),
             )
             rows = await cur.fetchall()
+            await self._forget_vouches(conn)
         return sorted((_entry(seq, data) for seq, data in rows), key=lambda e: e.seq)
+
+    async def _forget_vouches(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Drop the vouch for every entry no longer ours to send at once: ended by another replica (a
+        stream settled by the thread's new holder, a reply it sent or gave up), recorded under an epoch
+        the thread has passed, or under a lease this replica no longer holds. Such an entry never comes
+        back to `claim`, `sent` or `give_up` here, and would otherwise stay until the process ends.
+        Run at every look for entries to take up (`pending`: once a lease time)."""
+        for entry_id, lease in list(self._vouched.items()):
+            if not still_held(lease):
+                del self._vouched[entry_id]
+        if not self._vouched:
+            return
+        asked = dict(self._vouched)
+        cur = await conn.execute(
+            "SELECT o.id, o.epoch FROM crew_outbox o JOIN crew_leases l ON l.thread_key = o.thread_key "
+            "WHERE o.id = ANY(%(ids)s) AND o.state = 'pending' AND o.replica = %(me)s "
+            "AND l.replica = %(me)s AND l.epoch = o.epoch",
+            self.replicas.sql_args(ids=list(asked)),
+        )
+        ours = {str(entry_id): epoch for entry_id, epoch in await cur.fetchall()}
+        for entry_id, lease in asked.items():
+            if ours.get(entry_id) != lease.epoch and self._vouched.get(entry_id) == lease:
+                del self._vouched[entry_id]
 
     async def take_thread(self, thread: str) -> list[OutboxEntry]:
         """The thread's lease is ours now (HELD, a newer epoch than its last writer's): every pending entry

@@ -30,6 +30,7 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.web.async_client import AsyncWebClient
 
 from crewagent.core.api.checkout import Checkout
+from crewagent.core.api.errors import CrewError
 from crewagent.core.api.runs import Engine, EngineSettings, LLMClient, LLMSettings, RunManager, RunSnapshot
 from crewagent.core.api.packages import Graph
 from crewagent.core.api.sessions import SessionService
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINAL_EDITS_SECONDS = 1.0  # at shutdown, after the turns' grace
+INDEX_FOLD_SECONDS = 30.0  # at shutdown: the run index's journal folded into runs-index.json
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,11 @@ class CrewBot:
         self._runner = self._health_runner = None
         if self.shared is not None:
             await self.shared.close()
+        else:  # a whole runs-index.json, for an earlier release (it reads only that) run next or beside
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.engine.store.close), INDEX_FOLD_SECONDS)
+            except (CrewError, TimeoutError) as exc:  # the journal stays; `crewagent runs fold` folds it later
+                log.warning("the run index was not folded at shutdown", extra={"error": type(exc).__name__})
         self._prepared = False
 
 

@@ -158,6 +158,12 @@ class RuntimeStore:
         """Insert or replace one record, atomically; the cost does not grow with the runs in the home."""
         self.index.save(record)
 
+    def close(self) -> None:
+        """A clean stop: the run index's journal is folded into runs-index.json (one atomic rename), so a
+        release that reads only that file, run next or beside this one, sees every run. Blocking file
+        work: a bot calls it off its event loop. The store stays usable: a later save appends again."""
+        self.index.fold()
+
 
 AuditListener = Callable[[str, dict[str, Any]], None]  # (run id, event)
 

@@ -13,6 +13,12 @@ Once the journal holds as many lines as the index has runs (at least COMPACT_AFT
 into runs-index.json and empties it: each save costs O(1) amortised, and the journal stays smaller
 than the index. Another process catches up by reading only the lines appended since it last looked.
 
+An earlier release reads runs-index.json only: what the journal holds is invisible to it (after a
+downgrade, or running beside this one on the same home) until it is folded. So whatever holds the
+index folds it when it stops cleanly (`fold`: the bot's serving process and every CLI command that
+saves runs, through `RuntimeStore.close`), and `crewagent runs fold` does it on demand, after a
+process was killed or while one runs. The fold is never on a save's path.
+
 Crash safety (a process killed at any point; power loss is out of scope, as for every file here):
 - an append is one write on an O_APPEND descriptor, in the OS once the call returns;
 - runs-index.json is replaced by one rename; killed after it but before the journal is emptied,
@@ -113,14 +119,37 @@ class RunIndex:
         """Fold the journal into runs-index.json now (saves do it by themselves as the journal grows)."""
         with self._locked() as lock_fd:
             self._current(lock_fd)
-            try:
-                self._compact(lock_fd)
-            except OSError as exc:
-                self._signature = None
-                raise CrewError(
-                    "RUNS_INDEX_WRITE_FAILED",
-                    f"Could not write the run index in the runtime home ({exc.strerror or type(exc).__name__}).",
-                ) from None
+            self._compact_or_raise(lock_fd)
+
+    def fold(self) -> int:
+        """Fold what the journal holds into runs-index.json, if anything; returns how many lines that was.
+
+        For a clean stop and for operators: an earlier release reads runs-index.json only, so until the
+        journal is folded it does not see the runs saved since (downgrading, or running beside this one).
+        A home without a journal is left as it is: nothing is created in it, not even the lock file.
+        """
+        journal = _stat(self.journal_path)
+        if journal is None or journal[2] == 0:
+            return 0
+        with self._locked() as lock_fd:
+            self._current(lock_fd)
+            assert self._signature is not None
+            journal = self._signature[1]
+            if journal is None or journal[2] == 0:
+                return 0  # another process folded it meanwhile
+            lines = self._journal_lines
+            self._compact_or_raise(lock_fd)
+        return lines
+
+    def _compact_or_raise(self, lock_fd: int) -> None:
+        try:
+            self._compact(lock_fd)
+        except OSError as exc:
+            self._signature = None
+            raise CrewError(
+                "RUNS_INDEX_WRITE_FAILED",
+                f"Could not write the run index in the runtime home ({exc.strerror or type(exc).__name__}).",
+            ) from None
 
     def _append(self, lock_fd: int, text: str) -> None:
         assert self._signature is not None

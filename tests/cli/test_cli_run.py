@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -13,6 +14,7 @@ import pytest
 
 from crewagent.core.store.run_manager import RunManager
 from crewagent.core.store.files import RuntimeStore
+from crewagent.core.store.run_index import INDEX_FILE, JOURNAL_FILE
 from tests.support.cli_driver import cli
 from tests.support.fakes.llm_server import Reply, ScriptedLLM
 from tests.support.processes import Spawner
@@ -197,6 +199,9 @@ async def test_ctrl_c_stops_between_turns_with_a_resume_hint(project: Path, tmp_
     assert "Traceback" not in text + err.decode()
     saved = RunManager(RuntimeStore()).get(run_id)
     assert saved.phase.value == "waiting-user" and saved.paused
+    home = RuntimeStore().home  # a clean stop folds the run index: an earlier release reads runs-index.json only
+    assert (home / JOURNAL_FILE).read_text() == ""
+    assert [item["run_id"] for item in json.loads((home / INDEX_FILE).read_text())["runs"]] == [run_id]
 
 
 def answers(*lines: str):  # noqa: ANN201 - a tiny stdin stand-in

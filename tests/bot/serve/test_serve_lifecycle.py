@@ -7,6 +7,7 @@ its Socket Mode endpoint (or a closed loopback port for "Slack unreachable").
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -21,6 +22,7 @@ import aiohttp
 import pytest
 
 from crewagent.bot.connection import ATTEMPT_TIMEOUT
+from crewagent.core.store.run_index import INDEX_FILE, JOURNAL_FILE
 from tests.support.paths import EXAMPLES, REPO
 from tests.support.fakes import APP_TOKEN, BOT_TOKEN, FakeSlack, ScriptedLLM
 from tests.support.fakes.slack_events import app_mention_event
@@ -266,3 +268,6 @@ async def test_a_stop_in_the_middle_of_a_run_ends_serve_within_the_limit(
             await llm.wait_for_requests(1, timeout=WAIT)
             status, took = await crew.stop(signal.SIGTERM)
     assert status == 0 and took < STOP_LIMIT, f"{took:.1f} s"
+    home = tmp_path / "home"  # a clean stop folds the run index: an earlier release reads runs-index.json only
+    assert (home / JOURNAL_FILE).read_text() == ""
+    assert len(json.loads((home / INDEX_FILE).read_text())["runs"]) == 1

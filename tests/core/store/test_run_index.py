@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -122,3 +123,53 @@ def test_a_journal_line_cut_short_is_not_a_run_and_is_cut_off_by_the_next_save(t
     RuntimeStore(home).save_record(_record("third"))
     assert set(RuntimeStore(home).read_index()) == {"first", "second", "third"}
     assert all(line.endswith("}") for line in (home / JOURNAL_FILE).read_text().splitlines())
+
+
+def _index_an_earlier_release_reads(home: Path) -> dict[str, dict[str, object]]:
+    """runs-index.json alone, parsed whole: all an earlier release (and nothing of the journal) sees."""
+    runs = json.loads((home / INDEX_FILE).read_text())["runs"]
+    return {item["run_id"]: item for item in runs}
+
+
+def test_a_clean_close_leaves_every_run_in_runs_index_json_and_an_empty_journal(tmp_path: Path) -> None:
+    """An earlier release reads runs-index.json only: runs saved since the last fold were lost to it."""
+    home = tmp_path / "home"
+    store = RuntimeStore(home)
+    for n in range(5):  # far fewer than a fold by the saves themselves needs
+        store.save_record(_record(f"run-{n}"))
+    store.save_record(_record("run-0", n=1))
+    store.close()
+    assert (home / JOURNAL_FILE).read_text() == ""
+    index = _index_an_earlier_release_reads(home)
+    assert set(index) == {f"run-{n}" for n in range(5)}
+    assert index["run-0"]["extra"] == {"n": 1}
+    RuntimeStore(home).close()  # nothing left to fold: the index is not rewritten
+    assert _index_an_earlier_release_reads(home) == index
+
+
+def test_runs_fold_makes_the_index_whole_after_a_kill_9(tmp_path: Path) -> None:
+    """No clean stop after a kill -9: the operator's `crewagent runs fold` folds what the journal holds."""
+    home = tmp_path / "home"
+    env = {**os.environ, "CREWAGENT_HOME": str(home),
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    saver_code = _SAVER.replace("run_index.COMPACT_AFTER = 1", "run_index.COMPACT_AFTER = 10_000")
+    with subprocess.Popen(
+        [sys.executable, "-c", saver_code, str(home)], stdout=subprocess.PIPE, text=True, env=env,
+        start_new_session=True,
+    ) as saver:
+        try:
+            assert saver.stdout is not None
+            done = [int(saver.stdout.readline()) for _ in range(50)]
+        finally:
+            os.killpg(saver.pid, signal.SIGKILL)
+            saver.wait(timeout=60)
+    assert len(_index_an_earlier_release_reads(home)) < len(done)  # the journal holds the rest
+    folded = subprocess.run(
+        [sys.executable, "-m", "crewagent.cli", "runs", "fold"], env=env, capture_output=True, text=True,
+        timeout=120, check=True, start_new_session=True,
+    )
+    assert "Folded" in folded.stdout
+    assert (home / JOURNAL_FILE).read_text() == ""
+    index = _index_an_earlier_release_reads(home)
+    assert {f"run-{n}" for n in done} <= set(index)
+    assert index["run-0"]["extra"]["n"] >= done[-1]
