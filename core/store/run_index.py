@@ -115,12 +115,6 @@ class RunIndex:
                     f"Could not write the run index in the runtime home ({exc.strerror or type(exc).__name__}).",
                 ) from None
 
-    def compact(self) -> None:
-        """Fold the journal into runs-index.json now (saves do it by themselves as the journal grows)."""
-        with self._locked() as lock_fd:
-            self._current(lock_fd)
-            self._compact_or_raise(lock_fd)
-
     def fold(self) -> int:
         """Fold what the journal holds into runs-index.json, if anything; returns how many lines that was.
 

@@ -237,7 +237,7 @@ def test_the_index_is_read_whole_whatever_its_layout(runs: RunManager, project: 
     other = tmp_path / "other"
     other.mkdir()
     a, b = runs.create(package, None, None, project), runs.create(package, None, None, other)
-    runs.store.index.compact()
+    runs.store.index.fold()
     path = runs.store.index_path
     lines = path.read_text().splitlines()
     assert len(lines) == 4  # the layout a compaction writes: one run per line
@@ -245,7 +245,7 @@ def test_the_index_is_read_whole_whatever_its_layout(runs: RunManager, project: 
     fresh = RunManager(RuntimeStore())
     assert {r.run_id for r in fresh.list()} == {a.run_id, b.run_id}
     fresh.update(fresh.get(a.run_id))
-    fresh.store.index.compact()  # written again in the usual layout
+    fresh.store.index.fold()  # written again in the usual layout
     assert len(path.read_text().splitlines()) == 4 and {r.run_id for r in RunManager(RuntimeStore()).list()} == {
         a.run_id, b.run_id
     }

@@ -106,7 +106,7 @@ def test_an_index_an_earlier_release_wrote_is_read_and_kept(tmp_path: Path) -> N
 
     runs.store.save_record(_record("newer"))  # the other process catches up with what was appended
     assert elsewhere.store.read_record("newer") is not None
-    runs.store.index.compact()
+    runs.store.index.fold()
     assert (home / JOURNAL_FILE).read_text() == ""
     assert {r.run_id for r in elsewhere.list()} == {"old-1", "old-2", "new", "newer"}
     assert elsewhere.get("old-1").extra == {"n": 1}
