@@ -1,7 +1,7 @@
 """A stop pressed in the instant a long streamed reply hands over to its next message, end to end (real Bolt
 app, FakeSlack, scripted model): the next message's start is held in flight at Slack while the person
-stops, so the stop lands exactly at the hand-over. Every message the reply opened ends, none is left
-looking live, and no words are shown twice."""
+stops, so the stop lands exactly at the hand-over (or, likewise, while some words are on their way).
+Every message the reply opened ends, none is left looking live, and no words are shown twice."""
 
 from __future__ import annotations
 
@@ -27,12 +27,13 @@ def hold_second_message(h: Harness) -> HeldCall:
     return h.slack.hold("chat.startStream", second)
 
 
-async def long_reply_at_its_hand_over(h: Harness) -> tuple[str, HeldCall]:
-    """A run whose first answer is a long reply, stopped in the instant its second message starts."""
+async def long_reply_at_its_hand_over(h: Harness, held: HeldCall | None = None) -> tuple[str, HeldCall]:
+    """A run whose first answer is a long reply, stopped in the instant its second message starts (or
+    `held` is on its way to Slack)."""
     h.llm.piece_chars = 1000
     h.llm.add_reply(long_reply())
     script_hello_linear(h.llm)
-    held = hold_second_message(h)
+    held = held or hold_second_message(h)
     top = await h.mention("hello-linear")
     await held.reached.wait()
     return top, held
@@ -51,12 +52,12 @@ def shown_once_in_order(messages: list[str]) -> bool:
     return words[:-1] == written[: len(words) - 1] and written[len(words) - 1].startswith(words[-1])
 
 
-async def ended_whole(h: Harness, top: str) -> None:
+async def ended_whole(h: Harness, top: str, count: int = 2) -> None:
     await h.wait_status(top, "Paused", timeout=WAIT)
     await h.settle()
     messages = reply_messages(h, top)
     assert not live_streams(h.slack), "a message of the stopped reply still looks live"
-    assert len(messages) == 2 and shown_once_in_order(messages), messages
+    assert len(messages) == count and shown_once_in_order(messages), messages
     assert not [c for c in h.slack.refusals if c.params["error"] == "msg_too_long"]
 
 
@@ -79,3 +80,14 @@ async def test_the_stream_stop_pressed_on_the_full_message_at_its_hand_over_ends
         h.slack.stop_stream_by_user(*full)  # the full message still looks live: the person stops it
         held.release()
         await ended_whole(h, top)
+
+
+async def test_a_stop_typed_while_words_are_on_their_way_to_slack_shows_them_once(project: Path) -> None:
+    async with bot_harness(project, ["multi-workflows"]) as h:
+        third = h.slack.hold("chat.appendStream", lambda _: len(h.slack.calls_to("chat.appendStream")) == 3)
+        top, held = await long_reply_at_its_hand_over(h, third)
+        mark = h.mark()
+        await h.reply(top, "*stop")
+        await h.posted_text("Stopping now", since=mark)
+        held.release()  # Slack takes the words the stopped call carried
+        await ended_whole(h, top, count=1)
