@@ -312,6 +312,21 @@ async def test_wait_for_waits_and_times_out(fake_slack: FakeSlack) -> None:
         await fake_slack.wait_for("chat.postMessage", timeout=0.2, since=len(fake_slack.calls))
 
 
+async def test_a_held_call_waits_unanswered_until_released_and_is_answered_even_if_its_caller_left(
+    fake_slack: FakeSlack,
+) -> None:
+    client = fake_slack.client()
+    held = fake_slack.hold("chat.postMessage", lambda p: p["channel"] == "C2")
+    assert (await client.chat_postMessage(channel="C1", text="not held"))["ok"]
+    waiting = asyncio.create_task(client.chat_postMessage(channel="C2", text="held"))
+    await held.reached.wait()
+    assert held.params["text"] == "held" and not waiting.done()
+    waiting.cancel()  # the caller gives up while Slack holds its call
+    held.release()
+    assert (await client.chat_postMessage(channel="C2", text="after"))["ok"]  # a hold is used once
+    assert {m["text"] for (channel, _), m in fake_slack.messages.items() if channel == "C2"} == {"held", "after"}
+
+
 # ---- Bolt over HTTP ---------------------------------------------------------------
 
 

@@ -29,13 +29,19 @@ done, by chat.postMessage, whose limit is per channel), the growing text is a LI
 final text an URGENT one, sent ahead of every plan redraw. If the stream
 expired on Slack's side, the streamed message is finished with chat.update. If the user pressed
 Slack's stop control, the run is stopped as `*stop` would.
+
+A stop never leaves a message looking live. Slack's stop on a message, the agent session's Stop, `*stop`
+and the run's Stop button cancel the model call whose words the stream shows, so each step that talks to
+Slack or the outbox runs to its end first (a start cut off in flight would leave a message Slack opened
+that nothing stops). A reply the person stopped ends every message it opened as it stands, through the
+outbox: also the next message of a long reply whose full message they stopped as it handed over.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +67,7 @@ CUT_OFF_NOTE = "_(connection lost, retrying)_"
 # Slack's `markdown_text` holds 12,000 characters per start, append or stop call, and a message's markdown
 # 12,000 together: one streamed message takes no more than that in all (Slack answers `msg_too_long`).
 STREAM_LIMIT = 12_000
+STEP_GRACE = 20.0  # seconds a step of the stream is given to end once the call it runs in was cancelled
 
 
 def _measure(text: str) -> int:
@@ -136,6 +143,7 @@ class ReplyStream:
         # Outside a DM Slack streams to one named person; with nobody to name, post and edit instead.
         self.streaming = fallbacks.allows(str(self.key), STREAM) and (self.key.is_dm or bool(self.recipient))
         self.stopped = False  # the user stopped it from Slack (or the thread passed on): nothing more is sent
+        self.fenced = False  # the thread passed to another replica, which settles what this stream recorded
         self._stream: AsyncChatStream | None = None
         self._ts: str | None = None  # the posted (or expired streamed) message when not streaming
         self._last = 0.0
@@ -165,6 +173,9 @@ class ReplyStream:
         if self.started and self.streaming and not self.budget.take():
             return  # the workspace's append budget is spent for now: this piece goes with the next
         self._last = now
+        await self._step(self._send_pending())
+
+    async def _send_pending(self) -> None:
         pending = self.text[self.sent :]
         if pending.endswith("<"):  # the next piece may make it a mention: send it with that piece
             pending = pending[:-1]
@@ -176,15 +187,30 @@ class ReplyStream:
 
     async def finish(self, text: str, *, answered: bool = True) -> None:
         """The model's whole reply: stop the stream with it (or show it the old way). `answered`: the reply
-        settles the event it answers (not so a reply cut off and asked for again)."""
+        settles the event it answers (not so a reply cut off and asked for again). A reply the person stopped
+        ends as it stands."""
+        await self._step(self._finish(text, list(self.target.settles) if answered else []))
+
+    async def _step(self, step: Coroutine[Any, Any, None]) -> None:
+        """A step that may start, append to, record or stop a stream runs to its end even if the call it runs
+        in is cancelled (`_uninterrupted`). Posting and editing the old way runs inline, as before: its final
+        edit is queued before anything else runs, ahead of the plan redraws waiting for the edit budget."""
+        if self.streaming or self._stream is not None or self._record is not None or self._full is not None:
+            await _uninterrupted(step)
+        else:
+            await step
+
+    async def _finish(self, text: str, settles: list[str]) -> None:
         if self.stopped:
+            if not self.fenced:
+                await self._close_stopped(settles)
             return
         whole = text.strip()
         header = blocks.agent_header(self.agent)
         footer = [defused(blocks.context(header))] if header else None
         self._reopen_full()
         ending = self._ending(whole)
-        if await self._finish_durably(whole, ending, footer, list(self.target.settles) if answered else []):
+        if await self._finish_durably(whole, ending, footer, settles):
             return
         if self.streaming and (ending.rest or self._stream is not None):
             stream = self._stream or await self._open()
@@ -255,6 +281,27 @@ class ReplyStream:
         if self.on_user_stop is not None:
             asyncio.get_running_loop().call_soon(self.on_user_stop)
 
+    async def _close_stopped(self, settles: list[str]) -> None:
+        """The reply was stopped: every message it opened that still streams ends as it stands (through the
+        outbox once recorded), also the next message of a long reply whose full one the person stopped as it
+        handed over; the message they stopped stays as they left it."""
+        await self._finish_full()
+        stream, record, self._stream, self._record = self._stream, self._record, None, None
+        outbox = _stream_outbox(self.io)
+        if record is not None and outbox is not None:
+            if stream is None:  # the message they stopped: it needs nothing more
+                await outbox.forget_stream(record)
+            else:
+                await outbox.finish_stream(record, self._as_it_stands(), settles)
+        elif stream is not None and stream.ts:
+            await self.io.send(StreamStop(stream, None, None))
+
+    def _as_it_stands(self) -> dict[str, Any]:
+        """The streaming message's whole text as Slack shows it, as the outbox finishes it: stopped with no more
+        words (or, when Slack no longer takes the stream, edited to that text)."""
+        first, *more = (message.payload() for message in self._part(self.text[self.base : self.sent]))
+        return {"rest": "", "replace": False, "blocks": None, "whole": first, "more": more}
+
     def _part(self, text: str, first: bool | None = None) -> list[SlackMessage]:
         """A streamed message's whole text as a message: with the agent's name above when it is the reply's
         first (by default: when no full message came before it)."""
@@ -315,9 +362,7 @@ class ReplyStream:
         stream, record = self._stream, self._record
         if stream is None:
             return
-        first, *more = (message.payload() for message in self._part(self.text[self.base : self.sent]))
-        payload = {"rest": "", "replace": False, "blocks": None, "whole": first, "more": more}
-        self._full = _FullMessage(stream, record, payload, self.base, self._part_size)
+        self._full = _FullMessage(stream, record, self._as_it_stands(), self.base, self._part_size)
         if stream.ts:
             self._earlier.append(stream.ts)
         self._stream, self._record, self._part_size, self.base = None, None, 0, self.sent
@@ -329,7 +374,8 @@ class ReplyStream:
             return
         if outbox is not None and full.record is not None:
             if await outbox.finish_stream(full.record, full.payload, []) == STOPPED_BY_USER:
-                self._user_stopped()
+                self._user_stopped()  # as it handed over: the next message must not be left looking live
+                await self._close_stopped(list(self.target.settles))
         else:
             await self.io.send(StreamStop(full.stream, None, None))
 
@@ -345,7 +391,7 @@ class ReplyStream:
         piece = defuse_markdown_mentions(pending)
         delivery = await self.io.send(StreamAppend(stream, piece))
         if delivery.fenced:
-            self.stopped = True  # the thread passed to another replica: this reply shows nothing more
+            self.stopped = self.fenced = True  # the thread passed to another replica: this reply shows nothing more
             return True
         if not delivery.sent:
             await self._finish_full()
@@ -369,6 +415,7 @@ class ReplyStream:
         code = exc if isinstance(exc, str) else error_code(exc)
         self.streaming = False
         if code == STOPPED_BY_USER:
+            self._stream = None  # the message the person stopped stays as they left it
             self._user_stopped()
             return
         if self._stream is not None and self._stream.ts:
@@ -397,6 +444,22 @@ class ReplyStream:
         for message in rest:
             await self.io.send(Post(channel, thread_ts, message))
         self._sent_now()
+
+
+async def _uninterrupted(step: Coroutine[Any, Any, None]) -> None:
+    """Run one step of a stream to its end even when the call it runs in is cancelled, then pass the
+    cancellation on. A stop cancels the model call whose pieces these are; cut off inside a Slack call or the
+    outbox, a step could leave a message Slack started that the stream never learns of, words Slack took
+    that it shows again, or a full message handed over to one neither recorded nor stopped: a stream left
+    looking live, or a fragment."""
+    task = asyncio.ensure_future(step)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        done, _ = await asyncio.wait({task}, timeout=STEP_GRACE)
+        if not done:
+            task.cancel()  # stuck (Slack or the outbox's store away): it is given up as before
+        raise
 
 
 def _stream_outbox(io: SlackPort) -> Courier | None:

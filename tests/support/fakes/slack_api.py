@@ -137,6 +137,20 @@ class Outage:
 
 
 @dataclass
+class HeldCall:
+    """A call the fake keeps unanswered (see `FakeSlack.hold`): recorded, then answered once released."""
+
+    method: str
+    predicate: Callable[[dict[str, Any]], bool] | None
+    reached: asyncio.Event = field(default_factory=asyncio.Event)  # the call arrived and waits
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    params: dict[str, Any] = field(default_factory=dict)  # what the held call carried
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass
 class _Failure:
     error: str
     status: int
@@ -219,6 +233,7 @@ class FakeSlack(LoopbackServer):
         self._respond_ids = itertools.count(1)
         self._overrides: dict[str, Override] = {}
         self._failures: dict[str, list[_Failure]] = {}
+        self._holds: list[HeldCall] = []
         self._ts = itertools.count(100, 100)
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -313,6 +328,23 @@ class FakeSlack(LoopbackServer):
         if status is None:
             status = 429 if error == "ratelimited" else 200
         self._failures.setdefault(method, []).append(_Failure(error, status, retry_after, times))
+
+    def hold(self, method: str, predicate: Callable[[dict[str, Any]], bool] | None = None) -> HeldCall:
+        """The next call to `method` that `predicate` accepts is recorded and then kept unanswered until the
+        returned hold is released, so a test acts while that call is certainly in flight. Released, it is
+        answered as any call: Slack does what a request asked even when its caller stopped listening."""
+        held = HeldCall(method, predicate)
+        self._holds.append(held)
+        return held
+
+    async def _wait_if_held(self, method: str, params: dict[str, Any]) -> None:
+        for held in self._holds:
+            if held.method == method and (held.predicate is None or held.predicate(params)):
+                self._holds.remove(held)
+                held.params = params
+                held.reached.set()
+                await held.released.wait()
+                return
 
     def stop_failing(self, method: str) -> None:
         """Calls to `method` succeed again (what `fail_next` queued for it is dropped)."""
@@ -447,6 +479,7 @@ class FakeSlack(LoopbackServer):
             SlackCall(method, params),
             RecordedRequest(method, params, token, request.method, request.content_type, headers),
         )
+        await self._wait_if_held(method, params)
 
         outage = self._current_outage()
         if outage is not None:
