@@ -40,6 +40,7 @@ outbox: also the next message of a long reply whose full message they stopped as
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ from ..slack_port import SlackPort
 from ..slack_send import CallBudget, Priority
 from ..status import StatusBoard
 from ..base.thread import ThreadKey
+
+log = logging.getLogger(__name__)
 
 EXPIRED = "message_not_in_streaming_state"
 CUT_OFF_NOTE = "_(connection lost, retrying)_"
@@ -459,6 +462,8 @@ async def _uninterrupted(step: Coroutine[Any, Any, None]) -> None:
         done, _ = await asyncio.wait({task}, timeout=STEP_GRACE)
         if not done:
             task.cancel()  # stuck (Slack or the outbox's store away): it is given up as before
+        elif not task.cancelled() and (error := task.exception()) is not None:  # the stop goes on regardless
+            log.warning("a stream step failed as its reply was stopped", extra={"error": type(error).__name__})
         raise
 
 
