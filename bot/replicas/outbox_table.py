@@ -93,10 +93,20 @@ class PostgresLedger:
                 del self._vouched[next(iter(self._vouched))]
 
     async def replace(self, entry: OutboxEntry) -> None:
+        """Rewrite the entry (an edit that replaces a waiting one, a streamed reply's whole text) while it is
+        still this replica's, under an epoch its thread has not passed; otherwise LeaseLost, as `add`: a
+        replica that lost the thread cannot overwrite what its new holder took over and sends."""
         async with self._connection() as conn:
-            await conn.execute(
-                "UPDATE crew_outbox SET entry = %s WHERE id = %s", (Jsonb(entry.model_dump(mode="json")), entry.id)
+            cur = await conn.execute(
+                "UPDATE crew_outbox o SET entry = %(entry)s WHERE o.id = %(id)s AND o.replica = %(me)s "
+                "AND (o.epoch IS NULL OR " + FENCE_SQL.format(key="o.thread_key", epoch="o.epoch") + ") "
+                "RETURNING o.id",
+                self.replicas.sql_args(id=entry.id, entry=Jsonb(entry.model_dump(mode="json"))),
             )
+            if await cur.fetchone() is None:
+                self._vouched.pop(entry.id, None)
+                lease = HELD.get()
+                raise LeaseLost(lease.thread if lease is not None else f"the thread of outbox entry {entry.id}")
 
     async def claim(self, entry_id: str) -> bool:
         """May the entry go to Slack now, from here? Not when another replica took it over (ours looked

@@ -9,7 +9,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 from crewagent.bot.base.event import ThreadEvent
-from crewagent.bot.base.lease import HELD
+from crewagent.bot.base.lease import HELD, LeaseLost
 from crewagent.bot.base.thread import ThreadKey
 from crewagent.bot.inbox.database_inbox import DatabaseInbox
 from crewagent.bot.outbox.entry import OutboxEntry
@@ -125,3 +125,36 @@ async def test_the_vouched_for_entries_are_bounded_and_one_pushed_out_is_claimed
     first, *_ = [await _recorded_under(ledger, lease, kind="post") for _ in range(3)]
     assert ledger.vouched == 2
     assert await ledger.claim(first.id), "still A's to send: the database says so"
+
+
+async def test_a_replica_that_lost_the_thread_cannot_rewrite_an_entry_its_new_holder_took_over(
+    async_pool: AsyncConnectionPool,
+) -> None:
+    """A cut-off replica finishing its reply after the takeover would overwrite the text the new holder
+    sends (or, should that one die too, a third would send the old holder's text): the write is refused."""
+    a, b = await _replicas(async_pool, "a", "b")
+    old, _ = await a.acquire(KEY)
+    assert old is not None
+    ledger_a, ledger_b = PostgresLedger(async_pool, a), PostgresLedger(async_pool, b)
+    stream = await _recorded_under(ledger_a, old)
+    async with async_pool.connection() as conn:  # A falls silent; B takes the thread over, and the entry
+        await conn.execute("UPDATE crew_replicas SET heartbeat = now() - interval '1 minute' WHERE id = 'a'")
+    new, _ = await b.acquire(KEY)
+    assert new is not None and new.epoch > old.epoch
+    held = HELD.set(new)
+    try:
+        [taken] = await ledger_b.take_thread(str(KEY))
+        taken.kind, taken.payload = "finish", {"rest": "the new holder's text"}
+        await ledger_b.replace(taken)  # the thread's holder may rewrite it
+    finally:
+        HELD.reset(held)
+    stream.kind, stream.payload = "finish", {"rest": "the old holder's text"}
+    held = HELD.set(old)
+    try:
+        with pytest.raises(LeaseLost):
+            await ledger_a.replace(stream)
+    finally:
+        HELD.reset(held)
+    async with async_pool.connection() as conn:
+        cur = await conn.execute("SELECT entry->'payload'->>'rest', replica FROM crew_outbox WHERE id = %s", (stream.id,))
+        assert await cur.fetchone() == ("the new holder's text", "b")
