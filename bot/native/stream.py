@@ -70,7 +70,7 @@ CUT_OFF_NOTE = "_(connection lost, retrying)_"
 # Slack's `markdown_text` holds 12,000 characters per start, append or stop call, and a message's markdown
 # 12,000 together: one streamed message takes no more than that in all (Slack answers `msg_too_long`).
 STREAM_LIMIT = 12_000
-STEP_GRACE = 20.0  # seconds a step of the stream is given to end once the call it runs in was cancelled
+STEP_GRACE = 1.0  # seconds a step of the stream may take to end once its call was cancelled (a shutdown waits that long)
 
 
 def _measure(text: str) -> int:
