@@ -7,6 +7,8 @@ from typing import Any
 
 from tests.support.bot_harness import message_text
 from tests.support.fakes import FakeSlack, ScriptedLLM
+from tests.support.fakes.llm_server import Reply, Responder
+from tests.support.scripts import Body, hello_linear_responder, is_post_completion
 
 # A question, a chat reply and a run's closing text long enough to be cut off mid-stream.
 QUESTION = "How should we shape the weekly report?"
@@ -42,3 +44,24 @@ def assert_shown_once(slack: FakeSlack, top: str, text: str) -> None:
 def asked(llm: ScriptedLLM, text: str) -> int:
     """How many model requests carried `text`."""
     return sum(text in json.dumps(body) for body in llm.requests)
+
+
+def closing_responder(later: str | None = None) -> Responder:
+    """hello-linear's script, whose run closes with CLOSING; with `later`, a chat message naming it after the
+    run gets a short answer."""
+    script = hello_linear_responder()
+
+    def respond(body: Body) -> Reply:
+        if later is not None and later in last_user_text(body):
+            return Reply(content="Noted, nothing to add.")
+        if is_post_completion(body):
+            return Reply(content=CLOSING)
+        return script(body)
+
+    return respond
+
+
+def last_user_text(body: Body) -> str:
+    """The newest user message of a model request."""
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return str(users[-1].get("content") or "") if users else ""

@@ -17,17 +17,14 @@ from tests.support.fakes import Reply
 from tests.support.fakes.slack_api import STREAMED
 from tests.support.processes import kill_group
 from tests.support.replica_cluster import WAIT, Cluster, Replica, cluster
-from tests.support.scripts import HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs
-from tests.support.stream_checks import ANSWER, CLOSING, QUESTION, assert_shown_once, replies_in
+from tests.support.scripts import HELLO_LINEAR_ANSWER, Body, user_inputs
+from tests.support.stream_checks import (
+    ANSWER, CLOSING, QUESTION, assert_shown_once, closing_responder, last_user_text, replies_in,
+)
 
 pytestmark = pytest.mark.slow  # two serve processes on a real Postgres, one killed mid-stream
 
 LATER = "Anything else to add?"
-
-
-def last_user_text(body: Body) -> str:
-    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    return str(users[-1].get("content") or "") if users else ""
 
 
 def slow(c: Cluster, responder: Any) -> None:
@@ -135,24 +132,11 @@ async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holde
         assert model.asked == 1, "the reply recorded whole was finished, not asked for again"
 
 
-def closing_responder() -> Any:
-    script = hello_linear_responder()
-
-    def respond(body: Body) -> Reply:
-        if LATER in last_user_text(body):
-            return Reply(content="Noted, nothing to add.")
-        if is_post_completion(body):
-            return Reply(content=CLOSING)
-        return script(body)
-
-    return respond
-
-
 async def test_a_runs_closing_text_cut_by_kill_9_is_finished_once_by_the_replica_that_takes_the_thread_over(
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
-        slow(c, closing_responder())
+        slow(c, closing_responder(later=LATER))
         top = await c.mention("hello-linear", via=0)
         await c.posted(lambda p: p.get("thread_ts") == top and "What is the topic" in message_text(p))
         since = len(c.slack.calls)

@@ -14,15 +14,14 @@ import pytest
 
 from tests.support.bot_harness import message_text
 from tests.support.fakes import FakeSlack, ScriptedLLM
-from tests.support.fakes.llm_server import Reply
 from tests.support.fakes.slack_api import STREAMED
 from tests.support.fakes.slack_events import app_mention_event, deliver_event, message_event, new_ts
 from tests.support.processes import Spawner, kill_group, wait_healthy
-from tests.support.scripts import (
-    HELLO_LINEAR_ANSWER, Body, hello_linear_responder, is_post_completion, user_inputs,
-)
+from tests.support.scripts import HELLO_LINEAR_ANSWER, Body, user_inputs
 from tests.support.serve_process import SECRET, start_serve
-from tests.support.stream_checks import ANSWER, CLOSING, QUESTION, asked, assert_shown_once, replies_in
+from tests.support.stream_checks import (
+    ANSWER, CLOSING, QUESTION, asked, assert_shown_once, closing_responder, replies_in,
+)
 
 pytestmark = pytest.mark.slow  # kill -9 of serve
 
@@ -99,17 +98,6 @@ async def test_a_reply_recorded_whole_but_not_shown_is_finished_after_kill_9_wit
         assert_shown_once(slack, top, ANSWER)
         assert asked(llm, QUESTION) == 1
         kill_group(process.pid)
-
-
-def closing_responder() -> Any:
-    script = hello_linear_responder()
-
-    def respond(body: Body) -> Reply:
-        if is_post_completion(body):
-            return Reply(content=CLOSING)
-        return script(body)
-
-    return respond
 
 
 async def test_a_runs_closing_text_cut_by_kill_9_is_written_whole_into_its_message_after_the_restart(
