@@ -68,18 +68,9 @@ def test_a_save_writes_about_one_entry_however_many_runs_the_home_keeps(tmp_path
 
 def test_runs_saved_before_a_kill_9_are_all_listed_with_their_newest_entry(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    env = _saver_env()
     for _ in range(3):  # the kill lands somewhere else each time: an append, a compaction, between them
-        with subprocess.Popen(
-            [sys.executable, "-c", _SAVER, str(home)], stdout=subprocess.PIPE, text=True, env=env,
-            start_new_session=True,
-        ) as saver:
-            try:
-                assert saver.stdout is not None
-                done = [int(saver.stdout.readline()) for _ in range(150)]
-            finally:
-                os.killpg(saver.pid, signal.SIGKILL)  # the saver's whole group, mid-write
-                saver.wait(timeout=60)
+        done = _saves_then_kill_9(_SAVER, home, env, 150)
         records = RuntimeStore(home).read_index()
         assert {f"run-{n}" for n in done} <= records.keys()
         assert records["run-0"].extra["n"] >= done[-1]
@@ -150,19 +141,9 @@ def test_a_clean_close_leaves_every_run_in_runs_index_json_and_an_empty_journal(
 def test_runs_fold_makes_the_index_whole_after_a_kill_9(tmp_path: Path) -> None:
     """No clean stop after a kill -9: the operator's `crewagent runs fold` folds what the journal holds."""
     home = tmp_path / "home"
-    env = {**os.environ, "CREWAGENT_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    env = {**_saver_env(), "CREWAGENT_HOME": str(home)}
     saver_code = _SAVER.replace("run_index.COMPACT_AFTER = 1", "run_index.COMPACT_AFTER = 10_000")
-    with subprocess.Popen(
-        [sys.executable, "-c", saver_code, str(home)], stdout=subprocess.PIPE, text=True, env=env,
-        start_new_session=True,
-    ) as saver:
-        try:
-            assert saver.stdout is not None
-            done = [int(saver.stdout.readline()) for _ in range(50)]
-        finally:
-            os.killpg(saver.pid, signal.SIGKILL)
-            saver.wait(timeout=60)
+    done = _saves_then_kill_9(saver_code, home, env, 50)
     assert len(_index_an_earlier_release_reads(home)) < len(done)  # the journal holds the rest
     folded = subprocess.run(
         [sys.executable, "-m", "crewagent.cli", "runs", "fold"], env=env, capture_output=True, text=True,
@@ -173,3 +154,20 @@ def test_runs_fold_makes_the_index_whole_after_a_kill_9(tmp_path: Path) -> None:
     index = _index_an_earlier_release_reads(home)
     assert {f"run-{n}" for n in done} <= set(index)
     assert index["run-0"]["extra"]["n"] >= done[-1]
+
+
+def _saver_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+
+
+def _saves_then_kill_9(code: str, home: Path, env: dict[str, str], count: int) -> list[int]:
+    """Run the saver until it reported `count` saves, then kill -9 its whole group mid-write; what it reported."""
+    with subprocess.Popen(
+        [sys.executable, "-c", code, str(home)], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True,
+    ) as saver:
+        try:
+            assert saver.stdout is not None
+            return [int(saver.stdout.readline()) for _ in range(count)]
+        finally:
+            os.killpg(saver.pid, signal.SIGKILL)
+            saver.wait(timeout=60)
