@@ -161,42 +161,8 @@ class Slots(Protocol):
     async def __aexit__(self, *exc: Any) -> Any: ...
 
 
-class OutputSink:
-
-    def __init__(
-        self,
-        record: ThreadRecord,
-        renderer: ThreadRenderer,
-        store: ThreadStore | PostgresThreadStore,
-        watchers: list[PhaseWatcher],
-        claim: EventClaim | None = None,
-    ) -> None:
-        self.claim = claim  # the event's claim, settled once an output made its effect durable
-        self.record = record
-        self.renderer = renderer
-        self.store = store
-        self.watchers = watchers
-        self.saved_run = record.session.run_id
-        self.saved_model = record.session.model
-
-    async def __call__(self, output: outputs.Output) -> None:
-        if self.record.session.model != self.saved_model:  # a switched model is kept before the thread is told
-            await self._save()
-        await self.renderer.emit(output)
-        if self.claim is not None and not (isinstance(output, outputs.ReplyDelta) and output.run_id is None):
-            await self.claim.settle()  # a reply is recorded, or a run took the text: a redo would repeat it
-        record = self.record
-        if record.session.run_id != self.saved_run:
-            # A run just started: its link (and the status message just drawn for it) is stored now, so a
-            # crash mid-run can resume it in the same message.
-            await self._save()
-        if output.kind == "run_progress" and output.event.kind == "phase_changed":
-            for watcher in self.watchers:
-                watcher(record)
-
-    async def _save(self) -> None:
-        self.saved_run, self.saved_model = self.record.session.run_id, self.record.session.model
-        await self.store.put(self.record)
+def local_slots(max_runs: int) -> Slots:
+    return asyncio.Semaphore(max_runs)
 
 
 class CallRunner:
@@ -315,5 +281,41 @@ class CallRunner:
         )
 
 
-def local_slots(max_runs: int) -> Slots:
-    return asyncio.Semaphore(max_runs)
+class OutputSink:
+    """Where every output of one call goes, as it happens: to the renderer, with the bookkeeping that must
+    keep step with what the thread shows (the record, the event's claim, the phase watchers)."""
+
+    def __init__(
+        self,
+        record: ThreadRecord,
+        renderer: ThreadRenderer,
+        store: ThreadStore | PostgresThreadStore,
+        watchers: list[PhaseWatcher],
+        claim: EventClaim | None = None,
+    ) -> None:
+        self.claim = claim  # the event's claim, settled once an output made its effect durable
+        self.record = record
+        self.renderer = renderer
+        self.store = store
+        self.watchers = watchers
+        self.saved_run = record.session.run_id
+        self.saved_model = record.session.model
+
+    async def __call__(self, output: outputs.Output) -> None:
+        if self.record.session.model != self.saved_model:  # a switched model is kept before the thread is told
+            await self._save()
+        await self.renderer.emit(output)
+        if self.claim is not None and not (isinstance(output, outputs.ReplyDelta) and output.run_id is None):
+            await self.claim.settle()  # a reply is recorded, or a run took the text: a redo would repeat it
+        record = self.record
+        if record.session.run_id != self.saved_run:
+            # A run just started: its link (and the status message just drawn for it) is stored now, so a
+            # crash mid-run can resume it in the same message.
+            await self._save()
+        if output.kind == "run_progress" and output.event.kind == "phase_changed":
+            for watcher in self.watchers:
+                watcher(record)
+
+    async def _save(self) -> None:
+        self.saved_run, self.saved_model = self.record.session.run_id, self.record.session.model
+        await self.store.put(self.record)
