@@ -40,8 +40,9 @@ class AgentSurface:
     plan_source: PlanSource
     stop_run: Callable[[str], object]
     stream_interval: float = 1.0
-    plans: PlanBook = field(default_factory=PlanBook)
-    append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST))
+    # What the surface keeps for every thread: the plans drawn, and the workspace's budget of stream appends.
+    plans: PlanBook = field(default_factory=PlanBook, init=False)
+    append_budget: CallBudget = field(default_factory=lambda: CallBudget(APPEND_PER_MINUTE, APPEND_BURST), init=False)
 
     async def idle(self, timeout: float | None = None) -> bool:
         """True once the status lines and the agent sessions have sent what they hold."""
