@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -30,6 +31,8 @@ from .operator_log import OPERATOR_LOG_FILE, OperatorLog, SqliteOperatorLog
 from .operator_audit import operator_log_entry
 from .run_index import INDEX_FILE, RunIndex
 from .runs_model import RunRecord, utc_now
+
+log = logging.getLogger(__name__)
 
 _AUDIT_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # built once: json.dumps(**options) builds one per call
 CONVERSATION_FILE = "conversation.jsonl"
@@ -161,8 +164,13 @@ class RuntimeStore:
     def close(self) -> None:
         """A clean stop: the run index's journal is folded into runs-index.json (one atomic rename), so a
         release that reads only that file, run next or beside this one, sees every run. Blocking file
-        work: a bot calls it off its event loop. The store stays usable: a later save appends again."""
-        self.index.fold()
+        work: a bot calls it off its event loop. The store stays usable: a later save appends again.
+        A fold that fails changes nothing and is only logged (it runs in `finally` blocks, after the
+        error a person must see): the journal stays, and a later fold takes it."""
+        try:
+            self.index.fold()
+        except CrewError as exc:
+            log.warning("the run index was not folded at the stop", extra={"code": exc.code})
 
 
 AuditListener = Callable[[str, dict[str, Any]], None]  # (run id, event)

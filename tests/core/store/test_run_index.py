@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from crewagent.core.store.files import RuntimeStore
 from crewagent.core.store.run_index import INDEX_FILE, JOURNAL_FILE
@@ -136,6 +139,24 @@ def test_a_clean_close_leaves_every_run_in_runs_index_json_and_an_empty_journal(
     assert index["run-0"]["extra"] == {"n": 1}
     RuntimeStore(home).close()  # nothing left to fold: the index is not rewritten
     assert _index_an_earlier_release_reads(home) == index
+
+
+def test_a_fold_that_fails_at_the_stop_is_logged_and_leaves_the_journal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop runs after the error a person must see (in `finally`): a fold that cannot be written must not
+    take that error's place."""
+    home = tmp_path / "home"
+    store = RuntimeStore(home)
+    store.save_record(_record("run-0"))
+    store.save_record(_record("run-1"))
+    journal = (home / JOURNAL_FILE).read_text()
+    (home / INDEX_FILE).unlink()
+    (home / INDEX_FILE).mkdir()  # runs-index.json cannot be read or replaced
+    with caplog.at_level(logging.WARNING, logger="crewagent.core.store.files"):
+        store.close()
+    assert "the run index was not folded at the stop" in caplog.text
+    assert (home / JOURNAL_FILE).read_text() == journal
 
 
 def test_runs_fold_makes_the_index_whole_after_a_kill_9(tmp_path: Path) -> None:
