@@ -26,6 +26,7 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 COMMAND_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 RUN_OUTCOMES = {"completed": "completed", "failed": "failed"}
+InboxDepth = tuple[int, float | None]  # events waiting, and when the oldest of them was queued (epoch seconds)
 
 
 class BotMetrics:
@@ -48,7 +49,10 @@ class BotMetrics:
         self.inbox_waiting = Gauge("crewagent_inbox_waiting", "Thread events acknowledged to Slack and not handled "
                                    "yet: in this process's inbox (local), or in the replicas' shared one "
                                    "(database).", ["inbox"], registry=registry)
-        self._shared_inbox: Callable[[], Awaitable[int | None]] | None = None
+        self.inbox_oldest = Gauge("crewagent_inbox_oldest_seconds", "How long the oldest thread event not handled "
+                                  "yet has waited (0 when none waits), by inbox as crewagent_inbox_waiting.",
+                                  ["inbox"], registry=registry)
+        self._shared_inbox: Callable[[], Awaitable[InboxDepth | None]] | None = None
         self.command_decisions = Counter("crewagent_command_decisions", "Commands the agents asked to run, by "
                                          "decision.", ["decision"], registry=registry)
         self.command_seconds = Histogram("crewagent_command_seconds", "Run time of the commands that ran.",
@@ -59,10 +63,13 @@ class BotMetrics:
     def watch_outbox(self, waiting: Callable[[], int]) -> None:
         self.outbox_pending.set_function(lambda: float(waiting()))
 
-    def watch_inbox(self, local: Callable[[], int], shared: Callable[[], Awaitable[int | None]] | None = None) -> None:
+    def watch_inbox(
+        self, local: Callable[[], InboxDepth], shared: Callable[[], Awaitable[InboxDepth | None]] | None = None
+    ) -> None:
         """`local`: the embedded inbox, or a replica's away-inbox (read at scrape time); `shared`: the replicas'
-        inbox in the database, asked at each scrape (None: no answer in time, the last count stays)."""
-        self.inbox_waiting.labels(inbox="local").set_function(lambda: float(local()))
+        inbox in the database, asked at each scrape (None: no answer in time, the last figures stay)."""
+        self.inbox_waiting.labels(inbox="local").set_function(lambda: float(local()[0]))
+        self.inbox_oldest.labels(inbox="local").set_function(lambda: _age(local()[1]))
         self._shared_inbox = shared
 
     # ---- where the numbers come from ------------------------------------------
@@ -117,10 +124,15 @@ class BotMetrics:
     # ---- the endpoint ------------------------------------------------------------
 
     async def serve(self, request: web.Request) -> web.Response:
-        if self._shared_inbox is not None and (waiting := await self._shared_inbox()) is not None:
-            self.inbox_waiting.labels(inbox="database").set(waiting)
+        if self._shared_inbox is not None and (depth := await self._shared_inbox()) is not None:
+            self.inbox_waiting.labels(inbox="database").set(depth[0])
+            self.inbox_oldest.labels(inbox="database").set(_age(depth[1]))
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _age(queued_at: float | None) -> float:
+    return max(0.0, time.time() - queued_at) if queued_at is not None else 0.0
 
 
 def command_decision(event: dict[str, Any]) -> str:

@@ -152,12 +152,13 @@ class DatabaseInbox:
             cur = await conn.execute(self._waiting.sql, self._waiting.args({"waiting_thread": str(key)}))
             return await cur.fetchone() is not None
 
-    async def count_waiting(self) -> int:
-        """How many events wait in the inbox, for every thread and replica (what an operator watches)."""
+    async def waiting_summary(self) -> tuple[int, float | None]:
+        """How many events wait in the inbox, for every thread and replica, and when the oldest was queued
+        (None when none waits): what an operator watches."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(self._all_waiting.sql, self._all_waiting.args({}))
             row = await cur.fetchone()
-        return int(row[0]) if row is not None else 0
+        return (int(row[0]), float(row[1]) if row[1] is not None else None) if row is not None else (0, None)
 
     async def prune(self) -> int:
         """Drop rows whose work is done and whose redelivery window has passed; a waiting row stays."""

@@ -72,7 +72,7 @@ class FileInbox:
         self.path = path
         self.earlier = earlier
         self.redelivery_window = redelivery_window
-        self.waiting_count = 0  # rows waiting here (as far as this process knows)
+        self._waiting_since: dict[int, float] = {}  # the rows waiting here (as far as this process knows): when queued
         self._by_thread: dict[str, deque[Queued]] = {}  # what waits for each thread's worker, oldest first
         self._on_control: Callable[[ThreadEvent], None] | None = None  # see listen
         self._queued: list[Pending] = []  # for the next transaction; shared with the worker thread
@@ -87,10 +87,19 @@ class FileInbox:
         """Keep the event; returns its seq (for `done`), or None when its delivery is here already (a
         redelivery: nothing is queued, Slack still gets its ack). Raises OSError / sqlite3.Error /
         TimeoutError when it cannot be kept (then it is not acked)."""
-        seq = await self._write(new_row(event, control, ThreadEvent.model_dump_json))
+        row = new_row(event, control, ThreadEvent.model_dump_json)
+        seq = await self._write(row)
         if seq is not None:
-            self.waiting_count += 1
+            self._waiting_since[seq] = row["queued_at"]
         return seq
+
+    @property
+    def waiting_count(self) -> int:
+        return len(self._waiting_since)
+
+    def oldest_waiting(self) -> float | None:
+        """When the oldest event still waiting here was queued (None: none waits)."""
+        return min(self._waiting_since.values(), default=None)
 
     def listen(self, on_control: Callable[[ThreadEvent], None]) -> None:
         """Where the control pushed with an event goes once it is kept (a pause/stop for the run pumping in
@@ -137,13 +146,14 @@ class FileInbox:
             log.error("the local inbox cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
         found: list[Queued] = []
-        for seq, event, control in rows:
+        self._waiting_since = {}
+        for seq, event, control, queued_at in rows:
             if (queued := read_row(seq, event, control)) is not None:
                 found.append(queued)
+                self._waiting_since[queued.seq] = float(queued_at)
             else:
                 log.error("a kept event cannot be read and is dropped", extra={"path": str(self.path), "seq": seq})
                 await self.done(None, seq)
-        self.waiting_count = len(found)
         return found
 
     async def done(self, lease: Lease | None, seq: int) -> None:
@@ -157,7 +167,7 @@ class FileInbox:
                 "a handled thread event is still kept as waiting", extra={"path": str(self.path), "error": str(exc)}
             )
             return
-        self.waiting_count = max(0, self.waiting_count - 1)
+        self._waiting_since.pop(seq, None)
 
     # ---- claims (bot.threads.event_claim.ClaimStore) ------------------------------------------
 

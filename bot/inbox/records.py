@@ -195,7 +195,8 @@ def sqlite_keys_match() -> Any:
 
 
 WAITING = (
-    sa.select(inbox.c.seq, inbox.c.event, inbox.c.control).where(inbox.c.done_at.is_(None)).order_by(inbox.c.seq)
+    sa.select(inbox.c.seq, inbox.c.event, inbox.c.control, inbox.c.queued_at)
+    .where(inbox.c.done_at.is_(None)).order_by(inbox.c.seq)
 )
 MARK_DONE = (
     sa.update(inbox)
@@ -207,7 +208,9 @@ PRUNE = sa.delete(inbox).where(inbox.c.done_at < sa.bindparam("done_before"), in
 PRUNE_KEYS = sa.delete(inbox_keys).where(
     ~sa.exists(sa.select(inbox.c.seq).where(inbox.c.delivery == inbox_keys.c.delivery))
 )
-ALL_WAITING = sa.select(sa.func.count()).select_from(inbox).where(inbox.c.done_at.is_(None))
+ALL_WAITING = (  # how many wait, and since when the oldest (what an operator watches)
+    sa.select(sa.func.count(), sa.func.min(inbox.c.queued_at)).select_from(inbox).where(inbox.c.done_at.is_(None))
+)
 THREAD_WAITING = (
     sa.select(inbox.c.seq).where(inbox.c.thread_key == sa.bindparam("waiting_thread"), inbox.c.done_at.is_(None))
     .limit(1)

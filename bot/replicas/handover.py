@@ -110,11 +110,11 @@ class Handover:
         if self.away is not None:
             await self.away.close()  # what waits in it stays for the next start
 
-    async def waiting_in_database(self) -> int | None:
-        """How many events wait in the shared inbox; None while the database does not answer in time (a
-        scrape must not wait for it)."""
+    async def waiting_in_database(self) -> tuple[int, float | None] | None:
+        """How many events wait in the shared inbox, and when the oldest was queued; None while the database
+        does not answer in time (a scrape must not wait for it)."""
         try:
-            return await asyncio.wait_for(self.inbox.count_waiting(), COUNT_TIMEOUT)
+            return await asyncio.wait_for(self.inbox.waiting_summary(), COUNT_TIMEOUT)
         except (TimeoutError, psycopg.Error):
             return None
 

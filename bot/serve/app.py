@@ -489,6 +489,6 @@ def _build(
         metrics.watch_outbox(outbox.waiting)
         if local_inbox is not None:
             shared_inbox = handover.waiting_in_database if handover is not None else None
-            metrics.watch_inbox(lambda: local_inbox.waiting_count, shared_inbox)
+            metrics.watch_inbox(lambda: (local_inbox.waiting_count, local_inbox.oldest_waiting()), shared_inbox)
     home.undelivered = owned_by(thread_store, outbox.ledger)  # shown on the owner's Home tab
     return bot

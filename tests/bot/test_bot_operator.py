@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -197,10 +198,14 @@ async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(
         top = await h.start_waiting_run("hello-linear")
         asked = len(h.llm.requests)
         h.llm.responder = held_until_released
+        started = time.time()
         await h.reply(top, "TaskNest")  # the run takes it and waits on the model
+        acked = time.time()
         await h.llm.wait_for_requests(asked + 1)
         await h.reply(top, "and one more thing")  # acknowledged, kept behind the pumping run
+        kept = time.time()
         waiting = await _scrape(h)
+        scraped = time.time()
         released.set()
         await h.wait_status(top, "Waiting for your reply")
         await h.settle()
@@ -208,5 +213,9 @@ async def test_the_inbox_gauge_counts_the_replies_that_wait_for_their_thread(
     # the reply the run is working on, and the one behind it; with replicas, none waits locally
     assert waiting[("crewagent_inbox_waiting", (("inbox", inbox),))] == 2
     assert drained[("crewagent_inbox_waiting", (("inbox", inbox),))] == 0
+    # the oldest is the reply the run works on, kept before the one behind it; none is left after
+    oldest = waiting[("crewagent_inbox_oldest_seconds", (("inbox", inbox),))]
+    assert kept - acked <= oldest <= scraped - started
+    assert drained[("crewagent_inbox_oldest_seconds", (("inbox", inbox),))] == 0
     if store_kind == "postgres":
         assert waiting[("crewagent_inbox_waiting", (("inbox", "local"),))] == 0
