@@ -146,14 +146,16 @@ class FileInbox:
             log.error("the local inbox cannot be read", extra={"path": str(self.path), "error": str(exc)})
             return []
         found: list[Queued] = []
-        self._waiting_since = {}
+        since: dict[int, float] = {}
         for seq, event, control, queued_at in rows:
             if (queued := read_row(seq, event, control)) is not None:
                 found.append(queued)
-                self._waiting_since[queued.seq] = float(queued_at)
+                since[queued.seq] = float(queued_at)
             else:
                 log.error("a kept event cannot be read and is dropped", extra={"path": str(self.path), "seq": seq})
                 await self.done(None, seq)
+        last = max((int(row[0]) for row in rows), default=0)  # what was kept while the file was read stays counted
+        self._waiting_since = {**since, **{seq: at for seq, at in self._waiting_since.items() if seq > last}}
         return found
 
     async def done(self, lease: Lease | None, seq: int) -> None:
