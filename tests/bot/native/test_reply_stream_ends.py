@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,8 @@ async def test_a_rewritten_reply_recorded_but_not_shown_when_killed_is_shown_onc
     async with FakeSlack() as slack:
         for method in ("chat.stopStream", "chat.update"):  # Slack is away once the whole text is known
             slack.fail_next(method, "service_unavailable", status=503, times=10_000)
-        argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))
-        process = await spawn(*argv, "rewrite")
-        await slack.wait_for(("chat.stopStream", "chat.postMessage"), timeout=WAIT)
-        kill_group(process.pid)
-        await asyncio.wait_for(process.wait(), WAIT)
+        whole_known = slack.wait_for(("chat.stopStream", "chat.postMessage"), timeout=WAIT)
+        await _killed_when(spawn, slack, outbox, "rewrite", whole_known)
         slack.stop_failing("chat.stopStream")
         slack.stop_failing("chat.update")
 
@@ -89,12 +87,9 @@ async def test_a_long_reply_killed_in_its_second_message_is_written_again_over_a
 ) -> None:
     outbox = tmp_path / "outbox.sqlite"
     async with FakeSlack() as slack:
-        argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))
-        process = await spawn(*argv, "long")
         # The second message is recorded before its second piece goes out.
-        await slack.wait_for("chat.appendStream", lambda p: in_second_message(slack, p), timeout=WAIT)
-        kill_group(process.pid)
-        await asyncio.wait_for(process.wait(), WAIT)
+        second = slack.wait_for("chat.appendStream", lambda p: in_second_message(slack, p), timeout=WAIT)
+        await _killed_when(spawn, slack, outbox, "long", second)
         assert len(replies(slack)) == 2 and live_streams(slack)
 
         async with reply_port(slack.api_url, outbox) as (port, courier):  # the next start on the same outbox
@@ -108,3 +103,12 @@ async def test_a_long_reply_killed_in_its_second_message_is_written_again_over_a
             assert len(messages) == 3 and not live_streams(slack)
             assert not [c for c in slack.refusals if c.params["error"] == "msg_too_long"]
             assert await courier.ledger.pending() == []
+
+
+async def _killed_when(spawn: Spawner, slack: FakeSlack, outbox: Path, case: str, moment: Awaitable[Any]) -> None:
+    """A reply streamed by a process of its own (tests.support.reply_streams `case`), killed -9 at `moment`."""
+    argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))
+    process = await spawn(*argv, case)
+    await moment
+    kill_group(process.pid)
+    await asyncio.wait_for(process.wait(), WAIT)
