@@ -41,6 +41,9 @@ class ThreadStore:
         self.directory = directory
         self._threads: SqliteDict | None = None
         self._viewers: SqliteDict | None = None
+        # When each person last opened the Home tab, as stored: asked at every run's phase change, written
+        # only here (this process owns its home), and one row per person, so it is read once at open.
+        self._opened_at: dict[str, float] = {}
 
     async def open(self) -> None:
         def _open_all() -> tuple[SqliteDict, SqliteDict]:
@@ -52,6 +55,8 @@ class ThreadStore:
 
         self._threads, self._viewers = await asyncio.to_thread(_open_all)
         await asyncio.to_thread(self._index_owners)
+        viewers = self._viewers
+        self._opened_at = await asyncio.to_thread(lambda: {user: float(at) for user, at in viewers.items()})
 
     async def close(self) -> None:
         for db in (self._threads, self._viewers):
@@ -113,9 +118,11 @@ class ThreadStore:
 
     async def home_opened(self, user: str) -> None:
         """`user` opened the Home tab now (bot.home.publish refreshes only people who look at it)."""
-        await asyncio.to_thread(self.viewers.__setitem__, user, time.time())
+        now = time.time()
+        await asyncio.to_thread(self.viewers.__setitem__, user, now)
+        self._opened_at[user] = now
 
     async def home_viewer(self, user: str, since: float) -> bool:
         """True if `user` opened the Home tab at `since` (a time.time()) or later."""
-        opened = await asyncio.to_thread(self.viewers.get, user)
-        return opened is not None and float(opened) >= since
+        opened = self._opened_at.get(user)
+        return opened is not None and opened >= since

@@ -116,16 +116,22 @@ def summary(tool: str, arguments: str, outcome: ToolOutcome) -> str:
     return line[:200]
 
 
-@lru_cache(maxsize=256)
 def redactions(state: Path | None, project: Path, pkg: Path, home: Path) -> tuple[tuple[str, str], ...]:
     """Real roots → aliases, longest first, so no server path reaches the model (resolved once per run)."""
-    pairs: list[tuple[str, str]] = []
-    for real, alias in ((state, "@state"), (project, "@project"), (pkg, "@pkg"), (home, "<runtime-home>")):
-        if real is None:
-            continue
-        for variant in {str(real), str(Path(real).resolve())}:
-            pairs.append((variant, alias))
+    pairs = [(spelling, "@state") for spelling in _spellings(state)] if state is not None else []
+    for root, alias in ((project, "@project"), (pkg, "@pkg"), (home, "<runtime-home>")):
+        pairs.extend((spelling, alias) for spelling in _lasting_spellings(root))
     return tuple(sorted(pairs, key=lambda p: len(p[0]), reverse=True))
+
+
+def _spellings(root: Path) -> frozenset[str]:
+    """A root as given and as resolved."""
+    return frozenset({str(root), str(Path(root).resolve())})
+
+
+# The project, the package and the home are the same for every run of a process: resolving them (a stat per
+# folder on the way) at each run's start was a noticeable part of it. A run's state folder is new each time.
+_lasting_spellings = lru_cache(maxsize=256)(_spellings)
 
 
 def redact(text: str, pairs: Sequence[tuple[str, str]]) -> str:
