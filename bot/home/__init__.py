@@ -43,7 +43,7 @@ def wire_home(
     dispatcher: ThreadIntake,
     refresh_interval: float,
 ) -> HomePublisher:
-    """Register the Home tab and `/crew` on `app` (before the thread listeners) and follow run phases."""
+    """Register the Home tab and `/crew` on `app` and follow run phases."""
 
     def package_of(binding: str, package_id: str) -> Package | None:
         runtime = bindings.get(binding) or bindings["default"]

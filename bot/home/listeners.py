@@ -1,5 +1,5 @@
-"""Bolt listeners of the Home tab and `/crew`; registered before the thread listeners, because Bolt
-runs only the first listener that matches (the messages tab's `app_home_opened` is theirs)."""
+"""Bolt listeners of the Home tab and `/crew`. Bolt runs only the first listener that matches: the
+`app_home_opened` here matches the Home tab only (the messages tab's is bot.serve.handlers')."""
 
 from __future__ import annotations
 

@@ -467,11 +467,11 @@ def _build(
         inbound=Inbound(lanes, claims, inbox=inbox, handover=handover, slots=slots),
         outbound=Outbound(io, board, surface),
     )
+    Handlers(dispatcher, io).register(bolt_app)
     home = wire_home(
         bolt_app, port=io, store=thread_store, runs=runs, access=access,
         bindings=bindings, dispatcher=dispatcher, refresh_interval=config.limits.home_refresh_interval,
     )
-    Handlers(dispatcher, io).register(bolt_app)
     bot = CrewBot(
         config=config,
         slack=SlackParts(bolt_app, client, work_client),

@@ -45,6 +45,10 @@ def strip_mentions(text: str, bot_user_id: str | None) -> str:
     return _MENTION.sub(lambda m: "" if m.group(1) == bot_user_id else m.group(0), text).strip()
 
 
+async def _messages_tab(event: dict[str, Any]) -> bool:
+    return event.get("tab") == "messages"  # the Home tab's opening is bot.home's
+
+
 def _team(body: dict[str, Any], event: dict[str, Any], context: Any) -> str:
     return str(body.get("team_id") or event.get("team") or getattr(context, "team_id", None) or "T")
 
@@ -56,9 +60,11 @@ class Handlers:
         self.pacer = PromptPacer()
 
     def register(self, app: AsyncApp) -> None:
-        app.event("app_home_opened")(self.app_home_opened)
-        app.event("app_mention")(self.app_mention)
+        """Bolt tries each listener's matchers in the order they were registered, and each try builds the
+        arguments its matchers take: the listeners of thread messages, most of what a bot receives, go first."""
         app.event("message")(self.message)
+        app.event("app_mention")(self.app_mention)
+        app.event("app_home_opened", matchers=[_messages_tab])(self.app_home_opened)
         app.event("agent_session_stopped")(self.agent_session_stopped)
         for kind in act.CLICKS:
             app.action(act.pattern(kind))(self.click)
@@ -72,7 +78,7 @@ class Handlers:
         """Someone opened the bot's DM: offer its agents and most used workflows as suggested prompts."""
         offered = getattr(context, "set_suggested_prompts", None) is not None  # Bolt: a DM that takes prompts
         user = str(event.get("user") or "")
-        if event.get("tab") != "messages" or not offered or not user or not self.pacer.due(user):
+        if not offered or not user or not self.pacer.due(user):
             return
         channel = str(getattr(context, "channel_id", None) or event.get("channel") or "")
         prompts = await self.intake.suggested_prompts(channel)
