@@ -60,8 +60,12 @@ def test_nothing_imports_the_folders_by_their_bare_names() -> None:
 
 
 # Where the bot may call Slack's Web API itself: the port every send goes through, the outbox courier
-# that sends what the port recorded, the paced client's own call, and Socket Mode's connection at start-up.
-SLACK_CALLERS = ("bot/slack_port.py", "bot/outbox/courier.py", "bot/slack_client.py", "bot/connection.py")
+# that sends what the port recorded (and its looks into a thread for what may be there already), the paced
+# client's own call, and Socket Mode's connection at start-up.
+SLACK_CALLERS = (
+    "bot/slack_port.py", "bot/outbox/courier.py", "bot/outbox/thread_lookup.py", "bot/slack_client.py",
+    "bot/connection.py",
+)
 WEB_API_PREFIXES = (
     "chat_", "views_", "assistant_", "agents_", "reactions_", "files_", "users_", "conversations_", "apps_",
     "auth_", "team_", "pins_", "bookmarks_", "canvases_", "dnd_", "usergroups_", "reminders_", "search_",

@@ -9,8 +9,9 @@ agent's name underneath.
 An answer cut off by a lost model connection is closed with a short note; the answer asked for
 again streams into a new message.
 
-A streamed reply is durable (bot.outbox): once its message exists it is recorded with what it answers,
-before any piece after the first is shown, and its whole text is recorded before the stream is stopped,
+A streamed reply is durable (bot.outbox): it is recorded with what it answers before Slack opens its
+message, the message's ts once Slack has answered (before any piece after the first is shown; a start that
+finds a record without one looks for the message in the thread), and its whole text before the stream is stopped,
 so the outbox finishes it even if this process dies. A reply that an earlier process left cut off is
 written again into that same message (`adopted`): nothing is shown of it until it is whole, then the
 message is edited to the whole text. So is a streamed message whose final text does not go on from the
@@ -390,23 +391,30 @@ class ReplyStream:
             self._earlier = self._earlier[:-1] if full.stream.ts else self._earlier
 
     async def _append(self, pending: str) -> bool:
+        outbox = _stream_outbox(self.io)
+        opening = None
+        if self._stream is None and self._record is None and outbox is not None:
+            # Recorded before Slack opens the message: a process that dies (or loses the thread) before it hears
+            # the message's ts leaves a record from which the next holder finds the message and stops it.
+            key, answers = self.key, self.target.answers or ""
+            opening = await outbox.record_stream(key.channel, key.thread_ts, None, answers, list(self._earlier))
         stream = self._stream or await self._open()
         piece = defuse_markdown_mentions(pending)
         delivery = await self.io.send(StreamAppend(stream, piece))
         if delivery.fenced:
             self.stopped = self.fenced = True  # the thread passed to another replica: this reply shows nothing more
             return True
+        if opening is not None and outbox is not None:
+            if stream.ts:  # recorded before the next piece goes out
+                self._record = await outbox.stream_opened(opening, stream.ts)
+            else:
+                await outbox.forget_stream(opening)  # Slack did not open it
         if not delivery.sent:
             await self._finish_full()
             self._failed(delivery)
             return False
         self.sent += len(pending)
         self._part_size += len(piece)
-        outbox = _stream_outbox(self.io)
-        if self._record is None and outbox is not None and stream.ts:  # recorded before the next piece goes out
-            key, answers = self.key, self.target.answers or ""
-            earlier = list(self._earlier)
-            self._record = await outbox.record_stream(key.channel, key.thread_ts, stream.ts, answers, earlier)
         await self._finish_full()
         return True
 

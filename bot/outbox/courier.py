@@ -30,16 +30,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from ..slack_client import failure_code, retry_after, transient_failure
 from ..waits import wait_set
-from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, marked_entry, part_id, with_marker
+from .entry import DAY, Ledger, LedgerUnavailable, OutboxEntry, part_id, with_marker
+from .thread_lookup import STOPPED_BY_USER, find_marked, stop_streaming
 
 log = logging.getLogger(__name__)
 
 BACKOFF_FIRST = 0.5
 BACKOFF_CAP = 4.0  # seconds between attempts at most: shown soon after Slack is back
 RECORD_RETRY = 1.0  # seconds between attempts to record an entry when the store cannot take it
-LOOKUP_PAGES = 5  # pages of a thread read when looking for an entry that may have been posted
 CONCURRENCY = 8  # lanes sent at once
-STOPPED_BY_USER = "stopped_by_user"  # the person pressed Slack's stop on a streamed reply
 RESTART_NOTE = "\n\n_(interrupted by a restart; writing this reply again…)_"
 TAKEN_OVER_NOTE = "\n\n_(interrupted; writing this reply again…)_"  # another replica left it: nothing restarted here
 
@@ -119,14 +118,21 @@ class Courier:
     # ---- streamed replies (bot.native.stream) ------------------------------------
 
     async def record_stream(
-        self, channel: str, thread_ts: str, ts: str, answers: str, earlier: list[str] | None = None
+        self, channel: str, thread_ts: str, ts: str | None, answers: str, earlier: list[str] | None = None
     ) -> OutboxEntry:
-        """A streamed reply's message exists: record it (nothing is sent) so a start can settle it. `earlier`:
-        the reply's messages before it, already full, which a redo writes its whole reply into too."""
+        """A streamed reply's message: recorded (nothing is sent) so a start can settle it, before Slack opens it
+        (`ts` None, then `stream_opened`). `earlier`: the reply's messages before it, already full, which a redo
+        writes its whole reply into too."""
         payload: dict[str, Any] = {"earlier": earlier} if earlier else {}
         entry = OutboxEntry(kind="stream", channel=channel, thread_ts=thread_ts, target_ts=ts, payload=payload)
         entry.answers = answers
         await self._record(self.ledger.add, entry)
+        return entry
+
+    async def stream_opened(self, entry: OutboxEntry, ts: str) -> OutboxEntry:
+        """Slack opened the message recorded before its start: its ts is recorded too."""
+        entry.target_ts = ts
+        await self._record(self.ledger.replace, entry)
         return entry
 
     async def finish_stream(self, entry: OutboxEntry, payload: dict[str, Any], settles: list[str]) -> str | None:
@@ -161,13 +167,12 @@ class Courier:
         looks live) with a note that it is being written again, and kept for the redo of what it answers.
         Returns how many."""
         left, self.open_streams = self.open_streams, []
+        note = [{"type": "markdown_text", "text": note_text}]
         for entry in left:
-            try:
-                note = [{"type": "markdown_text", "text": note_text}]
-                await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
-            except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
-                extra = {"error": failure_code(exc), "channel": entry.channel}
-                log.info("a stream left open was not stopped", extra=extra)
+            if entry.target_ts:
+                await self._stop_left(entry, note)
+            elif not await self._stop_unrecorded(entry, note, left):
+                continue
             if entry.answers and not entry.expired(self.give_up_after):
                 older = self._orphans.get(entry.answers)  # a long reply's earlier message: the newer names it
                 self._orphans[entry.answers] = entry
@@ -176,6 +181,31 @@ class Courier:
             else:
                 await self.forget_stream(entry)
         return len(left)
+
+    async def _stop_left(self, entry: OutboxEntry, note: list[dict[str, Any]]) -> None:
+        try:
+            await self.client.chat_stopStream(channel=entry.channel, ts=entry.target_ts or "", chunks=note)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:  # already stopped, expired, or away
+            log.info("a stream left open was not stopped", extra={"error": failure_code(exc), "channel": entry.channel})
+
+    async def _stop_unrecorded(self, entry: OutboxEntry, note: list[dict[str, Any]], left: list[OutboxEntry]) -> bool:
+        """A stream recorded before Slack opened its message, by a process that died (or lost the thread) before
+        it recorded the message's ts: the bot's newest message in the thread since then that still streams is
+        that message. Each unmarked message of the bot is asked to stop, newest first (one that does not stream
+        refuses); the one that stops is recorded as the stream's. False when there is none (Slack never opened
+        it: the record is forgotten) or the thread cannot be read now (it is looked at again at the next start)."""
+        known = {other.target_ts for other in left if other.target_ts}
+        try:
+            ts = await stop_streaming(self.client, entry, known, note)
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            log.info("a stream recorded before it opened was not looked for", extra={"error": failure_code(exc)})
+            self.open_streams.append(entry)
+            return False
+        if ts is None:
+            await self.forget_stream(entry)
+            return False
+        await self.stream_opened(entry, ts)
+        return True
 
     async def take_thread(self, thread: str) -> int:
         """A thread this replica has just taken over, before its work runs here: what the previous holder
@@ -400,7 +430,7 @@ class Courier:
             if entry.kind == "finish":
                 return await self._finish(entry)
             if entry.maybe_sent and entry.thread_ts:
-                found = await self._find(entry)
+                found = await find_marked(self.client, entry)
                 if found is not None:
                     return _Attempt("sent", ts=found)
             response = await self.client.chat_postMessage(
@@ -449,37 +479,12 @@ class Courier:
         for index, payload in enumerate(entry.payload.get("more") or []):
             part = OutboxEntry(id=part_id(entry.id, index + 1), kind="post", channel=entry.channel,
                                thread_ts=entry.thread_ts, payload={}, created=entry.created)
-            if entry.maybe_sent and await self._find(part) is not None:
+            if entry.maybe_sent and await find_marked(self.client, part) is not None:
                 continue
             entry.maybe_sent = True  # from here on, a retry looks before it posts
             await self.client.chat_postMessage(
                 channel=entry.channel, thread_ts=entry.thread_ts, unfurl_links=False, **with_marker(part.id, payload)
             )
-
-    async def _find(self, entry: OutboxEntry) -> str | None:
-        """The ts of the message carrying this entry's id in its thread, if Slack already has it."""
-        cursor: str | None = None
-        for _ in range(LOOKUP_PAGES):
-            try:
-                response = await self.client.conversations_replies(
-                    channel=entry.channel,
-                    ts=entry.thread_ts or "",
-                    oldest=f"{entry.created - 60:.6f}",
-                    include_all_metadata=True,
-                    limit=200,
-                    cursor=cursor,
-                )
-            except SlackApiError as exc:
-                if transient_failure(exc):
-                    raise
-                return None  # the thread cannot be read (not found, no history scope): it is posted
-            for message in response.get("messages") or []:
-                if marked_entry(message) == entry.id:
-                    return str(message["ts"])
-            cursor = ((response.get("response_metadata") or {}).get("next_cursor")) or None
-            if not cursor:
-                return None
-        return None
 
 
 def _method(entry: OutboxEntry) -> str:

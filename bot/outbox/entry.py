@@ -24,8 +24,8 @@ class OutboxEntry(BaseModel):
     """A post into a thread, an edit of a message, or a streamed reply; `lane` orders the entries sent one
     after another.
 
-    A streamed reply is recorded as `stream` when its message exists (nothing to send yet: at a start it is
-    settled, bot.native.stream), then becomes `finish` once its whole text is known: the stream is
+    A streamed reply is recorded as `stream` before Slack opens its message, with the message's ts once Slack
+    has answered (nothing to send yet: at a start it is settled, bot.native.stream), then becomes `finish` once its whole text is known: the stream is
     stopped with the rest of the text, or, when Slack no longer streams it, the message is edited to the
     whole text. `settles` are the dedupe keys of the event the reply answers: they count as handled from the
     moment this entry holds the whole reply (a start claims them again from an entry still waiting)."""
@@ -35,7 +35,7 @@ class OutboxEntry(BaseModel):
     kind: Literal["post", "update", "stream", "finish"]
     channel: str
     thread_ts: str | None = None  # post: the thread it goes into
-    target_ts: str | None = None  # update, stream, finish: the message it edits (or streams into)
+    target_ts: str | None = None  # update, stream, finish: the message it edits (or streams into; None until opened)
     payload: dict[str, Any]
     created: float = Field(default_factory=time.time)
     state: Literal["pending", "given_up"] = "pending"

@@ -105,6 +105,29 @@ async def test_a_long_reply_killed_in_its_second_message_is_written_again_over_a
             assert await courier.ledger.pending() == []
 
 
+@pytest.mark.slow  # kill -9 of a process
+async def test_a_reply_killed_as_slack_opens_its_message_is_written_again_into_that_message_once(
+    tmp_path: Path, spawn: Spawner
+) -> None:
+    outbox = tmp_path / "outbox.sqlite"
+    async with FakeSlack() as slack:
+        opening = slack.hold("chat.startStream")
+        await _killed_when(spawn, slack, outbox, "rewrite", opening.reached.wait())
+        opening.release()  # Slack opens the message: the process never hears of it
+        await asyncio.wait_for(opening.done.wait(), WAIT)
+        assert len(replies(slack)) == 1 and live_streams(slack)
+
+        async with reply_port(slack.api_url, outbox) as (port, courier):  # the next start on the same outbox
+            assert await courier.settle_streams() == 1 and not live_streams(slack)
+            redo = reply_stream(port)  # the reply asked for again writes into that message
+            await stream_words(redo, STREAMED, 20)
+            await redo.finish(REWRITTEN)
+            assert await courier.idle(WAIT)
+            assert [shown(m) for m in replies(slack)] == [REWRITTEN]
+            assert not live_streams(slack)
+            assert await courier.ledger.pending() == []
+
+
 async def _killed_when(spawn: Spawner, slack: FakeSlack, outbox: Path, case: str, moment: Awaitable[Any]) -> None:
     """A reply streamed by a process of its own (tests.support.reply_streams `case`), killed -9 at `moment`."""
     argv = (sys.executable, "-m", "tests.support.reply_streams", slack.api_url, str(outbox))

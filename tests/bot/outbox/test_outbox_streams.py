@@ -78,6 +78,48 @@ async def test_a_stream_left_open_is_stopped_at_the_next_start_and_kept_for_its_
         await sender.close()
 
 
+async def test_a_stream_recorded_before_slack_opened_it_is_found_stopped_and_kept_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    async with FakeSlack() as slack:
+        earlier = courier(slack, tmp_path / "outbox.sqlite")
+        await earlier.open()
+        await earlier.record_stream("C1", THREAD, None, "event:e1")
+        ts = await started(slack)  # Slack opened it; the process died before it recorded the message's ts
+        client = AsyncWebClient(token=BOT_TOKEN, base_url=slack.api_url)
+        await client.chat_postMessage(channel="C1", thread_ts=THREAD, text="A later message that does not stream")
+        await earlier.close()
+
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        assert await sender.settle_streams() == 1
+        assert slack.streams[("C1", ts)] == "done"
+        assert "writing this reply again" in slack.messages[("C1", ts)]["text"]
+        adopted = sender.adopt_stream("event:e1")
+        assert adopted is not None and adopted.target_ts == ts
+        await sender.finish_stream(adopted, {"rest": "", "whole": WHOLE}, ["e1"])
+        assert slack.messages[("C1", ts)]["text"] == WHOLE["text"]
+        assert await sender.ledger.pending() == []
+        await sender.close()
+
+
+async def test_a_stream_recorded_but_never_opened_is_forgotten_at_the_next_start(tmp_path: Path) -> None:
+    async with FakeSlack() as slack:
+        await started(slack)  # the thread's earlier reply, finished long before
+        slack.expire_stream("C1", next(ts for (_, ts) in slack.streams))
+        earlier = courier(slack, tmp_path / "outbox.sqlite")
+        await earlier.open()
+        await earlier.record_stream("C1", THREAD, None, "event:e1")
+        await earlier.close()  # died before Slack was asked to open the message
+
+        sender = courier(slack, tmp_path / "outbox.sqlite")
+        await sender.open()
+        await sender.settle_streams()
+        assert sender.adopt_stream("event:e1") is None
+        assert await sender.ledger.pending() == []
+        await sender.close()
+
+
 async def test_a_long_reply_whose_process_died_while_posting_its_parts_shows_each_part_once(tmp_path: Path) -> None:
     async with FakeSlack() as slack:
         earlier = courier(slack, tmp_path / "outbox.sqlite")

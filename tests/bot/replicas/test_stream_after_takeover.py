@@ -6,6 +6,7 @@ replica, started again, sends nothing more to that thread."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,34 @@ async def test_a_chat_reply_cut_by_kill_9_is_finished_once_by_the_replica_that_t
 
         await nothing_more_from_restart(c, top, victim, cut, ANSWER)
         assert model.asked == 2
+
+
+async def test_a_chat_reply_killed_as_slack_opens_its_message_is_finished_once_in_that_message_by_the_new_holder(
+    database_url: str, project: Path, tmp_path: Path
+) -> None:
+    async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
+        model = ChatModel()
+        c.llm.responder = model
+        top = await c.mention("chat", via=0)
+        await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
+        since = len(c.slack.calls)
+        opening = c.slack.hold("chat.startStream", lambda p: p.get("thread_ts") == top)
+        await c.reply(top, QUESTION, via=0)
+        await asyncio.wait_for(opening.reached.wait(), WAIT)
+        holder = await c.holder(top)
+        victim = next(r for r in c.replicas if r.id == holder)
+        kill_group(victim.process.pid)
+        await victim.process.wait()
+        opening.release()  # Slack opens the message: the killed replica never heard of it
+        await asyncio.wait_for(opening.done.wait(), WAIT)
+        opened = [ts for (channel, ts), state in c.slack.streams.items()
+                  if state == "streaming" and c.slack.messages[(channel, ts)].get("thread_ts") == top]
+        assert len(opened) == 1
+
+        await c.slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
+        assert_shown_once(c.slack, top, ANSWER)
+        assert replies_in(c.slack, top, ANSWER)[0]["ts"] == opened[0], "written into the message Slack opened"
+        assert model.asked == 2, "asked by the killed replica, then once by the one that took the thread over"
 
 
 async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holder_without_asking_again(

@@ -144,6 +144,7 @@ class HeldCall:
     predicate: Callable[[dict[str, Any]], bool] | None
     reached: asyncio.Event = field(default_factory=asyncio.Event)  # the call arrived and waits
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # released and answered: what it asked is in effect
     params: dict[str, Any] = field(default_factory=dict)  # what the held call carried
 
     def release(self) -> None:
@@ -337,14 +338,15 @@ class FakeSlack(LoopbackServer):
         self._holds.append(held)
         return held
 
-    async def _wait_if_held(self, method: str, params: dict[str, Any]) -> None:
+    async def _wait_if_held(self, method: str, params: dict[str, Any]) -> HeldCall | None:
         for held in self._holds:
             if held.method == method and (held.predicate is None or held.predicate(params)):
                 self._holds.remove(held)
                 held.params = params
                 held.reached.set()
                 await held.released.wait()
-                return
+                return held
+        return None
 
     def stop_failing(self, method: str) -> None:
         """Calls to `method` succeed again (what `fail_next` queued for it is dropped)."""
@@ -479,8 +481,14 @@ class FakeSlack(LoopbackServer):
             SlackCall(method, params),
             RecordedRequest(method, params, token, request.method, request.content_type, headers),
         )
-        await self._wait_if_held(method, params)
+        held = await self._wait_if_held(method, params)
+        try:
+            return await self._answer(request, method, params, token)
+        finally:
+            if held is not None:
+                held.done.set()
 
+    async def _answer(self, request: web.Request, method: str, params: dict[str, Any], token: str | None) -> web.Response:
         outage = self._current_outage()
         if outage is not None:
             outage.answered.append((method, time.monotonic()))
