@@ -23,7 +23,7 @@ from ..model.wire import ToolSet
 from ..package.models import Agent, Package
 from ..prompts.composer import PromptComposer
 from .pump import pump_run
-from .pump_deps import PumpControl, PumpDeps
+from .pump_deps import PumpControl, PumpDeps, PumpTools
 from ..store.run_manager import RunManager
 from ..store.runs_model import RunRecord
 from ..store.protocol import RunStore
@@ -155,10 +155,8 @@ class Engine:
                 settings=self.settings,
                 histories=self.histories,
                 composer=self.composer,
-                tools=self.tools,
-                prepared_tool_set=self.prepared_tool_set,
+                tools=PumpTools(self.tools, self.prepared_tool_set, self.off_limits),
                 run_child=self.run_pump,
-                off_limits=self.off_limits,
             )
             return await pump_run(deps, record, package, intent, user_input, on_event, control)
         finally:

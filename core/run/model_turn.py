@@ -67,7 +67,7 @@ class ModelTurns:
         self.model = record.model or deps.llm.model  # the conversation's `*model` choice, set before the pump
 
     async def ask(self, ctx: ToolContext, at: ModelAsk) -> LLMReply | TurnEnded:
-        tools = await self.deps.prepared_tool_set(ctx)
+        tools = await self.deps.tools.prepared(ctx)
         messages = self.prompt.messages(
             ctx,
             tools.names,

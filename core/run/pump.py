@@ -141,7 +141,7 @@ class Pump:
         self.complete = run_state.is_complete(fm, self.graph)
         self.state_version = 1  # bumped on every state reload, so the prompt prefix is rebuilt
         self.mounts = Mounts(project=Path(record.workspace), pkg=package.root, state=state_dir,
-                             git=git_view(record), off_limits=deps.off_limits)
+                             git=git_view(record), off_limits=deps.tools.off_limits)
         self.composer = deps.composer(package)
         self.prompt = RunPrompt(
             self.composer,
@@ -157,7 +157,7 @@ class Pump:
         if self.confirmation.granted:
             audit({"kind": "state.confirmed"})  # the operator's audit asks who let a finished run change
         self.recorder = ToolRecorder(
-            deps.tools,
+            deps.tools.host,
             history,
             reporter.emit,
             run_id=record.run_id,
@@ -316,7 +316,7 @@ class Pump:
         self, held: HeldCall, answer: ApprovalDecision | None, ctx: ToolContext, typed: bool
     ) -> Round:
         """The owner decided (or typed instead): the held call's tool message, then the rest of its reply."""
-        await self.deps.tools.prepare(ctx)  # after a restart the MCP servers start again for the call
+        await self.deps.tools.host.prepare(ctx)  # after a restart the MCP servers start again for the call
         was_complete = self.complete
         before = self._progress()
         outcome, ctx = await self.approvals.decide(held, answer, ctx)

@@ -38,6 +38,15 @@ ChildPump = Callable[[RunRecord, Package, Intent, "UserInput | None", "EventSink
 
 
 @dataclass(frozen=True)
+class PumpTools:
+    """The tools a run calls: their host, the tool set as the model is offered it, and what they may not touch."""
+
+    host: ToolHost
+    prepared: Callable[[ToolContext], Awaitable[ToolSet]]
+    off_limits: OffLimits = OffLimits()  # what the run's tools and commands may not touch
+
+
+@dataclass(frozen=True)
 class PumpDeps:
     store: RunStore
     runs: RunManager
@@ -45,7 +54,5 @@ class PumpDeps:
     settings: EngineSettings
     histories: HistoryCache
     composer: Callable[[Package], PromptComposer]
-    tools: ToolHost
-    prepared_tool_set: Callable[[ToolContext], Awaitable[ToolSet]]
+    tools: PumpTools
     run_child: ChildPump  # pumps a sub-workflow's run under the caller's control
-    off_limits: OffLimits = OffLimits()  # what the run's tools and commands may not touch
