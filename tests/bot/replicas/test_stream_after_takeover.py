@@ -41,10 +41,7 @@ async def kill_mid_stream(c: Cluster, top: str, text: str, since: int) -> tuple[
         return any(len(message_text(m)) >= len(text) // 2 for m in replies_in(c.slack, top, text))
 
     await c.slack.wait_for(("chat.appendStream", "chat.update"), half_shown, since=since, timeout=WAIT)
-    holder = await c.holder(top)
-    victim = next(r for r in c.replicas if r.id == holder)
-    kill_group(victim.process.pid)
-    await victim.process.wait()
+    victim = await kill_holder(c, top)
     (cut,) = replies_in(c.slack, top, text)
     assert text not in message_text(cut) and c.slack.streams.get(("C1", cut["ts"])) == "streaming", message_text(cut)
     return victim, next(r.index for r in c.replicas if r is not victim), cut
@@ -66,6 +63,24 @@ async def nothing_more_from_restart(c: Cluster, top: str, victim: Replica, cut: 
     ]
     assert not touched, touched
     assert_shown_once(c.slack, top, text)
+
+
+async def kill_holder(c: Cluster, top: str) -> Replica:
+    """SIGKILL the replica holding thread `top`; it stays down."""
+    holder = await c.holder(top)
+    victim = next(r for r in c.replicas if r.id == holder)
+    kill_group(victim.process.pid)
+    await victim.process.wait()
+    return victim
+
+
+async def open_chat(c: Cluster) -> tuple[ChatModel, str]:
+    """A plain chat thread opened through replica 0, with the chat model answering in it."""
+    model = ChatModel()
+    c.llm.responder = model
+    top = await c.mention("chat", via=0)
+    await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
+    return model, top
 
 
 class ChatModel:
@@ -110,18 +125,12 @@ async def test_a_chat_reply_killed_as_slack_opens_its_message_is_finished_once_i
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
-        model = ChatModel()
-        c.llm.responder = model
-        top = await c.mention("chat", via=0)
-        await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
+        model, top = await open_chat(c)
         since = len(c.slack.calls)
         opening = c.slack.hold("chat.startStream", lambda p: p.get("thread_ts") == top)
         await c.reply(top, QUESTION, via=0)
         await asyncio.wait_for(opening.reached.wait(), WAIT)
-        holder = await c.holder(top)
-        victim = next(r for r in c.replicas if r.id == holder)
-        kill_group(victim.process.pid)
-        await victim.process.wait()
+        await kill_holder(c, top)
         opening.release()  # Slack opens the message: the killed replica never heard of it
         await asyncio.wait_for(opening.done.wait(), WAIT)
         opened = [ts for (channel, ts), state in c.slack.streams.items()
@@ -138,18 +147,12 @@ async def test_a_reply_recorded_whole_but_not_shown_is_finished_by_the_new_holde
     database_url: str, project: Path, tmp_path: Path
 ) -> None:
     async with cluster(database_url, project, tmp_path, mode="http", package="multi-workflows") as c:
-        model = ChatModel()
-        c.llm.responder = model
-        top = await c.mention("chat", via=0)
-        await c.posted(lambda p: p.get("thread_ts") == top and "Plain chat" in message_text(p))
+        model, top = await open_chat(c)
         c.slack.fail_next("chat.stopStream", "service_unavailable", status=503, times=10_000)
         since = len(c.slack.calls)
         await c.reply(top, QUESTION, via=0)
         await c.slack.wait_for("chat.stopStream", since=since, timeout=WAIT)  # the whole text is recorded; Slack is away
-        holder = await c.holder(top)
-        victim = next(r for r in c.replicas if r.id == holder)
-        kill_group(victim.process.pid)
-        await victim.process.wait()
+        victim = await kill_holder(c, top)
         c.slack.stop_failing("chat.stopStream")
 
         await c.slack.wait_for(("chat.update", STREAMED), lambda p: ANSWER in message_text(p), since=since, timeout=WAIT)
