@@ -25,9 +25,9 @@ class OutboxEntry(BaseModel):
     after another.
 
     A streamed reply is recorded as `stream` before Slack opens its message, with the message's ts once Slack
-    has answered (nothing to send yet: at a start it is settled, bot.native.stream), then becomes `finish` once its whole text is known: the stream is
-    stopped with the rest of the text, or, when Slack no longer streams it, the message is edited to the
-    whole text. `settles` are the dedupe keys of the event the reply answers: they count as handled from the
+    has answered (nothing to send yet: at a start it is settled, bot.native.stream), then becomes `finish`
+    once its whole text is known: the stream is stopped with the rest of the text, or, when Slack no longer
+    streams it, the message is edited to the whole text. `settles` are the dedupe keys of the event the reply answers: they count as handled from the
     moment this entry holds the whole reply (a start claims them again from an entry still waiting)."""
 
     id: str = Field(default_factory=new_id)

@@ -488,7 +488,9 @@ class FakeSlack(LoopbackServer):
             if held is not None:
                 held.done.set()
 
-    async def _answer(self, request: web.Request, method: str, params: dict[str, Any], token: str | None) -> web.Response:
+    async def _answer(
+        self, request: web.Request, method: str, params: dict[str, Any], token: str | None
+    ) -> web.Response:
         outage = self._current_outage()
         if outage is not None:
             outage.answered.append((method, time.monotonic()))
